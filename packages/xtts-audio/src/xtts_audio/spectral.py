@@ -1,0 +1,189 @@
+"""STFT, mel spectrogram and feature scaling: pure TensorFlow, any leading batch dims.
+
+Every function here runs eagerly, in `tf.function`, under `jit_compile=True` and inside
+`tf.data.Dataset.map`. Constants (window, filterbank) come from `_filters` in float64 and
+enter the graph as float32.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from xtts_audio import _filters
+from xtts_audio.config import MelConfig
+from xtts_audio.errors import InputError
+
+__all__ = [
+    "denormalize",
+    "mel_features",
+    "mel_spectrogram",
+    "normalize",
+    "num_frames",
+    "spectrogram",
+]
+
+
+def num_frames(num_samples, config: MelConfig):
+    """Frames the STFT of `num_samples` samples has, as librosa counts them.
+
+    The one place frame-count arithmetic lives: caches, pipelines and models call it.
+
+    Args:
+        num_samples: int, NumPy array or integer tensor of sample counts.
+        config: the recipe (`n_fft`, `hop_length`, `center` matter).
+
+    Returns:
+        Frame counts of the same kind as `num_samples` (0 when a signal is too short to
+        fill one frame without centring).
+    """
+    padded = num_samples + 2 * (config.n_fft // 2) if config.center else num_samples
+    frames = 1 + (padded - config.n_fft) // config.hop_length
+    if isinstance(frames, tf.Tensor):
+        return tf.maximum(frames, 0)
+    if isinstance(frames, np.ndarray):
+        return np.maximum(frames, 0)
+    return max(int(frames), 0)
+
+
+def _as_waveform(waveform, name: str = "waveform") -> tf.Tensor:
+    waveform = tf.convert_to_tensor(waveform)
+    if not waveform.dtype.is_floating:
+        raise InputError(f"Expected a float waveform, received: {name}.dtype={waveform.dtype.name}")
+    if waveform.shape.rank == 0:
+        raise InputError(f"Expected {name} of shape [..., samples], received: shape=[]")
+    return tf.cast(waveform, tf.float32)
+
+
+def _pad_center(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
+    pad = config.n_fft // 2
+    length = waveform.shape[-1]
+    if config.pad_mode == "reflect" and length is not None and length <= pad:
+        raise InputError(
+            f"Expected more than n_fft // 2 = {pad} samples for reflect padding, "
+            f"received: samples={length}"
+        )
+    paddings = [[0, 0]] * (waveform.shape.rank - 1) + [[pad, pad]]
+    mode = "REFLECT" if config.pad_mode == "reflect" else "CONSTANT"
+    return tf.pad(waveform, paddings, mode=mode)
+
+
+def _frames(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
+    if config.center:
+        waveform = _pad_center(waveform, config)
+    return tf.signal.frame(waveform, config.n_fft, config.hop_length)  # (..., T, n_fft)
+
+
+def spectrogram(waveform, config: MelConfig, *, bins: int | None = None) -> tf.Tensor:
+    """|STFT|^power, as `librosa.stft` frames and windows it.
+
+    Args:
+        waveform: float [..., samples].
+        config: the recipe.
+        bins: compute only the first `bins` frequency bins (default: all `n_fft // 2 + 1`).
+
+    Returns:
+        float32 [..., frames, bins] with frames = `num_frames(samples, config)`.
+    """
+    waveform = _as_waveform(waveform)
+    bins = config.n_freqs if bins is None else bins
+    frames = _frames(waveform, config) * tf.constant(_filters.window(config), tf.float32)
+    stft = tf.signal.rfft(frames, fft_length=[config.n_fft])[..., :bins]  # (..., T, bins)
+    power = tf.math.square(tf.math.real(stft)) + tf.math.square(tf.math.imag(stft))
+    return power if config.power == 2.0 else tf.sqrt(power)
+
+
+def mel_spectrogram(waveform, config: MelConfig) -> tf.Tensor:
+    """Linear mel spectrogram: the filterbank applied to |STFT|^power (no log).
+
+    Matches `librosa.feature.melspectrogram(...).swapaxes(-1, -2)` with the same settings.
+
+    Args:
+        waveform: float [..., samples], any number of leading batch dims.
+        config: the recipe.
+
+    Returns:
+        float32 [..., frames, n_mels], frames = `num_frames(samples, config)`.
+    """
+    bins = _filters.used_bins(config)
+    spec = spectrogram(waveform, config, bins=bins)
+    basis = tf.constant(_filters.mel_filterbank(config)[:bins], tf.float32)
+    return tf.linalg.matmul(spec, basis)
+
+
+def mel_features(waveform, config: MelConfig) -> tf.Tensor:
+    """The recipe's model features: `normalize(mel_spectrogram(waveform, config), config)`.
+
+    Args:
+        waveform: float [..., samples].
+        config: the recipe.
+
+    Returns:
+        float32 [..., frames, n_mels].
+    """
+    return normalize(mel_spectrogram(waveform, config), config)
+
+
+def normalize(mel, config: MelConfig) -> tf.Tensor:
+    """Linear mel → features by the recipe's scaling (log, dB, Coqui normalisation).
+
+    Args:
+        mel: float [..., frames, n_mels] linear mel (as `mel_spectrogram` returns).
+        config: the recipe.
+
+    Returns:
+        float32 [..., frames, n_mels].
+    """
+    mel = tf.cast(tf.convert_to_tensor(mel), tf.float32)
+    if config.log == "none":
+        return mel
+    floored = tf.maximum(mel, config.amin)
+    if config.log == "ln":
+        return tf.math.log(floored)
+    log10 = tf.math.log(floored) * (1.0 / math.log(10.0))
+    if config.log == "log10":
+        return log10
+    db = (20.0 / config.power) * log10
+    if config.top_db is not None:
+        peak = tf.reduce_max(db, axis=[-2, -1], keepdims=True)
+        db = tf.maximum(db, peak - config.top_db)
+    db = db - config.ref_level_db
+    if config.min_level_db is None:
+        return db
+    scaled = (db - config.min_level_db) / -config.min_level_db
+    if config.symmetric_norm:
+        scaled = 2.0 * config.max_norm * scaled - config.max_norm
+        low = -config.max_norm
+    else:
+        scaled = config.max_norm * scaled
+        low = 0.0
+    return tf.clip_by_value(scaled, low, config.max_norm) if config.clip_norm else scaled
+
+
+def denormalize(features, config: MelConfig) -> tf.Tensor:
+    """Features → linear mel, inverting `normalize` (up to its floor and clipping).
+
+    Args:
+        features: float [..., frames, n_mels] in the recipe's feature scale.
+        config: the recipe.
+
+    Returns:
+        float32 [..., frames, n_mels] linear mel (|STFT|^power through the filterbank).
+    """
+    x = tf.cast(tf.convert_to_tensor(features), tf.float32)
+    if config.log == "none":
+        return x
+    if config.log == "ln":
+        return tf.exp(x)
+    if config.log == "log10":
+        return tf.pow(10.0, x)
+    if config.min_level_db is not None:
+        if config.symmetric_norm:
+            x = (x + config.max_norm) / (2.0 * config.max_norm)
+        else:
+            x = x / config.max_norm
+        x = x * -config.min_level_db + config.min_level_db
+    db = x + config.ref_level_db
+    return tf.pow(10.0, db * (config.power / 20.0))

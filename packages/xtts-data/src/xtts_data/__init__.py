@@ -1,0 +1,3 @@
+"""Corpus ingest, feature cache and fixed-shape tf.data pipeline (not written yet)."""
+
+__all__: list[str] = []
