@@ -7,9 +7,9 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import pytest
+import tensorflow as tf
 
 DATA = pathlib.Path(__file__).parent / "data"
 # Every xtts_audio op must give the same numbers in each of these modes.

@@ -6,7 +6,10 @@ XLA: strings cannot enter it).
 """
 
 from xtts_audio.config import PRESETS, MelConfig
+from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
 from xtts_audio.errors import ConfigError, InputError, XttsAudioError
+from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
+from xtts_audio.resample import resample, to_mono
 from xtts_audio.spectral import (
     denormalize,
     mel_features,
@@ -14,7 +17,9 @@ from xtts_audio.spectral import (
     normalize,
     num_frames,
     spectrogram,
+    stft,
 )
+from xtts_audio.wav import decode_wav, load_wav
 
 __all__ = [
     "PRESETS",
@@ -22,10 +27,22 @@ __all__ = [
     "InputError",
     "MelConfig",
     "XttsAudioError",
+    "decode_wav",
+    "deemphasis",
     "denormalize",
+    "griffin_lim",
+    "istft",
+    "load_wav",
     "mel_features",
     "mel_spectrogram",
+    "mel_to_magnitude",
     "normalize",
     "num_frames",
+    "preemphasis",
+    "resample",
+    "silence_bounds",
     "spectrogram",
+    "stft",
+    "to_mono",
+    "trim_silence",
 ]

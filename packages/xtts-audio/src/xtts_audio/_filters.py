@@ -17,6 +17,8 @@ _F_SP = 200.0 / 3  # Slaney scale: linear below 1 kHz with this many Hz per mel 
 _MIN_LOG_HZ = 1000.0
 _MIN_LOG_MEL = _MIN_LOG_HZ / _F_SP
 _LOGSTEP = np.log(6.4) / 27.0  # ... and logarithmic above it
+# a0 - a1 * cos(2 pi n / N): the periodic (fftbins=True) forms scipy.signal.get_window builds
+_COSINE_WINDOWS = {"hann": (0.5, 0.5), "hamming": (0.54, 0.46)}
 
 
 def hz_to_mel(hz: np.ndarray, *, htk: bool) -> np.ndarray:
@@ -44,10 +46,8 @@ def window(config: MelConfig) -> np.ndarray:
     """Periodic analysis window of `win_length`, centred in `n_fft` zeros: float64 [n_fft]."""
     n = np.arange(config.win_length, dtype=np.float64)
     phase = 2.0 * np.pi * n / config.win_length
-    if config.window == "hann":
-        win = 0.5 - 0.5 * np.cos(phase)
-    else:
-        win = 0.54 - 0.46 * np.cos(phase)
+    a0, a1 = _COSINE_WINDOWS[config.window]
+    win = a0 - a1 * np.cos(phase)
     left = (config.n_fft - config.win_length) // 2
     out = np.zeros(config.n_fft, dtype=np.float64)
     out[left : left + config.win_length] = win

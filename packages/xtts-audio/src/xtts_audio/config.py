@@ -111,7 +111,9 @@ class MelConfig:
         if not 0.0 <= self.fmin < nyquist:
             _fail("fmin", self.fmin, f"0 <= fmin < sample_rate / 2 ({nyquist:g})")
         if not self.fmin < self.fmax <= nyquist:
-            _fail("fmax", self.fmax, f"fmin ({self.fmin:g}) < fmax <= sample_rate / 2 ({nyquist:g})")
+            _fail(
+                "fmax", self.fmax, f"fmin ({self.fmin:g}) < fmax <= sample_rate / 2 ({nyquist:g})"
+            )
 
     def _check_scaling(self) -> None:
         if self.log not in _LOG_SCALES:
@@ -185,31 +187,73 @@ PRESETS: dict[str, dict[str, Any]] = {
     # librosa 0.11 `librosa.feature.melspectrogram` defaults, then `librosa.power_to_db`
     # defaults (ref=1.0, amin=1e-10, top_db=80).
     "librosa": dict(
-        sample_rate=22050, n_fft=2048, hop_length=512, n_mels=128, pad_mode="constant",
-        power=2.0, htk=False, norm="slaney", log="db", amin=1e-10, top_db=80.0,
+        sample_rate=22050,
+        n_fft=2048,
+        hop_length=512,
+        n_mels=128,
+        pad_mode="constant",
+        power=2.0,
+        htk=False,
+        norm="slaney",
+        log="db",
+        amin=1e-10,
+        top_db=80.0,
     ),
     # Coqui TTS XTTS (TorchMelSpectrogram, from tortoise-tts): torchaudio MelSpectrogram with
     # power 2, f_max 8000, HTK mel scale (torchaudio's default) with slaney norm, reflect
     # padding, then `log(clamp(x, min=1e-5))`.
     "xtts": dict(
-        sample_rate=22050, n_fft=1024, hop_length=256, win_length=1024, n_mels=80,
-        fmin=0.0, fmax=8000.0, pad_mode="reflect", power=2.0, htk=True, norm="slaney",
-        log="ln", amin=1e-5,
+        sample_rate=22050,
+        n_fft=1024,
+        hop_length=256,
+        win_length=1024,
+        n_mels=80,
+        fmin=0.0,
+        fmax=8000.0,
+        pad_mode="reflect",
+        power=2.0,
+        htk=True,
+        norm="slaney",
+        log="ln",
+        amin=1e-5,
     ),
     # Coqui TTS `AudioProcessor` with `BaseAudioConfig` defaults (TTS/config/shared_configs.py):
     # |STFT| (reflect), slaney filters to sr/2, 20*log10(max(1e-5, x)) - ref_level_db 20,
     # then (S + 100) / 100 scaled to [-4, 4] and clipped.
     "coqui": dict(
-        sample_rate=22050, n_fft=1024, hop_length=256, win_length=1024, n_mels=80,
-        fmin=0.0, pad_mode="reflect", power=1.0, htk=False, norm="slaney", log="db",
-        amin=1e-5, ref_level_db=20.0, min_level_db=-100.0, max_norm=4.0,
-        symmetric_norm=True, clip_norm=True,
+        sample_rate=22050,
+        n_fft=1024,
+        hop_length=256,
+        win_length=1024,
+        n_mels=80,
+        fmin=0.0,
+        pad_mode="reflect",
+        power=1.0,
+        htk=False,
+        norm="slaney",
+        log="db",
+        amin=1e-5,
+        ref_level_db=20.0,
+        min_level_db=-100.0,
+        max_norm=4.0,
+        symmetric_norm=True,
+        clip_norm=True,
     ),
     # TensorFlowTTS LJSpeech preprocessing (preprocess/ljspeech_preprocess.yaml and
     # `logmelfilterbank`): |STFT| (reflect), 80 slaney mels over 80-7600 Hz,
     # log10(max(1e-10, x)).
     "tacotron2": dict(
-        sample_rate=22050, n_fft=1024, hop_length=256, n_mels=80, fmin=80.0, fmax=7600.0,
-        pad_mode="reflect", power=1.0, htk=False, norm="slaney", log="log10", amin=1e-10,
+        sample_rate=22050,
+        n_fft=1024,
+        hop_length=256,
+        n_mels=80,
+        fmin=80.0,
+        fmax=7600.0,
+        pad_mode="reflect",
+        power=1.0,
+        htk=False,
+        norm="slaney",
+        log="log10",
+        amin=1e-10,
     ),
 }

@@ -11,6 +11,10 @@ __all__ = ["ConfigError", "InputError", "XttsAudioError"]
 class XttsAudioError(Exception):
     """Base class of every error xtts_audio raises itself."""
 
+    # AutoGraph re-raises an error met while tracing as its own type only when the class
+    # keeps Exception's constructor; otherwise callers of a tf.function see a StagingError.
+    __init__ = Exception.__init__
+
 
 class ConfigError(XttsAudioError, ValueError):
     """A configuration value is invalid: the message names the field, the value and the rule."""

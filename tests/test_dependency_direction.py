@@ -1,0 +1,90 @@
+"""The package graph is audio <- data <- train <- bench, and xtts_audio needs only TF + NumPy."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PACKAGES = ("xtts_audio", "xtts_data", "xtts_train", "xtts_bench")
+# What each package may import from the project, left of it in the graph.
+ALLOWED_FIRST_PARTY = {
+    "xtts_audio": {"xtts_audio"},
+    "xtts_data": {"xtts_audio", "xtts_data"},
+    "xtts_train": {"xtts_audio", "xtts_data", "xtts_train"},
+    "xtts_bench": set(PACKAGES),
+}
+
+
+def _source_dir(package: str) -> pathlib.Path:
+    return ROOT / "packages" / package.replace("_", "-") / "src" / package
+
+
+def _imported_modules(package: str) -> dict[str, set[str]]:
+    """Top-level module names imported anywhere (functions included) in a package: {name: files}."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(_source_dir(package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                found.setdefault(name.split(".")[0], set()).add(path.name)
+    return found
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_first_party_imports_point_left(package):
+    imported = _imported_modules(package)
+    wrong = {m: f for m, f in imported.items() if m.startswith("xtts_")}
+    wrong = {m: f for m, f in wrong.items() if m not in ALLOWED_FIRST_PARTY[package]}
+    assert not wrong, f"{package} imports {wrong}; allowed: {sorted(ALLOWED_FIRST_PARTY[package])}"
+
+
+def test_xtts_audio_imports_only_tensorflow_numpy_and_stdlib():
+    allowed = set(sys.stdlib_module_names) | {"tensorflow", "numpy", "xtts_audio"}
+    imported = _imported_modules("xtts_audio")
+    assert imported, "scan found no imports: wrong source path?"
+    extra = {m: f for m, f in imported.items() if m not in allowed}
+    assert not extra, f"xtts_audio imports {extra}"
+
+
+def test_importing_xtts_audio_loads_no_test_extras_or_other_packages():
+    # TensorFlow imports scipy by itself when it is installed: count only what xtts_audio adds.
+    code = (
+        "import sys, tensorflow\n"
+        "before = set(sys.modules)\n"
+        "import xtts_audio\n"
+        "bad = {'librosa', 'soundfile', 'scipy', 'xtts_data', 'xtts_train', 'xtts_bench'}\n"
+        "print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in bad))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_xtts_audio_install_requirements_are_numpy_and_tensorflow_only():
+    project = tomllib.loads((ROOT / "packages/xtts-audio/pyproject.toml").read_text())["project"]
+    assert project["dependencies"] == ["numpy>=1.26"]
+    extras = project["optional-dependencies"]
+    for extra in ("cpu", "cuda", "tensorflow"):
+        assert all(req.startswith("tensorflow") for req in extras[extra]), extras[extra]
+
+
+@pytest.mark.parametrize("package", PACKAGES[1:])
+def test_no_package_depends_on_one_to_its_right(package):
+    project = tomllib.loads((_source_dir(package).parents[1] / "pyproject.toml").read_text())
+    names = {
+        req.split("[")[0].split(">")[0].split("=")[0].strip()
+        for req in project["project"]["dependencies"]
+    }
+    index = PACKAGES.index(package)
+    right = {p.replace("_", "-") for p in PACKAGES[index + 1 :]}
+    assert not names & right, f"{package} depends on {names & right}"
