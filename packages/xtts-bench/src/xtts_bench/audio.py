@@ -26,6 +26,7 @@ import librosa
 import numpy as np
 import soundfile
 import tensorflow as tf
+import threadpoolctl
 
 import xtts_audio as xa
 from xtts_audio.cli import synthetic_utterance
@@ -51,6 +52,11 @@ class AudioBenchConfig:
                 raise ValueError(
                     f"AudioBenchConfig.{name}: expected >= 1, received: {getattr(self, name)}"
                 )
+        if self.clips < self.batch_size:
+            raise ValueError(
+                f"AudioBenchConfig: expected clips >= batch_size, received: "
+                f"clips={self.clips}, batch_size={self.batch_size}"
+            )
         if not 0 < self.min_seconds <= self.max_seconds:
             raise ValueError(
                 f"AudioBenchConfig: expected 0 < min_seconds <= max_seconds, received: "
@@ -79,15 +85,28 @@ def _timings(fn: Callable[[], object], rounds: int) -> list[float]:
     return times
 
 
+def _best_librosa_threads() -> threadpoolctl.threadpool_limits:
+    """BLAS limited to one thread for the librosa side.
+
+    librosa's mel is a small matrix product; with OpenBLAS's default of one thread per core
+    its threads spin-wait against every other busy thread and run it several times slower
+    (measured 7x on this machine with the other core busy). One thread is librosa at its best.
+    """
+    return threadpoolctl.threadpool_limits(limits=1, user_api="blas")
+
+
 def _side_by_side(
     ours: Callable[[], object], theirs: Callable[[], object], rounds: int
 ) -> tuple[float, float]:
     """Median seconds of each, alternating one round of each so drift hits both."""
-    ours(), theirs()  # warm-up: compile, fill caches
+    ours()  # warm-up: compile, fill caches
+    with _best_librosa_threads():
+        theirs()
     ours_t, theirs_t = [], []
     for _ in range(rounds):
         ours_t += _timings(ours, 1)
-        theirs_t += _timings(theirs, 1)
+        with _best_librosa_threads():
+            theirs_t += _timings(theirs, 1)
     return statistics.median(ours_t), statistics.median(theirs_t)
 
 
@@ -103,24 +122,39 @@ def _librosa_mel(config: xa.MelConfig) -> Callable[[np.ndarray], np.ndarray]:
     return mel
 
 
-def _padded_batches(clips: list[np.ndarray], batch_size: int, length: int) -> list[np.ndarray]:
+def _padded_batches(clips: list[np.ndarray], batch_size: int, step: int) -> list[np.ndarray]:
+    """Clips sorted by length, batched, each batch zero-padded to a multiple of `step`.
+
+    Few distinct shapes (one per `step` of length), each compiled once in the warm-up.
+    """
+    ordered = sorted(clips, key=len)
     batches = []
-    for start in range(0, len(clips), batch_size):
-        batch = np.zeros((batch_size, length), np.float32)  # fixed shape: one compile
-        for row, clip in enumerate(clips[start : start + batch_size]):
+    for start in range(0, len(ordered), batch_size):
+        group = ordered[start : start + batch_size]
+        length = -(-max(len(c) for c in group) // step) * step
+        batch = np.zeros((batch_size, length), np.float32)
+        for row, clip in enumerate(group):
             batch[row, : len(clip)] = clip
         batches.append(batch)
     return batches
 
 
+def _compiled_mel(config: xa.MelConfig) -> Callable[[tf.Tensor], tf.Tensor]:
+    return tf.function(lambda w: xa.mel_spectrogram(w, config), jit_compile=True)
+
+
 def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchConfig) -> dict:
-    """Batched XLA mel vs librosa per file, on the same clips."""
-    length = max(len(c) for c in clips)
-    batches = [tf.constant(b) for b in _padded_batches(clips, bench.batch_size, length)]
-    compiled = tf.function(lambda w: xa.mel_spectrogram(w, config), jit_compile=True)
+    """Sorted, padded batches through the XLA mel, `threads` at a time, vs librosa per file."""
+    batches = _padded_batches(clips, bench.batch_size, step=config.sample_rate)
+    dataset = tf.data.Dataset.from_tensors(batches[0])
+    for batch in batches[1:]:
+        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(batch))
+    dataset = dataset.map(_compiled_mel(config), num_parallel_calls=bench.threads).prefetch(
+        bench.threads
+    )
     librosa_mel = _librosa_mel(config)
     ours, theirs = _side_by_side(
-        lambda: [compiled(b).numpy() for b in batches],
+        lambda: [None for _ in dataset],
         lambda: [librosa_mel(c) for c in clips],
         bench.rounds,
     )
@@ -130,31 +164,23 @@ def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchCo
 def bench_end_to_end(paths: list[str], config: xa.MelConfig, bench: AudioBenchConfig) -> dict:
     """WAV files → mel: tf.data + load_wav + batched XLA mel vs librosa.load + mel per file."""
     length = max(soundfile.info(p).frames for p in paths)
-    compiled = tf.function(lambda w: xa.mel_spectrogram(w, config), jit_compile=True)
     dataset = (
         tf.data.Dataset.from_tensor_slices(paths)
         .map(lambda p: xa.load_wav(p)[0][:, 0], num_parallel_calls=tf.data.AUTOTUNE)
-        .padded_batch(bench.batch_size, padded_shapes=[length], drop_remainder=False)
-        .prefetch(tf.data.AUTOTUNE)
+        # Fixed batch shape (full batches, fixed length): the compiled mel sees one shape.
+        .padded_batch(bench.batch_size, padded_shapes=[length], drop_remainder=True)
+        .map(_compiled_mel(config), num_parallel_calls=bench.threads)
+        .prefetch(bench.threads)
     )
+    used = paths[: len(paths) // bench.batch_size * bench.batch_size]
     librosa_mel = _librosa_mel(config)
 
-    def ours() -> None:
-        for batch in dataset:
-            compiled(_pad_rows(batch, bench.batch_size)).numpy()
-
     def theirs() -> None:
-        for path in paths:
+        for path in used:
             librosa_mel(librosa.load(path, sr=None)[0])
 
-    seconds = sum(soundfile.info(p).frames for p in paths) / config.sample_rate
-    return _figures(seconds, *_side_by_side(ours, theirs, bench.rounds))
-
-
-def _pad_rows(batch: tf.Tensor, rows: int) -> tf.Tensor:
-    """Pad a short final batch to `rows` so the compiled function sees one shape."""
-    missing = rows - batch.shape[0]
-    return batch if missing == 0 else tf.pad(batch, [[0, missing], [0, 0]])
+    seconds = sum(soundfile.info(p).frames for p in used) / config.sample_rate
+    return _figures(seconds, *_side_by_side(lambda: [None for _ in dataset], theirs, bench.rounds))
 
 
 def bench_decode(paths: list[str], sample_rate: int, bench: AudioBenchConfig) -> dict:

@@ -1,0 +1,39 @@
+"""Every asv benchmark in benchmarks/ runs once on tiny inputs, so the suite cannot rot."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import os
+import pathlib
+
+import pytest
+
+# Tiny inputs: this checks that each benchmark runs, not how fast (the modules read it on load).
+os.environ.setdefault("XTTS_BENCH_CLIPS", "2")
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _benchmark_classes():
+    for path in sorted(BENCHMARKS.glob("benchmarks_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == module.__name__:
+                yield pytest.param(cls, id=f"{path.stem}.{name}")
+
+
+@pytest.mark.parametrize("cls", list(_benchmark_classes()))
+def test_benchmark_runs(cls):
+    params = getattr(cls, "params", ((),))
+    combos = list(itertools.product(*params)) if params != ((),) else [()]
+    methods = [m for m in dir(cls) if m.startswith(("time_", "track_"))]
+    assert methods, f"{cls.__name__} has no benchmark methods"
+    for combo in combos:
+        bench = cls()
+        bench.setup(*combo)
+        for method in methods:
+            getattr(bench, method)(*combo)
