@@ -29,7 +29,9 @@ class MelSpectrogram:
 
     def setup(self, preset: str) -> None:
         self.config = xa.MelConfig.from_preset(preset)
-        self.clips = make_clips(AudioBenchConfig(clips=_CLIPS, batch_size=_CLIPS), self.config.sample_rate)
+        self.clips = make_clips(
+            AudioBenchConfig(clips=_CLIPS, batch_size=_CLIPS), self.config.sample_rate
+        )
         batch = np.zeros((len(self.clips), max(len(c) for c in self.clips)), np.float32)
         for row, clip in enumerate(self.clips):
             batch[row, : len(clip)] = clip

@@ -125,6 +125,28 @@ def test_leading_batch_dims_are_kept(speech):
     np.testing.assert_allclose(out[1, 1], single * 0.5, rtol=1e-4, atol=1e-6)
 
 
+def test_compiled_batches_are_chunked_and_give_the_same_mel():
+    """In a graph, big static batches go through the filterbank a few rows at a time."""
+    from xtts_audio.spectral import _rows_per_chunk
+
+    config = MelConfig.from_preset("xtts")
+    spec = tf.TensorSpec([8, 3 * 22050], tf.float32)
+    chosen = {}
+
+    def mel(w):
+        chosen["rows"] = _rows_per_chunk(w, config)
+        return xtts_audio.mel_spectrogram(w, config)
+
+    batch = np.random.default_rng(0).standard_normal(spec.shape).astype(np.float32) * 0.1
+    compiled = tf.function(mel, jit_compile=True, input_signature=[spec])
+    got = compiled(batch).numpy()
+    assert 2 <= chosen["rows"] < 8
+    assert 8 % chosen["rows"] == 0
+    assert _rows_per_chunk(tf.constant(batch), config) is None  # eagerly: whole batch
+    expected = xtts_audio.mel_spectrogram(batch, config).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6 * expected.max())
+
+
 @pytest.mark.parametrize("center", [True, False])
 @pytest.mark.parametrize("n_fft", [1024, 1023])
 @pytest.mark.parametrize("samples", [1024, 1025, 5000, 22050])

@@ -124,6 +124,40 @@ def mel_spectrogram(waveform, config: MelConfig) -> tf.Tensor:
     Returns:
         float32 [..., frames, n_mels], frames = `num_frames(samples, config)`.
     """
+    waveform = _as_waveform(waveform)
+    rows = _rows_per_chunk(waveform, config)
+    if rows is None:
+        return _mel(waveform, config)
+    # Framing copies each sample n_fft / hop times: done for the whole batch at once, the
+    # frames leave the cache before the FFT reads them. A few rows at a time stay inside it.
+    batch_shape = waveform.shape[:-1]
+    chunks = tf.reshape(waveform, [-1, rows, waveform.shape[-1]])  # (chunks, rows, samples)
+    mel = tf.map_fn(lambda chunk: _mel(chunk, config), chunks)  # (chunks, rows, T, n_mels)
+    return tf.reshape(mel, batch_shape.concatenate(mel.shape[-2:]))
+
+
+# Framed signal per chunk: measured on a 2-core CPU, chunks of ~4-8 MiB beat both the whole
+# batch (17% slower with two batches in flight) and single rows (loop overhead).
+_CHUNK_BYTES = 8 << 20
+
+
+def _rows_per_chunk(waveform: tf.Tensor, config: MelConfig) -> int | None:
+    """Rows per chunk for `mel_spectrogram`, or None to process the batch whole.
+
+    Chunking needs a graph (eagerly, each chunk would be a separate dispatch) and static
+    shapes; it uses the largest divisor of the row count that fits `_CHUNK_BYTES`.
+    """
+    shape = waveform.shape
+    if tf.executing_eagerly() or shape.rank is None or not shape.is_fully_defined():
+        return None
+    total_rows = int(np.prod(shape[:-1]))
+    row_bytes = num_frames(shape[-1], config) * config.n_fft * 4
+    fit = _CHUNK_BYTES // max(row_bytes, 1)
+    rows = max((d for d in range(1, min(fit, total_rows) + 1) if total_rows % d == 0), default=1)
+    return rows if 2 <= rows < total_rows else None
+
+
+def _mel(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
     bins = _filters.used_bins(config)
     spec = spectrogram(waveform, config, bins=bins)
     basis = tf.constant(_filters.mel_filterbank(config)[:bins], tf.float32)

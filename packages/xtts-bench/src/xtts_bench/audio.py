@@ -15,6 +15,7 @@ only real audio seconds are credited.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import pathlib
 import statistics
@@ -38,11 +39,11 @@ __all__ = ["AudioBenchConfig", "format_table", "make_clips", "run_audio_benchmar
 class AudioBenchConfig:
     """What to measure: `clips` utterances of `min_seconds`-`max_seconds` at the preset's rate."""
 
-    clips: int = 32
+    clips: int = 128
     min_seconds: float = 2.0
     max_seconds: float = 10.0
     batch_size: int = 16
-    rounds: int = 5
+    rounds: int = 9
     threads: int = 2
     preset: str = "xtts"
 
@@ -76,38 +77,69 @@ def make_clips(bench: AudioBenchConfig, sample_rate: int) -> list[np.ndarray]:
     return clips
 
 
-def _timings(fn: Callable[[], object], rounds: int) -> list[float]:
-    times = []
-    for _ in range(rounds):
+def _wall(fn: Callable[[], object]) -> Callable[[], float]:
+    """A timer of one call of `fn`."""
+
+    def run() -> float:
         start = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - start)
-    return times
+        return time.perf_counter() - start
+
+    return run
 
 
-def _best_librosa_threads() -> threadpoolctl.threadpool_limits:
-    """BLAS limited to one thread for the librosa side.
+def _blas_limit(threads: int | None) -> threadpoolctl.threadpool_limits:
+    return threadpoolctl.threadpool_limits(limits=threads, user_api="blas")
 
-    librosa's mel is a small matrix product; with OpenBLAS's default of one thread per core
-    its threads spin-wait against every other busy thread and run it several times slower
-    (measured 7x on this machine with the other core busy). One thread is librosa at its best.
+
+def _fastest_blas_threads(theirs: Callable[[], float]) -> int | None:
+    """The BLAS thread count (default or 1) under which the baseline runs faster.
+
+    librosa's mel is a small matrix product. With OpenBLAS's default of a thread per core it
+    is ~5% faster on an idle machine, and several times slower (7x measured here) when the
+    other core is busy, because its threads spin-wait. The baseline gets whichever is better.
     """
-    return threadpoolctl.threadpool_limits(limits=1, user_api="blas")
+    timings = {}
+    for threads in (None, 1):
+        with _blas_limit(threads):
+            timings[threads] = min(theirs(), theirs())
+    return min(timings, key=timings.get)
+
+
+def _epoch(dataset: tf.data.Dataset) -> Callable[[], float]:
+    """A timer of one pass over `dataset`, iterator set-up excluded (paid once per epoch)."""
+
+    def run() -> float:
+        iterator = iter(dataset)
+        start = time.perf_counter()
+        for _ in iterator:
+            pass
+        return time.perf_counter() - start
+
+    return run
 
 
 def _side_by_side(
-    ours: Callable[[], object], theirs: Callable[[], object], rounds: int
-) -> tuple[float, float]:
-    """Median seconds of each, alternating one round of each so drift hits both."""
+    ours: Callable[[], float], theirs: Callable[[], float], rounds: int
+) -> tuple[float, float, float]:
+    """Median seconds of each and the median of per-round ratios (theirs / ours).
+
+    Rounds alternate one run of each, so the machine's drift hits both alike; the ratio of
+    each back-to-back pair is what is least disturbed by a shared, noisy machine.
+
+    Both time themselves (`_epoch`, `_wall`). Each pipeline is exhausted before the other
+    side runs, and a short pause lets TensorFlow's spinning pool threads go idle first.
+    """
     ours()  # warm-up: compile, fill caches
-    with _best_librosa_threads():
-        theirs()
+    blas_threads = _fastest_blas_threads(theirs)
     ours_t, theirs_t = [], []
     for _ in range(rounds):
-        ours_t += _timings(ours, 1)
-        with _best_librosa_threads():
-            theirs_t += _timings(theirs, 1)
-    return statistics.median(ours_t), statistics.median(theirs_t)
+        ours_t.append(ours())
+        time.sleep(0.05)
+        with _blas_limit(blas_threads):
+            theirs_t.append(theirs())
+    ratios = [t / o for o, t in zip(ours_t, theirs_t, strict=True)]
+    return statistics.median(ours_t), statistics.median(theirs_t), statistics.median(ratios)
 
 
 def _librosa_mel(config: xa.MelConfig) -> Callable[[np.ndarray], np.ndarray]:
@@ -144,21 +176,32 @@ def _compiled_mel(config: xa.MelConfig) -> Callable[[tf.Tensor], tf.Tensor]:
 
 
 def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchConfig) -> dict:
-    """Sorted, padded batches through the XLA mel, `threads` at a time, vs librosa per file."""
-    batches = _padded_batches(clips, bench.batch_size, step=config.sample_rate)
-    dataset = tf.data.Dataset.from_tensors(batches[0])
-    for batch in batches[1:]:
-        dataset = dataset.concatenate(tf.data.Dataset.from_tensors(batch))
-    dataset = dataset.map(_compiled_mel(config), num_parallel_calls=bench.threads).prefetch(
-        bench.threads
-    )
+    """Sorted, padded batches through the XLA mel, `threads` in flight, vs librosa per file.
+
+    Each batch keeps its static shape (as a bucketed pipeline's batches do), and `threads`
+    batches run at once, one per core, as `map(..., num_parallel_calls=threads)` runs them.
+    """
+    batches = [
+        tf.constant(b)
+        for b in _padded_batches(clips, bench.batch_size, step=config.sample_rate // 4)
+    ]
+    compiled = _compiled_mel(config)
+    executor = concurrent.futures.ThreadPoolExecutor(bench.threads)
+    in_flight = _wall(lambda: list(executor.map(lambda b: compiled(b).numpy(), batches)))
     librosa_mel = _librosa_mel(config)
-    ours, theirs = _side_by_side(
-        lambda: [None for _ in dataset],
-        lambda: [librosa_mel(c) for c in clips],
-        bench.rounds,
+    seconds = sum(len(c) for c in clips) / config.sample_rate
+    measured = _side_by_side(
+        in_flight, _wall(lambda: [librosa_mel(c) for c in clips]), bench.rounds
     )
-    return _figures(sum(len(c) for c in clips) / config.sample_rate, ours, theirs)
+    # Not the issue's baseline, but what a careful librosa user could do with the same cores.
+    with concurrent.futures.ThreadPoolExecutor(bench.threads) as pool:
+        pooled = _wall(lambda: list(pool.map(librosa_mel, clips)))
+        _, pool_s, pool_ratio = _side_by_side(in_flight, pooled, bench.rounds)
+    executor.shutdown()
+    figures = _figures(seconds, *measured)
+    figures["librosa_pool_audio_s_per_s"] = round(seconds / pool_s, 1)
+    figures["ratio_vs_librosa_pool"] = round(pool_ratio, 2)
+    return figures
 
 
 def bench_end_to_end(paths: list[str], config: xa.MelConfig, bench: AudioBenchConfig) -> dict:
@@ -180,40 +223,40 @@ def bench_end_to_end(paths: list[str], config: xa.MelConfig, bench: AudioBenchCo
             librosa_mel(librosa.load(path, sr=None)[0])
 
     seconds = sum(soundfile.info(p).frames for p in used) / config.sample_rate
-    return _figures(seconds, *_side_by_side(lambda: [None for _ in dataset], theirs, bench.rounds))
+    return _figures(seconds, *_side_by_side(_epoch(dataset), _wall(theirs), bench.rounds))
 
 
 def bench_decode(paths: list[str], sample_rate: int, bench: AudioBenchConfig) -> dict:
     """decode_wav vs tf.audio.decode_wav on the same in-memory 16-bit files, in tf.data."""
     contents = [pathlib.Path(p).read_bytes() for p in paths]
 
-    def pipeline(decode: Callable) -> Callable[[], None]:
-        dataset = tf.data.Dataset.from_tensor_slices(contents).map(
-            decode, num_parallel_calls=tf.data.AUTOTUNE
+    def pipeline(decode: Callable) -> Callable[[], float]:
+        return _epoch(
+            tf.data.Dataset.from_tensor_slices(contents).map(
+                decode, num_parallel_calls=tf.data.AUTOTUNE
+            )
         )
-        return lambda: [None for _ in dataset]
 
-    ours, theirs = _side_by_side(
-        pipeline(lambda c: xa.decode_wav(c)[0]),
-        pipeline(lambda c: tf.audio.decode_wav(c).audio),
-        bench.rounds,
-    )
+    theirs_epoch = pipeline(lambda c: tf.audio.decode_wav(c).audio)
+    measured = _side_by_side(pipeline(lambda c: xa.decode_wav(c)[0]), theirs_epoch, bench.rounds)
     frames = sum(soundfile.info(p).frames for p in paths)
-    return _figures(frames / sample_rate, ours, theirs)
+    return _figures(frames / sample_rate, *measured)
 
 
-def _figures(audio_seconds: float, ours_s: float, theirs_s: float) -> dict:
+def _figures(audio_seconds: float, ours_s: float, theirs_s: float, ratio: float) -> dict:
     return {
         "audio_seconds": round(audio_seconds, 2),
         "ours_audio_s_per_s": round(audio_seconds / ours_s, 1),
         "baseline_audio_s_per_s": round(audio_seconds / theirs_s, 1),
-        "ratio": round(theirs_s / ours_s, 2),
+        "ratio": round(ratio, 2),
     }
 
 
 def run_audio_benchmarks(bench: AudioBenchConfig) -> dict:
     """Run all three comparisons; returns {name: figures} plus the settings used."""
-    tf.config.threading.set_intra_op_parallelism_threads(bench.threads)
+    # One op per core: tf.data runs `threads` calls at once, each on a single thread (two
+    # calls sharing two intra-op threads contend and lose ~20%).
+    tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(bench.threads)
     config = xa.MelConfig.from_preset(bench.preset)
     clips = make_clips(bench, config.sample_rate)
@@ -248,4 +291,10 @@ def format_table(results: dict) -> str:
             f"{name:<12} {r['ours_audio_s_per_s']:>10.1f} {r['baseline_audio_s_per_s']:>10.1f} "
             f"{r['ratio']:>6.2f}×  {ours_label} vs {theirs_label}"
         )
+        if "librosa_pool_audio_s_per_s" in r:
+            rows.append(
+                f"{'':<12} {'':>10} {r['librosa_pool_audio_s_per_s']:>10.1f} "
+                f"{r['ratio_vs_librosa_pool']:>6.2f}×  … vs librosa in a "
+                f"{results['settings']['threads']}-thread pool"
+            )
     return "\n".join(rows)
