@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import re
 import sys
 import time
 
@@ -50,7 +51,7 @@ def _voiced(formants: tuple[int, int, int], *, sample_rate: int) -> np.ndarray:
     for k in range(1, int(5000 / f0.max())):
         gain = sum(np.exp(-(((k * f0 - f) / 90.0) ** 2)) for f in formants) + 0.02
         out += gain * np.sin(k * phase) / k
-    envelope = np.sin(np.pi * t / t[-1]) ** 0.5
+    envelope = np.sqrt(np.maximum(np.sin(np.pi * t / t[-1]), 0.0))  # sin(pi) can round below 0
     return 0.3 * out * envelope / np.abs(out).max()
 
 
@@ -142,6 +143,12 @@ def _spectral_convergence(mel, rebuilt, config: MelConfig) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(a))
 
 
+def _reason(error: tf.errors.InvalidArgumentError) -> str:
+    """The decoder's own message, without TensorFlow's graph traceback around it."""
+    found = re.search(r"assertion failed: \[(.*?)\]", error.message)
+    return found.group(1) if found else error.message.strip().splitlines()[-1]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-audio` console script; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xtts-audio: error: {error}", file=sys.stderr)
         return 2
     except tf.errors.InvalidArgumentError as error:  # the user's file cannot be decoded
-        print(f"xtts-audio: error: cannot read {args.input}: {error.message}", file=sys.stderr)
+        print(f"xtts-audio: error: cannot read {args.input}: {_reason(error)}", file=sys.stderr)
         return 2
     return 0
 

@@ -252,12 +252,23 @@ def _figures(audio_seconds: float, ours_s: float, theirs_s: float, ratio: float)
     }
 
 
+def _configure_threads(threads: int) -> None:
+    """One op per core: `threads` batches in flight, each on one thread (two calls sharing
+    two intra-op threads contend and lose ~20%)."""
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    except RuntimeError as error:
+        raise RuntimeError(
+            "run_audio_benchmarks sets TensorFlow's thread pools, which is only possible "
+            "before TensorFlow runs anything: call it first in a fresh process (the "
+            "`xtts-bench audio` command does)"
+        ) from error
+
+
 def run_audio_benchmarks(bench: AudioBenchConfig) -> dict:
     """Run all three comparisons; returns {name: figures} plus the settings used."""
-    # One op per core: tf.data runs `threads` calls at once, each on a single thread (two
-    # calls sharing two intra-op threads contend and lose ~20%).
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(bench.threads)
+    _configure_threads(bench.threads)
     config = xa.MelConfig.from_preset(bench.preset)
     clips = make_clips(bench, config.sample_rate)
     with tempfile.TemporaryDirectory(prefix="xtts-bench-audio-") as folder:
