@@ -181,10 +181,9 @@ def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchCo
     Each batch keeps its static shape (as a bucketed pipeline's batches do), and `threads`
     batches run at once, one per core, as `map(..., num_parallel_calls=threads)` runs them.
     """
-    batches = [
-        tf.constant(b)
-        for b in _padded_batches(clips, bench.batch_size, step=config.sample_rate // 4)
-    ]
+    padded = _padded_batches(clips, bench.batch_size, step=config.sample_rate // 4)
+    # Longest first: the cores finish together instead of one waiting on the last, longest batch.
+    batches = [tf.constant(b) for b in reversed(padded)]
     compiled = _compiled_mel(config)
     executor = concurrent.futures.ThreadPoolExecutor(bench.threads)
     in_flight = _wall(lambda: list(executor.map(lambda b: compiled(b).numpy(), batches)))
