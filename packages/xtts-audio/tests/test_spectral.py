@@ -193,3 +193,17 @@ def test_integer_waveform_is_rejected():
 def test_reflect_padding_of_a_too_short_signal_is_rejected():
     with pytest.raises(InputError, match=r"more than n_fft // 2 = 512 samples.*samples=100"):
         xtts_audio.mel_spectrogram(np.zeros(100, np.float32), MelConfig.from_preset("xtts"))
+
+
+@pytest.mark.parametrize("name", ["coqui", "xtts"])
+def test_denormalize_and_istft_in_every_mode(run, speech, name):
+    config = MelConfig.from_preset(name)
+    y = speech[0][:22050]
+    features = xtts_audio.mel_features(y, config).numpy()
+    expected = xtts_audio.denormalize(features, config).numpy()
+    np.testing.assert_allclose(
+        run(lambda f: xtts_audio.denormalize(f, config), features), expected, rtol=1e-5
+    )
+    spec = xtts_audio.stft(y, config).numpy()
+    back = run(lambda s: xtts_audio.istft(s, config, length=len(y)), spec)
+    np.testing.assert_allclose(back, y, atol=1e-5)

@@ -14,8 +14,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from xtts_audio._checks import as_waveform as _as_waveform
 from xtts_audio.errors import ConfigError, InputError
-from xtts_audio.spectral import _as_waveform
 
 __all__ = ["resample", "to_mono"]
 

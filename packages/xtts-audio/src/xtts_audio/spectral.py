@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from xtts_audio import _filters
+from xtts_audio._checks import as_waveform as _as_waveform
 from xtts_audio.config import MelConfig
 from xtts_audio.errors import InputError
 
@@ -47,15 +48,6 @@ def num_frames(num_samples, config: MelConfig):
     if isinstance(frames, np.ndarray):
         return np.maximum(frames, 0)
     return max(int(frames), 0)
-
-
-def _as_waveform(waveform, name: str = "waveform") -> tf.Tensor:
-    waveform = tf.convert_to_tensor(waveform)
-    if not waveform.dtype.is_floating:
-        raise InputError(f"Expected a float waveform, received: {name}.dtype={waveform.dtype.name}")
-    if waveform.shape.rank == 0:
-        raise InputError(f"Expected {name} of shape [..., samples], received: shape=[]")
-    return tf.cast(waveform, tf.float32)
 
 
 def _pad_center(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:

@@ -1,0 +1,21 @@
+"""Argument checks shared by the ops (one message per kind of mistake)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from xtts_audio.errors import InputError
+
+
+def as_waveform(waveform, name: str = "waveform") -> tf.Tensor:
+    """`waveform` as float32, after checking it is a float tensor of rank >= 1.
+
+    Raises:
+        InputError: not floating point, or a scalar.
+    """
+    waveform = tf.convert_to_tensor(waveform)
+    if not waveform.dtype.is_floating:
+        raise InputError(f"Expected a float waveform, received: {name}.dtype={waveform.dtype.name}")
+    if waveform.shape.rank == 0:
+        raise InputError(f"Expected {name} of shape [..., samples], received: shape=[]")
+    return tf.cast(waveform, tf.float32)
