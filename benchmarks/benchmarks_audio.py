@@ -11,12 +11,16 @@ import pathlib
 import tempfile
 from typing import ClassVar
 
-import librosa
-import numpy as np
 import tensorflow as tf
 
 import xtts_audio as xa
-from xtts_bench.audio import AudioBenchConfig, make_clips
+from xtts_bench.audio import (
+    AudioBenchConfig,
+    librosa_mel,
+    make_clips,
+    padded_batches,
+    write_wavs,
+)
 
 _CLIPS = int(os.environ.get("XTTS_BENCH_CLIPS", "16"))  # asv imports this module once
 
@@ -32,24 +36,18 @@ class MelSpectrogram:
         self.clips = make_clips(
             AudioBenchConfig(clips=_CLIPS, batch_size=_CLIPS), self.config.sample_rate
         )
-        batch = np.zeros((len(self.clips), max(len(c) for c in self.clips)), np.float32)
-        for row, clip in enumerate(self.clips):
-            batch[row, : len(clip)] = clip
+        (batch,) = padded_batches(self.clips, len(self.clips), step=1)  # one batch, no rounding
         self.batch = tf.constant(batch)
         self.compiled = tf.function(lambda w: xa.mel_spectrogram(w, self.config), jit_compile=True)
         self.compiled(self.batch).numpy()  # compile outside the timed part
+        self.librosa_mel = librosa_mel(self.config)
 
     def time_xtts_audio_batched_xla(self, preset: str) -> None:
         self.compiled(self.batch).numpy()
 
     def time_librosa_per_file(self, preset: str) -> None:
-        c = self.config
         for clip in self.clips:
-            librosa.feature.melspectrogram(
-                y=clip, sr=c.sample_rate, n_fft=c.n_fft, hop_length=c.hop_length,
-                win_length=c.win_length, pad_mode=c.pad_mode, power=c.power,
-                n_mels=c.n_mels, fmin=c.fmin, fmax=c.fmax, htk=c.htk, norm=c.norm,
-            )  # fmt: skip
+            self.librosa_mel(clip)
 
 
 class DecodeWav:
@@ -58,11 +56,8 @@ class DecodeWav:
     def setup(self) -> None:
         clips = make_clips(AudioBenchConfig(clips=_CLIPS, batch_size=_CLIPS), 22050)
         with tempfile.TemporaryDirectory() as folder:
-            contents = []
-            for index, clip in enumerate(clips):
-                path = pathlib.Path(folder) / f"{index}.wav"
-                tf.io.write_file(str(path), tf.audio.encode_wav(clip[:, None], 22050))
-                contents.append(path.read_bytes())
+            paths = write_wavs(clips, pathlib.Path(folder), 22050)
+            contents = [pathlib.Path(path).read_bytes() for path in paths]
         source = tf.data.Dataset.from_tensor_slices(contents)
         self.ours = source.map(lambda c: xa.decode_wav(c)[0])
         self.theirs = source.map(lambda c: tf.audio.decode_wav(c).audio)

@@ -190,6 +190,16 @@ def test_integer_waveform_is_rejected():
         xtts_audio.mel_spectrogram(np.zeros(4096, np.int16), MelConfig.from_preset("xtts"))
 
 
+def test_unknown_rank_is_rejected_where_padding_needs_it():
+    config = MelConfig.from_preset("xtts")
+    compiled = tf.function(
+        lambda w: xtts_audio.mel_spectrogram(w, config),
+        input_signature=[tf.TensorSpec(None, tf.float32)],
+    )
+    with pytest.raises(InputError, match="received: unknown rank"):
+        compiled(np.zeros(4096, np.float32))
+
+
 def test_reflect_padding_of_a_too_short_signal_is_rejected():
     with pytest.raises(InputError, match=r"more than n_fft // 2 = 512 samples.*samples=100"):
         xtts_audio.mel_spectrogram(np.zeros(100, np.float32), MelConfig.from_preset("xtts"))

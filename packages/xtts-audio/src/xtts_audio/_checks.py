@@ -19,3 +19,15 @@ def as_waveform(waveform, name: str = "waveform") -> tf.Tensor:
     if waveform.shape.rank == 0:
         raise InputError(f"Expected {name} of shape [..., samples], received: shape=[]")
     return tf.cast(waveform, tf.float32)
+
+
+def as_signal(waveform) -> tf.Tensor:
+    """`as_waveform`, for ops that need the rank: float32 [..., samples] of known rank.
+
+    Raises:
+        InputError: not floating point, a scalar, or of unknown rank.
+    """
+    waveform = as_waveform(waveform)
+    if waveform.shape.rank is None:
+        raise InputError("Expected waveform of shape [..., samples], received: unknown rank")
+    return waveform

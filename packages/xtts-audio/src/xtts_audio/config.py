@@ -149,9 +149,7 @@ class MelConfig:
                 f"MelConfig.from_preset: expected one of {sorted(PRESETS)}, received: name={name!r}"
             )
         fields = {**PRESETS[name], **overrides}
-        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(cls)})
-        if unknown:
-            raise ConfigError(f"MelConfig: unknown field(s) {unknown}; known: {_field_names()}")
+        _reject_unknown(fields)
         return cls(**fields)
 
     @classmethod
@@ -165,9 +163,7 @@ class MelConfig:
         preset = values.pop("preset", None)
         if preset is not None:
             return cls.from_preset(preset, **values)
-        unknown = sorted(set(values) - set(_field_names()))
-        if unknown:
-            raise ConfigError(f"MelConfig: unknown field(s) {unknown}; known: {_field_names()}")
+        _reject_unknown(values)
         missing = [f for f in ("sample_rate", "n_fft", "hop_length", "n_mels") if f not in values]
         if missing:
             raise ConfigError(f"MelConfig: missing required field(s) {missing} (or give a preset)")
@@ -180,6 +176,12 @@ class MelConfig:
 
 def _field_names() -> list[str]:
     return [f.name for f in dataclasses.fields(MelConfig)]
+
+
+def _reject_unknown(fields: Mapping[str, Any]) -> None:
+    unknown = sorted(set(fields) - set(_field_names()))
+    if unknown:
+        raise ConfigError(f"MelConfig: unknown field(s) {unknown}; known: {_field_names()}")
 
 
 # Each recipe as its source computes it; the parity tests reproduce the source computation.

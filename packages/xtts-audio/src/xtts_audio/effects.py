@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-from xtts_audio._checks import as_waveform as _as_waveform
+from xtts_audio._checks import as_signal as _as_signal
 from xtts_audio.errors import ConfigError, InputError
 
 __all__ = ["deemphasis", "preemphasis", "silence_bounds", "trim_silence"]
@@ -176,14 +176,6 @@ def _delay(y: tf.Tensor, shift, length) -> tf.Tensor:
 
 def _gain(coef: float, shift: int) -> float:
     return float(np.float32(coef**shift))
-
-
-def _as_signal(waveform) -> tf.Tensor:
-    """`waveform` as float32 [..., samples] of known rank, or InputError."""
-    waveform = _as_waveform(waveform)
-    if waveform.shape.rank is None:
-        raise InputError("Expected waveform of shape [..., samples], received: unknown rank")
-    return waveform
 
 
 def _frame_db(waveform: tf.Tensor, *, frame_length: int, hop_length: int) -> tf.Tensor:

@@ -133,11 +133,11 @@ def griffin_lim(
     angles = tf.exp(tf.complex(tf.zeros_like(phase), phase))
     blend = momentum / (1.0 + momentum)
 
-    def step(_, angles, previous):
+    def step(i, angles, previous):
         rebuilt = stft(istft(magnitude * angles, config, length=length), config)
         angles = rebuilt - tf.cast(blend, tf.complex64) * previous
         angles = angles / tf.cast(tf.abs(angles) + 1e-16, tf.complex64)
-        return _ + 1, angles, rebuilt
+        return i + 1, angles, rebuilt
 
     _, angles, _ = tf.while_loop(
         lambda i, *_: i < n_iter, step, (tf.constant(0), angles, tf.zeros_like(angles))

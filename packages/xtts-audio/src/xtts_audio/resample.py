@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
+from xtts_audio._checks import as_signal as _as_signal
 from xtts_audio._checks import as_waveform as _as_waveform
 from xtts_audio.errors import ConfigError, InputError
 
@@ -70,9 +71,7 @@ def resample(waveform, *, orig_sr: int, target_sr: int) -> tf.Tensor:
         InputError: `waveform` is not float, is a scalar, or has unknown rank.
     """
     up, down = _ratio(orig_sr, target_sr)
-    waveform = _as_waveform(waveform)
-    if waveform.shape.rank is None:
-        raise InputError("Expected waveform of shape [..., samples], received: unknown rank")
+    waveform = _as_signal(waveform)
     if up == down:
         return waveform
     matrix, left = _polyphase_matrix(up, down)

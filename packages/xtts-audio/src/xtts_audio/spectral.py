@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from xtts_audio import _filters
+from xtts_audio._checks import as_signal as _as_signal
 from xtts_audio._checks import as_waveform as _as_waveform
 from xtts_audio.config import MelConfig
 from xtts_audio.errors import InputError
@@ -51,6 +52,7 @@ def num_frames(num_samples, config: MelConfig):
 
 
 def _pad_center(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
+    waveform = _as_signal(waveform)  # padding spells out every axis: the rank must be known
     pad = config.n_fft // 2
     length = waveform.shape[-1]
     if config.pad_mode == "reflect" and length is not None and length <= pad:

@@ -25,14 +25,21 @@ from collections.abc import Callable
 
 import librosa
 import numpy as np
-import soundfile
 import tensorflow as tf
 import threadpoolctl
 
 import xtts_audio as xa
 from xtts_audio.cli import synthetic_utterance
 
-__all__ = ["AudioBenchConfig", "format_table", "make_clips", "run_audio_benchmarks"]
+__all__ = [
+    "AudioBenchConfig",
+    "format_table",
+    "librosa_mel",
+    "make_clips",
+    "padded_batches",
+    "run_audio_benchmarks",
+    "write_wavs",
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -75,6 +82,16 @@ def make_clips(bench: AudioBenchConfig, sample_rate: int) -> list[np.ndarray]:
         clip = np.resize(base, samples) + 1e-3 * rng.standard_normal(samples)
         clips.append(clip.astype(np.float32))
     return clips
+
+
+def write_wavs(clips: list[np.ndarray], folder: pathlib.Path, sample_rate: int) -> list[str]:
+    """Each clip as a 16-bit mono WAV file in `folder`; returns their paths, in order."""
+    paths = []
+    for index, clip in enumerate(clips):
+        path = str(folder / f"clip{index:03d}.wav")
+        tf.io.write_file(path, tf.audio.encode_wav(clip[:, None], sample_rate))
+        paths.append(path)
+    return paths
 
 
 def _wall(fn: Callable[[], object]) -> Callable[[], float]:
@@ -142,7 +159,9 @@ def _side_by_side(
     return statistics.median(ours_t), statistics.median(theirs_t), statistics.median(ratios)
 
 
-def _librosa_mel(config: xa.MelConfig) -> Callable[[np.ndarray], np.ndarray]:
+def librosa_mel(config: xa.MelConfig) -> Callable[[np.ndarray], np.ndarray]:
+    """The baseline: `librosa.feature.melspectrogram` with the recipe's settings, per clip."""
+
     def mel(y: np.ndarray) -> np.ndarray:
         return librosa.feature.melspectrogram(
             y=y, sr=config.sample_rate, n_fft=config.n_fft, hop_length=config.hop_length,
@@ -154,7 +173,7 @@ def _librosa_mel(config: xa.MelConfig) -> Callable[[np.ndarray], np.ndarray]:
     return mel
 
 
-def _padded_batches(clips: list[np.ndarray], batch_size: int, step: int) -> list[np.ndarray]:
+def padded_batches(clips: list[np.ndarray], batch_size: int, step: int) -> list[np.ndarray]:
     """Clips sorted by length, batched, each batch zero-padded to a multiple of `step`.
 
     Few distinct shapes (one per `step` of length), each compiled once in the warm-up.
@@ -181,20 +200,20 @@ def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchCo
     Each batch keeps its static shape (as a bucketed pipeline's batches do), and `threads`
     batches run at once, one per core, as `map(..., num_parallel_calls=threads)` runs them.
     """
-    padded = _padded_batches(clips, bench.batch_size, step=config.sample_rate // 4)
+    padded = padded_batches(clips, bench.batch_size, step=config.sample_rate // 4)
     # Longest first: the cores finish together instead of one waiting on the last, longest batch.
     batches = [tf.constant(b) for b in reversed(padded)]
     compiled = _compiled_mel(config)
     executor = concurrent.futures.ThreadPoolExecutor(bench.threads)
     in_flight = _wall(lambda: list(executor.map(lambda b: compiled(b).numpy(), batches)))
-    librosa_mel = _librosa_mel(config)
+    librosa_mel_of = librosa_mel(config)
     seconds = sum(len(c) for c in clips) / config.sample_rate
     measured = _side_by_side(
-        in_flight, _wall(lambda: [librosa_mel(c) for c in clips]), bench.rounds
+        in_flight, _wall(lambda: [librosa_mel_of(c) for c in clips]), bench.rounds
     )
     # Not the issue's baseline, but what a careful librosa user could do with the same cores.
     with concurrent.futures.ThreadPoolExecutor(bench.threads) as pool:
-        pooled = _wall(lambda: list(pool.map(librosa_mel, clips)))
+        pooled = _wall(lambda: list(pool.map(librosa_mel_of, clips)))
         _, pool_s, pool_ratio = _side_by_side(in_flight, pooled, bench.rounds)
     executor.shutdown()
     figures = _figures(seconds, *measured)
@@ -203,9 +222,14 @@ def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchCo
     return figures
 
 
-def bench_end_to_end(paths: list[str], config: xa.MelConfig, bench: AudioBenchConfig) -> dict:
-    """WAV files → mel: tf.data + load_wav + batched XLA mel vs librosa.load + mel per file."""
-    length = max(soundfile.info(p).frames for p in paths)
+def bench_end_to_end(
+    paths: list[str], lengths: list[int], config: xa.MelConfig, bench: AudioBenchConfig
+) -> dict:
+    """WAV files → mel: tf.data + load_wav + batched XLA mel vs librosa.load + mel per file.
+
+    `lengths` are the files' sample counts.
+    """
+    length = max(lengths)
     dataset = (
         tf.data.Dataset.from_tensor_slices(paths)
         .map(lambda p: xa.load_wav(p)[0][:, 0], num_parallel_calls=tf.data.AUTOTUNE)
@@ -214,18 +238,20 @@ def bench_end_to_end(paths: list[str], config: xa.MelConfig, bench: AudioBenchCo
         .map(_compiled_mel(config), num_parallel_calls=bench.threads)
         .prefetch(bench.threads)
     )
-    used = paths[: len(paths) // bench.batch_size * bench.batch_size]
-    librosa_mel = _librosa_mel(config)
+    used = len(paths) // bench.batch_size * bench.batch_size  # full batches only
+    librosa_mel_of = librosa_mel(config)
 
     def theirs() -> None:
-        for path in used:
-            librosa_mel(librosa.load(path, sr=None)[0])
+        for path in paths[:used]:
+            librosa_mel_of(librosa.load(path, sr=None)[0])
 
-    seconds = sum(soundfile.info(p).frames for p in used) / config.sample_rate
+    seconds = sum(lengths[:used]) / config.sample_rate
     return _figures(seconds, *_side_by_side(_epoch(dataset), _wall(theirs), bench.rounds))
 
 
-def bench_decode(paths: list[str], sample_rate: int, bench: AudioBenchConfig) -> dict:
+def bench_decode(
+    paths: list[str], lengths: list[int], sample_rate: int, bench: AudioBenchConfig
+) -> dict:
     """decode_wav vs tf.audio.decode_wav on the same in-memory 16-bit files, in tf.data."""
     contents = [pathlib.Path(p).read_bytes() for p in paths]
 
@@ -238,8 +264,7 @@ def bench_decode(paths: list[str], sample_rate: int, bench: AudioBenchConfig) ->
 
     theirs_epoch = pipeline(lambda c: tf.audio.decode_wav(c).audio)
     measured = _side_by_side(pipeline(lambda c: xa.decode_wav(c)[0]), theirs_epoch, bench.rounds)
-    frames = sum(soundfile.info(p).frames for p in paths)
-    return _figures(frames / sample_rate, *measured)
+    return _figures(sum(lengths) / sample_rate, *measured)
 
 
 def _figures(audio_seconds: float, ours_s: float, theirs_s: float, ratio: float) -> dict:
@@ -270,16 +295,13 @@ def run_audio_benchmarks(bench: AudioBenchConfig) -> dict:
     _configure_threads(bench.threads)
     config = xa.MelConfig.from_preset(bench.preset)
     clips = make_clips(bench, config.sample_rate)
+    lengths = [len(clip) for clip in clips]  # the WAV files below hold exactly these
     with tempfile.TemporaryDirectory(prefix="xtts-bench-audio-") as folder:
-        paths = []
-        for index, clip in enumerate(clips):
-            path = str(pathlib.Path(folder) / f"clip{index:03d}.wav")
-            tf.io.write_file(path, tf.audio.encode_wav(clip[:, None], config.sample_rate))
-            paths.append(path)
+        paths = write_wavs(clips, pathlib.Path(folder), config.sample_rate)
         results = {
             "mel": bench_mel(clips, config, bench),
-            "end_to_end": bench_end_to_end(paths, config, bench),
-            "decode": bench_decode(paths, config.sample_rate, bench),
+            "end_to_end": bench_end_to_end(paths, lengths, config, bench),
+            "decode": bench_decode(paths, lengths, config.sample_rate, bench),
         }
     return {"settings": dataclasses.asdict(bench), **results}
 
