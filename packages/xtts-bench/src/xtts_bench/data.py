@@ -1,0 +1,209 @@
+"""xtts-data side by side with the pipelines it replaces, on one corpus, in one process.
+
+- cache build: `xtts_data.prepare` vs `baselines.librosa_cache_build` (librosa in a thread
+  pool), in seconds of audio per wall second;
+- input pipeline from the cache: `make_dataset` (buckets and fixed) vs `baselines.npy_dataset`
+  (`np.load` through `tf.numpy_function`), alone (samples/s, batch latency and its CV) and
+  fed to a simulated device that needs `device_ms` per batch (utilization);
+- padding efficiency of buckets vs fixed padding.
+
+Every pipeline is timed with `xtts_data.doctor.time_batches`, the same yardstick.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import shutil
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import xtts_audio as xa
+import xtts_data as xd
+from xtts_bench import baselines
+from xtts_data.doctor import time_batches
+
+__all__ = ["DataBenchConfig", "format_data_table", "run_data_benchmarks"]
+
+
+@dataclasses.dataclass(frozen=True)
+class DataBenchConfig:
+    """Settings of `xtts-bench data`.
+
+    Attributes:
+        corpus: a corpus to measure on; `None` writes a demo corpus of `utterances`
+            utterances of `min_seconds`..`max_seconds` (LJSpeech-like: mean ~6.5 s for 1-10).
+        batch_size: utterances per batch (the longest bucket's, for buckets).
+        batches: batches timed per pipeline and pass.
+        device_ms: simulated device step per batch.
+        rounds: alternating rounds per comparison (medians are reported).
+        workers: cache-build threads, ours and the baseline's.
+        preset: the mel recipe.
+    """
+
+    corpus: str | None = None
+    utterances: int = 1000
+    min_seconds: float = 1.0
+    max_seconds: float = 10.0
+    batch_size: int = 32
+    batches: int = 100
+    device_ms: float = 20.0
+    rounds: int = 3
+    workers: int = 2
+    preset: str = "xtts"
+
+
+def _utterances(corpus: xd.Corpus, data: xd.DataConfig) -> list[baselines.Utterance]:
+    tokenizer = xd.Tokenizer.from_config(data.text)
+    return [
+        baselines.Utterance(
+            row.id.replace("/", "_"),
+            row.audio,
+            tuple(xd.text_to_ids(row.text, data.text, tokenizer)[0]),
+        )
+        for row in corpus.rows
+    ]
+
+
+def bench_cache_build(
+    corpus: xd.Corpus, audio: xa.MelConfig, work: pathlib.Path, bench: DataBenchConfig
+) -> dict:
+    """Audio seconds per wall second of both builders, alternating, fresh folders each time."""
+    data = xd.DataConfig()
+    utterances = _utterances(corpus, data)
+    warm = xd.Corpus(corpus.root, corpus.layout, corpus.rows[:4], ())
+    xd.prepare(warm, work / "warm-ours", audio=audio, data=data, workers=bench.workers)
+    baselines.librosa_cache_build(
+        utterances[:4], audio, work / "warm-theirs", workers=bench.workers
+    )
+    ours, theirs = [], []
+    for round_ in range(bench.rounds):
+        result = xd.prepare(
+            corpus, work / f"ours-{round_}", audio=audio, data=data, workers=bench.workers
+        )
+        ours.append(result.audio_seconds / result.wall_seconds)
+        stats = baselines.librosa_cache_build(
+            utterances, audio, work / f"theirs-{round_}", workers=bench.workers
+        )
+        theirs.append(stats.seconds_per_second)
+        if round_:  # keep the last pair: the pipeline benchmark reads them
+            shutil.rmtree(work / f"ours-{round_ - 1}")
+            shutil.rmtree(work / f"theirs-{round_ - 1}")
+    return {
+        "ours_audio_s_per_s": statistics.median(ours),
+        "baseline_audio_s_per_s": statistics.median(theirs),
+        "ratio": statistics.median(o / t for o, t in zip(ours, theirs, strict=True)),
+        "audio_seconds": result.audio_seconds,
+    }
+
+
+def _pipelines(cache: pathlib.Path, npy_dir: pathlib.Path, utterances, bench: DataBenchConfig):
+    base = xd.DataConfig(batch_size=bench.batch_size, val_fraction=0.0)
+    buckets = xd.make_dataset(cache, base, "train", repeat=True)
+    fixed = xd.make_dataset(cache, dataclasses.replace(base, policy="fixed"), "train", repeat=True)
+    (shape,) = fixed.spec.shapes
+    npy = baselines.npy_dataset(
+        utterances,
+        npy_dir,
+        batch_size=bench.batch_size,
+        max_frames=shape.frames,
+        max_text_len=shape.text_len,
+        n_mels=buckets.spec.n_mels,
+    )
+    return {
+        "xtts buckets": (buckets.dataset, len(buckets.spec.shapes)),
+        "xtts fixed": (fixed.dataset, 1),
+        "npy + numpy_function": (npy, 1),
+    }
+
+
+def bench_pipelines(
+    cache: pathlib.Path, npy_dir: pathlib.Path, utterances, bench: DataBenchConfig
+) -> dict:
+    """Alone and with a simulated device, each pipeline in turn, `rounds` times."""
+    pipelines = _pipelines(cache, npy_dir, utterances, bench)
+    iterators = {name: iter(ds.repeat()) for name, (ds, _) in pipelines.items()}
+    for iterator in iterators.values():  # start-up: threads, autotuning, buffers
+        time_batches(iterator, batches=20)
+    runs: dict[str, list] = {name: [] for name in pipelines}
+    for _ in range(bench.rounds):
+        for name, iterator in iterators.items():
+            alone = time_batches(iterator, batches=bench.batches).summary()
+            time.sleep(0.2)  # let the prefetch buffers refill, as after a device step
+            device = time_batches(iterator, batches=bench.batches, device_ms=bench.device_ms)
+            runs[name].append((alone, device.summary()))
+    results = {}
+    for name, pairs in runs.items():
+        results[name] = {
+            "samples_per_s": statistics.median(a["samples_per_s"] for a, _ in pairs),
+            "batch_ms_mean": statistics.median(a["batch_ms_mean"] for a, _ in pairs),
+            "batch_ms_cv": statistics.median(a["batch_ms_cv"] for a, _ in pairs),
+            "device_utilization": statistics.median(d["device_utilization"] for _, d in pairs),
+            "device_wait_ms_cv": statistics.median(d["batch_ms_cv"] for _, d in pairs),
+            "padding_efficiency": pairs[0][0]["padding_efficiency"],
+            "shapes": pipelines[name][1],
+        }
+    npy = results["npy + numpy_function"]["samples_per_s"]
+    for result in results.values():
+        result["ratio_vs_npy"] = result["samples_per_s"] / npy
+    return results
+
+
+def run_data_benchmarks(bench: DataBenchConfig) -> dict:
+    """Build both caches (timed), then compare the pipelines; returns all figures."""
+    audio = xa.MelConfig.from_preset(bench.preset)
+    with tempfile.TemporaryDirectory(prefix="xtts-bench-data-") as folder:
+        work = pathlib.Path(folder)
+        if bench.corpus is None:
+            xd.write_demo_corpus(
+                work / "corpus",
+                n=bench.utterances,
+                min_seconds=bench.min_seconds,
+                max_seconds=bench.max_seconds,
+            )
+        corpus = xd.read_corpus(bench.corpus or work / "corpus")
+        build = bench_cache_build(corpus, audio, work, bench)
+        last = bench.rounds - 1
+        utterances = _utterances(corpus, xd.DataConfig())
+        pipelines = bench_pipelines(
+            work / f"ours-{last}", work / f"theirs-{last}", utterances, bench
+        )
+        frames = xd.FeatureCache.open(work / f"ours-{last}").samples()["frames"]
+    seconds = frames * audio.hop_length / audio.sample_rate
+    return {
+        "settings": dataclasses.asdict(bench),
+        "corpus": {
+            "utterances": len(frames),
+            "mean_seconds": float(np.mean(seconds)),
+            "min_seconds": float(np.min(seconds)),
+            "max_seconds": float(np.max(seconds)),
+        },
+        "cache_build": build,
+        "pipelines": pipelines,
+        "tensorflow": tf.__version__,
+    }
+
+
+def format_data_table(results: dict) -> str:
+    """The figures as a plain table."""
+    c, b, s = results["corpus"], results["cache_build"], results["settings"]
+    lines = [
+        f"corpus: {c['utterances']} utterances, {c['min_seconds']:.1f}-{c['max_seconds']:.1f} s "
+        f"(mean {c['mean_seconds']:.2f} s); batch {s['batch_size']}; device step "
+        f"{s['device_ms']:g} ms",
+        f"cache build   xtts {b['ours_audio_s_per_s']:.0f} vs librosa pool "
+        f"{b['baseline_audio_s_per_s']:.0f} audio s per s: {b['ratio']:.2f}x",
+        f"{'pipeline':<22}{'samples/s':>10}{'vs npy':>8}{'batch ms':>10}{'CV':>6}"
+        f"{'device busy':>13}{'padding':>9}{'shapes':>7}",
+    ]
+    for name, r in results["pipelines"].items():
+        lines.append(
+            f"{name:<22}{r['samples_per_s']:>10.0f}{r['ratio_vs_npy']:>7.2f}x"
+            f"{r['batch_ms_mean']:>10.2f}{r['batch_ms_cv']:>6.2f}{r['device_utilization']:>12.1%}"
+            f"{r['padding_efficiency']:>9.1%}{r['shapes']:>7}"
+        )
+    return "\n".join(lines)

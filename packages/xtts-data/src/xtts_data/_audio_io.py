@@ -1,0 +1,105 @@
+"""Load one corpus audio file as mono float32 at the recipe's rate, or say why not.
+
+WAV goes through xtts-audio's graph ops (`decode_wav`, `to_mono`, `resample`); FLAC and
+OGG through soundfile (the cache builder may run Python per file, the pipeline may not).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import tensorflow as tf
+
+from xtts_audio import MelConfig, decode_wav, resample, to_mono, trim_silence
+
+__all__ = ["BadAudioError", "load_audio", "min_samples"]
+
+
+class BadAudioError(Exception):
+    """The file cannot be used; `str(error)` is the reason written to the report."""
+
+
+@tf.function(input_signature=[tf.TensorSpec([], tf.string)])
+def _decode_wav_mono(contents: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    audio, rate = decode_wav(contents)  # (samples, channels)
+    return to_mono(audio), rate  # (samples,)
+
+
+@functools.cache
+def _resampler(orig_sr: int, target_sr: int):
+    return tf.function(
+        lambda wave: resample(wave, orig_sr=orig_sr, target_sr=target_sr),
+        input_signature=[tf.TensorSpec([None], tf.float32)],
+    )
+
+
+@functools.cache
+def _trimmer(top_db: float):
+    return tf.function(
+        lambda wave: trim_silence(wave, top_db=top_db),
+        input_signature=[tf.TensorSpec([None], tf.float32)],
+    )
+
+
+def min_samples(config: MelConfig) -> int:
+    """Fewest samples that give at least one STFT frame under `config`."""
+    if config.center:
+        return config.n_fft // 2 + 1 if config.pad_mode == "reflect" else 1
+    return config.n_fft
+
+
+def load_audio(path: Path, config: MelConfig, *, trim_top_db: float | None = None) -> np.ndarray:
+    """Decode, downmix, resample to `config.sample_rate` and optionally trim silence.
+
+    Returns:
+        float32 [samples], mono at `config.sample_rate`.
+
+    Raises:
+        BadAudioError: empty, truncated or undecodable file, or too short for one frame.
+    """
+    wave, rate = _decode(path)
+    if wave.size == 0:
+        raise BadAudioError("no audio samples")
+    if rate != config.sample_rate:
+        wave = _resampler(rate, config.sample_rate)(wave).numpy()
+    if trim_top_db is not None:
+        wave = _trimmer(float(trim_top_db))(wave).numpy()
+    if wave.size < min_samples(config):
+        raise BadAudioError(
+            f"too short: {wave.size} samples at {config.sample_rate} Hz, the STFT needs at "
+            f"least {min_samples(config)}"
+        )
+    return wave
+
+
+def _reason(message: str) -> str:
+    """The decoder's own words from a TensorFlow runtime error message."""
+    found = re.search(r"assertion failed: \[(.*?)\]", message)
+    if found:
+        return found.group(1)
+    lines = [line for line in message.splitlines() if line.strip() and "[[" not in line]
+    return lines[-1].strip() if lines else message
+
+
+def _decode(path: Path) -> tuple[np.ndarray, int]:
+    try:
+        contents = path.read_bytes()
+    except OSError as error:
+        raise BadAudioError(f"cannot read file: {error.strerror}") from error
+    if not contents:
+        raise BadAudioError("empty file (0 bytes)")
+    if contents[:4] in (b"RIFF", b"RIFX", b"RF64") or path.suffix.lower() == ".wav":
+        try:
+            wave, rate = _decode_wav_mono(tf.constant(contents))
+        except tf.errors.InvalidArgumentError as error:
+            raise BadAudioError(f"unreadable WAV: {_reason(error.message)}") from None
+        return wave.numpy(), int(rate)
+    try:
+        wave, rate = soundfile.read(path, dtype="float32", always_2d=True)
+    except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
+        raise BadAudioError(f"unreadable audio ({path.suffix or 'no suffix'}): {error}") from None
+    return wave.mean(axis=1, dtype=np.float32), int(rate)

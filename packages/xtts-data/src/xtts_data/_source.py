@@ -1,0 +1,175 @@
+"""Where `make_dataset` gets utterances: a feature cache, or WAV files decoded on the fly.
+
+Both give the same elements — `frames`, `speaker` and `split` (the id's split bucket)
+int32 scalars, `tokens` int32 [T], `mel` float32 [F, n_mels] — and every utterance's
+lengths before the pipeline runs, so the batch shapes can be planned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import tensorflow as tf
+
+from xtts_audio import MelConfig, decode_wav, mel_features, num_frames, resample, to_mono
+from xtts_data import record
+from xtts_data.config import DataConfig
+from xtts_data.corpus import Corpus, Skipped, read_corpus
+from xtts_data.errors import CacheError, ConfigError, CorpusError
+from xtts_data.manifest import FeatureCache
+from xtts_data.text import Tokenizer, text_to_ids
+
+__all__ = ["Source", "open_source"]
+
+logger = logging.getLogger(__name__)
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Utterance lengths up front, and a factory of the element dataset."""
+
+    path: Path
+    ids: np.ndarray  # str [n]
+    frames: np.ndarray  # int [n]
+    tokens: np.ndarray  # int [n]
+    n_mels: int
+    elements: Callable[[], tf.data.Dataset]
+    skipped: tuple[Skipped, ...] = ()
+
+
+def open_source(source, config: DataConfig, audio: MelConfig | None) -> Source:
+    """A `Source` for a cache folder, an opened `FeatureCache`, or a WAV corpus."""
+    if isinstance(source, FeatureCache):
+        return _cache_source(source, config)
+    path = Path(source)
+    if (path / "manifest.json").is_file():
+        return _cache_source(FeatureCache.open(path, audio=audio, data=config), config)
+    if audio is None:
+        raise ConfigError(
+            f"{path} is not a feature cache (no manifest.json); to read a corpus on the fly, "
+            f"pass audio=MelConfig(...), or build a cache with `xtts-data prepare`"
+        )
+    return _corpus_source(read_corpus(path), config, audio)
+
+
+def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
+    samples = cache.samples()
+    files = [str(p) for p in cache.shard_paths]
+    missing = [p for p in cache.shard_paths if not p.is_file()]
+    if missing:
+        raise CacheError(
+            f"{cache.path}: shard {missing[0].name} is missing; run `xtts-data verify`"
+        )
+    n_mels = cache.audio.n_mels
+
+    def elements() -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        if config.shuffle_buffer:
+            ds = ds.shuffle(len(files), seed=config.seed)
+        ds = ds.interleave(
+            lambda f: tf.data.TFRecordDataset(f, buffer_size=1 << 22),
+            cycle_length=min(len(files), 8),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=config.deterministic,
+        )
+        return ds.map(
+            lambda r: record.decode(r, n_mels),
+            num_parallel_calls=AUTOTUNE,
+            deterministic=config.deterministic,
+        )
+
+    return Source(cache.path, samples["id"], samples["frames"], samples["tokens"], n_mels, elements)
+
+
+def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Source:
+    if config.trim_top_db is not None:
+        raise ConfigError(
+            "DataConfig.trim_top_db: silence trimming changes lengths, which the on-the-fly "
+            "pipeline must know before decoding; build a cache with `xtts-data prepare`"
+        )
+    tokenizer = Tokenizer.from_config(config.text)
+    speakers = {name: i for i, name in enumerate(corpus.speakers)}
+    rows, skipped = [], list(corpus.skipped)
+    for row in corpus.rows:
+        info = _wav_info(row.audio)
+        ids = text_to_ids(row.text, config.text, tokenizer)[0]
+        if isinstance(info, str) or len(ids) <= 1:
+            skipped.append(Skipped(row.id, info if isinstance(info, str) else "no known symbols"))
+            continue
+        rows.append((row, info, ids))
+    for s in skipped:
+        logger.warning("skipped %s: %s", s.id, s.reason)
+    if not rows:
+        raise CorpusError(f"{corpus.root}: no usable WAV rows ({len(skipped)} skipped)")
+    rates = sorted({rate for _, (rate, _), _ in rows})
+    frames = [
+        num_frames(_resampled_length(n, rate, audio.sample_rate), audio) for _, (rate, n), _ in rows
+    ]
+    table = {
+        "split": record.split_bucket([r.id for r, _, _ in rows]),
+        "path": [str(r.audio) for r, _, _ in rows],
+        "speaker": np.array([speakers[r.speaker] for r, _, _ in rows], np.int32),
+        "rate_index": np.array([rates.index(rate) for _, (rate, _), _ in rows], np.int32),
+        "tokens": tf.ragged.constant([ids for _, _, ids in rows], tf.int32),
+    }
+
+    def decode(e):
+        wave, _ = decode_wav(tf.io.read_file(e["path"]))
+        wave = to_mono(wave)
+        branches = [
+            lambda r=r: resample(wave, orig_sr=r, target_sr=audio.sample_rate) for r in rates
+        ]
+        wave = tf.switch_case(e["rate_index"], branches) if len(rates) > 1 else branches[0]()
+        mel = mel_features(wave, audio)
+        return {
+            "split": e["split"],
+            "speaker": e["speaker"],
+            "tokens": e["tokens"],
+            "mel": mel,
+            "frames": tf.shape(mel)[0],
+        }
+
+    def elements() -> tf.data.Dataset:
+        ds = tf.data.Dataset.from_tensor_slices(table)
+        if config.shuffle_buffer:
+            ds = ds.shuffle(len(rows), seed=config.seed)
+        return ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
+
+    return Source(
+        corpus.root,
+        np.array([r.id for r, _, _ in rows], object),
+        np.array(frames),
+        np.array([len(ids) for _, _, ids in rows]),
+        audio.n_mels,
+        elements,
+        tuple(skipped),
+    )
+
+
+def _resampled_length(n: int, orig_sr: int, target_sr: int) -> int:
+    """Samples `xtts_audio.resample` returns: ceil(n * target / orig)."""
+    return -(-n * target_sr // orig_sr)
+
+
+def _wav_info(path: Path) -> tuple[int, int] | str:
+    """(sample rate, samples) from the WAV header, or why the file cannot be used."""
+    with open(path, "rb") as file:
+        head = file.read(12)
+    if head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+        raise CorpusError(
+            f"{path}: the on-the-fly pipeline reads WAV files only; build a feature cache "
+            f"with `xtts-data prepare` (it reads FLAC and OGG through soundfile)"
+        )
+    try:
+        info = soundfile.info(str(path))
+    except (soundfile.LibsndfileError, RuntimeError) as error:
+        return f"unreadable WAV: {error}"
+    if info.frames == 0:
+        return "no audio samples"
+    return info.samplerate, info.frames

@@ -1,0 +1,389 @@
+"""`prepare`: turn a corpus into a verified, sharded feature cache, once.
+
+Rows are assigned to shards by a hash of their id (so every shard mixes lengths and
+speakers), shards are built in parallel threads (audio decoding, resampling and the
+compiled mel all release the GIL), and each shard is written to a temp file, synced and
+renamed, then described by a sidecar. A killed build resumes from the shards whose
+sidecar exists; the result is byte-identical to an uninterrupted build.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import tqdm
+
+from xtts_audio import MelConfig
+from xtts_data import record
+from xtts_data._audio_io import BadAudioError, load_audio
+from xtts_data._features import MelExtractor
+from xtts_data.config import DataConfig
+from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
+from xtts_data.errors import CacheError, CorpusError
+from xtts_data.manifest import (
+    FORMAT_VERSION,
+    canonical_json,
+    read_json,
+    settings_hash,
+    settings_of,
+    sha256_file,
+    write_json_atomic,
+)
+from xtts_data.text import Tokenizer, text_to_ids
+
+__all__ = ["PrepareResult", "format_summary", "prepare"]
+
+logger = logging.getLogger(__name__)
+_CHUNK = 32  # utterances per unit of parallel work
+
+
+@dataclasses.dataclass(frozen=True)
+class PrepareResult:
+    """What `prepare` built (timings are printed, never written into the cache)."""
+
+    path: Path
+    ok: int
+    skipped: tuple[Skipped, ...]
+    speakers: int
+    shards: int
+    resumed_shards: int
+    audio_seconds: float
+    wall_seconds: float
+    oov: dict[str, int]
+    built_seconds: float = 0.0  # audio seconds computed by this run (not resumed)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Build:
+    """Everything a shard worker needs (shared, read-only)."""
+
+    out: Path
+    audio: MelConfig
+    data: DataConfig
+    tokenizer: Tokenizer
+    speakers: dict[str, int]
+    extractor: MelExtractor
+    num_shards: int
+
+    def shard_file(self, index: int) -> str:
+        return f"shard-{index:05d}-of-{self.num_shards:05d}.tfrecord"
+
+
+def prepare(
+    corpus: str | Path | Corpus,
+    out: str | Path,
+    *,
+    audio: MelConfig,
+    data: DataConfig,
+    workers: int | None = None,
+    overwrite: bool = False,
+    progress: bool = False,
+) -> PrepareResult:
+    """Build (or finish building) the feature cache of `corpus` in `out`.
+
+    Args:
+        corpus: a corpus path (any layout `read_corpus` detects) or a read `Corpus`.
+        out: the cache folder; created if needed.
+        audio: the mel recipe.
+        data: text and cache settings.
+        workers: threads computing features (default: one per CPU core).
+        overwrite: delete a cache built with other settings or rows instead of failing.
+        progress: show a progress bar.
+
+    Raises:
+        CorpusError: the corpus has no usable rows.
+        CacheError: `out` holds a cache or build of other settings or rows (and not
+            `overwrite`).
+    """
+    started = time.perf_counter()
+    corpus = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
+    if not corpus.rows:
+        reasons = "; ".join(f"{s.id}: {s.reason}" for s in corpus.skipped[:3])
+        raise CorpusError(
+            f"{corpus.root}: no usable rows ({len(corpus.skipped)} skipped: {reasons})"
+        )
+    out = Path(out)
+    shards = _plan(corpus.rows, data.shard_size)
+    tokenizer = Tokenizer.from_config(data.text)
+    build = _Build(
+        out,
+        audio,
+        data,
+        tokenizer,
+        {name: i for i, name in enumerate(corpus.speakers)},
+        _extractor(audio),
+        len(shards),
+    )
+    _start(build, corpus, overwrite)
+    pending = [i for i in range(len(shards)) if _sidecar(build, i) is None]
+    if len(pending) < len(shards):
+        logger.info(
+            "%s: %d of %d shards complete from an earlier run",
+            out,
+            len(shards) - len(pending),
+            len(shards),
+        )
+    # Work is spread in chunks, not whole shards, so every core stays busy to the end;
+    # shards are written in order as their last chunk arrives.
+    chunks = [
+        (i, shards[i][j : j + _CHUNK]) for i in pending for j in range(0, len(shards[i]), _CHUNK)
+    ]
+    with (
+        tqdm.tqdm(
+            total=sum(len(shards[i]) for i in pending),
+            unit="utt",
+            disable=not progress,
+            desc="prepare",
+        ) as bar,
+        concurrent.futures.ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool,
+    ):
+        parts: list[_Chunk] = []
+        for (index, _), part in zip(
+            chunks, pool.map(lambda c: _compute(build, c[1], bar), chunks), strict=False
+        ):
+            parts.append(part)
+            if sum(len(p.rows) for p in parts) == len(shards[index]):
+                _write_shard(build, index, parts)
+                parts = []
+    sidecars = [_sidecar(build, i) for i in range(len(shards))]
+    result = _finish(build, corpus, sidecars)
+    built = sum(s["seconds"] for i in pending for s in sidecars[i]["samples"])
+    return dataclasses.replace(
+        result,
+        resumed_shards=len(shards) - len(pending),
+        built_seconds=built,
+        wall_seconds=time.perf_counter() - started,
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _extractor(audio: MelConfig) -> MelExtractor:
+    """One compiled extractor per recipe and process (XLA compiles once, not per build)."""
+    return MelExtractor(audio)
+
+
+def _plan(rows: Sequence[Row], shard_size: int) -> list[list[Row]]:
+    order = sorted(rows, key=lambda row: hashlib.sha1(row.id.encode()).hexdigest())
+    return [order[i : i + shard_size] for i in range(0, len(order), shard_size)]
+
+
+def _build_record(build: _Build, corpus: Corpus) -> dict:
+    settings = settings_of(build.audio, build.data)
+    rows = [(r.id, os.path.relpath(r.audio, corpus.root), r.text, r.speaker) for r in corpus.rows]
+    return {
+        "settings_hash": settings_hash(settings),
+        "settings": settings,
+        "shard_size": build.data.shard_size,
+        "rows_sha256": hashlib.sha256(canonical_json(rows).encode()).hexdigest(),
+    }
+
+
+def _start(build: _Build, corpus: Corpus, overwrite: bool) -> None:
+    """Create `out`, or check an existing build there is this build (resume)."""
+    record = _build_record(build, corpus)
+    path = build.out / "build.json"
+    if path.exists() and read_json(path) != record:
+        if not overwrite:
+            raise CacheError(
+                f"{build.out} holds a cache built with other settings or corpus rows; pass "
+                f"--overwrite to replace it, or choose another --out folder"
+            )
+        shutil.rmtree(build.out)
+    elif build.out.exists() and not path.exists() and any(build.out.iterdir()):
+        raise CacheError(
+            f"{build.out} is not empty and holds no xtts-data cache; choose another --out"
+        )
+    (build.out / "shards").mkdir(parents=True, exist_ok=True)
+    for stale in (build.out / "shards").glob(".*.tmp"):  # left by a killed build
+        stale.unlink()
+    if not path.exists():
+        write_json_atomic(path, record)
+
+
+def _sidecar(build: _Build, index: int) -> dict | None:
+    """The sidecar of a complete shard, or None when the shard must be (re)built."""
+    sidecar = (build.out / "shards" / build.shard_file(index)).with_suffix(".json")
+    if not sidecar.exists():
+        return None
+    info = read_json(sidecar)
+    shard = build.out / "shards" / info["file"]
+    return info if shard.is_file() and shard.stat().st_size == info["bytes"] else None
+
+
+@dataclasses.dataclass
+class _Chunk:
+    """Computed rows of part of a shard."""
+
+    rows: list[Row]
+    samples: list[dict]
+    skipped: list[Skipped]
+    tokens: list[list[int]]
+    mels: list[np.ndarray]
+    oov: collections.Counter
+
+
+def _compute(build: _Build, rows: list[Row], bar: tqdm.tqdm) -> _Chunk:
+    chunk = _Chunk(rows, [], [], [], [], collections.Counter())
+    waves = []
+    for row in rows:
+        entry = _load_row(build, row, chunk.oov)
+        bar.update(1)
+        if isinstance(entry, Skipped):
+            chunk.skipped.append(entry)
+            continue
+        wave, ids = entry
+        waves.append(wave)
+        chunk.tokens.append(ids)
+        chunk.samples.append(
+            {
+                "id": row.id,
+                "speaker": build.speakers[row.speaker],
+                "tokens": len(ids),
+                "seconds": len(wave) / build.audio.sample_rate,
+            }
+        )
+    chunk.mels = build.extractor(waves)
+    for sample, mel in zip(chunk.samples, chunk.mels, strict=True):
+        sample["frames"] = len(mel)
+    return chunk
+
+
+def _write_shard(build: _Build, index: int, parts: list[_Chunk]) -> None:
+    """The shard file, then its sidecar: the sidecar marks the shard complete."""
+    samples = [s for p in parts for s in p.samples]
+    oov = sum((p.oov for p in parts), collections.Counter())
+    shard = build.out / "shards" / build.shard_file(index)
+    _write_tfrecord(
+        shard, samples, [t for p in parts for t in p.tokens], [m for p in parts for m in p.mels]
+    )
+    write_json_atomic(
+        shard.with_suffix(".json"),
+        {
+            "file": shard.name,
+            "bytes": shard.stat().st_size,
+            "sha256": sha256_file(shard),
+            "samples": samples,
+            "skipped": [dataclasses.asdict(s) for p in parts for s in p.skipped],
+            "oov": dict(sorted(oov.items())),
+        },
+    )
+
+
+def _load_row(build: _Build, row: Row, oov: collections.Counter):
+    """(waveform, token ids) of a row, or the reason it is skipped."""
+    ids, _, row_oov = text_to_ids(row.text, build.data.text, build.tokenizer)
+    oov.update(row_oov)
+    if len(ids) <= 1:  # the end-of-sequence id alone
+        return Skipped(row.id, "no known symbols left after text normalisation")
+    try:
+        wave = load_audio(row.audio, build.audio, trim_top_db=build.data.trim_top_db)
+    except BadAudioError as error:
+        return Skipped(row.id, str(error))
+    return wave, ids
+
+
+def _write_tfrecord(path: Path, samples: list[dict], tokens: list[list[int]], mels) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    buckets = record.split_bucket([s["id"] for s in samples]).numpy() if samples else []
+    with tf.io.TFRecordWriter(str(tmp)) as writer:
+        for sample, ids, mel, bucket in zip(samples, tokens, mels, buckets, strict=True):
+            writer.write(record.encode(sample["id"], sample["speaker"], ids, mel, int(bucket)))
+    with open(tmp, "rb+") as file:  # the rename below must never expose unsynced bytes
+        os.fsync(file.fileno())
+    os.replace(tmp, path)
+
+
+def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResult:
+    """Write tokenizer.json, report.json and, last, manifest.json."""
+    samples = [dict(s, shard=i) for i, side in enumerate(sidecars) for s in side["samples"]]
+    skipped = list(corpus.skipped) + [Skipped(**s) for side in sidecars for s in side["skipped"]]
+    oov = collections.Counter()
+    for side in sidecars:
+        oov.update(side["oov"])
+    seconds = float(sum(s["seconds"] for s in samples))
+    write_json_atomic(build.out / "tokenizer.json", build.tokenizer.to_dict())
+    write_json_atomic(
+        build.out / "report.json",
+        {
+            "ok": len(samples),
+            "skipped": [dataclasses.asdict(s) for s in skipped],
+            "oov": dict(sorted(oov.items())),
+            "audio_seconds": round(seconds, 3),
+        },
+    )
+    settings = settings_of(build.audio, build.data)
+    columns = ("id", "speaker", "frames", "tokens", "shard")
+    write_json_atomic(
+        build.out / "manifest.json",
+        {
+            "format": FORMAT_VERSION,
+            "settings": settings,
+            "settings_hash": settings_hash(settings),
+            "speakers": list(build.speakers),
+            "num_mels": build.audio.n_mels,
+            "counts": {
+                "ok": len(samples),
+                "skipped": len(skipped),
+                "shards": len(sidecars),
+                "frames": int(sum(s["frames"] for s in samples)),
+                "audio_seconds": round(seconds, 3),
+            },
+            "samples": {c: [s[c] for s in samples] for c in columns},
+            "shards": [
+                {k: side[k] for k in ("file", "bytes", "sha256")}
+                | {"samples": len(side["samples"])}
+                for side in sidecars
+            ],
+        },
+    )
+    return PrepareResult(
+        build.out,
+        len(samples),
+        tuple(skipped),
+        len(build.speakers),
+        len(sidecars),
+        0,
+        seconds,
+        0.0,
+        dict(oov),
+    )
+
+
+def format_summary(result: PrepareResult, *, max_skipped: int = 10) -> str:
+    """A one-screen summary of a `prepare` run."""
+    hours = result.audio_seconds / 3600
+    lines = [
+        f"cache      {result.path}",
+        f"utterances {result.ok} ok, {len(result.skipped)} skipped "
+        f"({hours:.2f} h of audio, {result.speakers} speaker(s), {result.shards} shard(s)"
+        + (f", {result.resumed_shards} from an earlier run)" if result.resumed_shards else ")"),
+        f"speed      {result.built_seconds / max(result.wall_seconds, 1e-9):.0f} s of audio per "
+        f"second ({result.built_seconds / 3600:.2f} h computed in {result.wall_seconds:.1f} s)",
+    ]
+    if result.oov:
+        top = ", ".join(
+            f"{c!r} x{n}" for c, n in sorted(result.oov.items(), key=lambda kv: -kv[1])[:8]
+        )
+        lines.append(f"unknown    {sum(result.oov.values())} character(s) dropped: {top}")
+    reasons = collections.Counter(s.reason.split(":")[0] for s in result.skipped)
+    for reason, count in reasons.most_common():
+        lines.append(f"skipped    {count:>5} x {reason}")
+    for s in result.skipped[:max_skipped]:
+        lines.append(f"  {s.id}: {s.reason}")
+    if len(result.skipped) > max_skipped:
+        lines.append(
+            f"  ... {len(result.skipped) - max_skipped} more in {result.path / 'report.json'}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,255 @@
+"""`xtts-data`: build and check feature caches, diagnose input pipelines, serve tf.data.
+
+User errors (bad paths, configs, damaged caches) print one line and exit 2; `verify`
+exits 1 when it finds damage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import sys
+from pathlib import Path
+
+from xtts_audio import XttsAudioError
+from xtts_data.cache import format_summary, prepare
+from xtts_data.config import load_config
+from xtts_data.corpus import read_corpus
+from xtts_data.demo_corpus import write_demo_corpus
+from xtts_data.doctor import diagnose, plot
+from xtts_data.errors import XttsDataError
+from xtts_data.manifest import verify_cache
+from xtts_data.pipeline import make_dataset
+from xtts_data.service import start_dispatcher, start_worker
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xtts-data",
+        description="Turn a TTS corpus into a verified feature cache and feed it to training "
+        "in batches of a few static shapes, with no Python in the tf.data graph.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_prepare(commands)
+    _add_verify(commands)
+    _add_doctor(commands)
+    _add_serve(commands)
+    _add_demo_corpus(commands)
+    return parser
+
+
+def _add_prepare(commands) -> None:
+    p = commands.add_parser(
+        "prepare",
+        help="compute mel features and tokens once, into a sharded cache",
+        description="Read CORPUS (LJSpeech layout, speaker folders, or a path|text|speaker "
+        "filelist), decode and resample its audio, compute mel features with xtts-audio and "
+        "token ids, and write TFRecord shards plus manifest.json and report.json to CACHE. "
+        "Rows that cannot be used are skipped and listed with the reason. Killed, the same "
+        "command resumes where it stopped.",
+    )
+    p.add_argument("corpus", type=Path, help="corpus folder or filelist")
+    p.add_argument("--out", type=Path, required=True, metavar="CACHE", help="cache folder")
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="YAML with `audio` and `data` sections "
+        "(default: the xtts mel preset and default text settings)",
+    )
+    p.add_argument("--workers", type=_positive, help="shards built at once (default: CPU cores)")
+    p.add_argument(
+        "--layout",
+        choices=["auto", "ljspeech", "speaker-folders", "filelist"],
+        default="auto",
+        help="corpus layout (default: detected)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a cache in CACHE that was built with other settings",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_verify(commands) -> None:
+    p = commands.add_parser(
+        "verify",
+        help="check every shard of a cache against its checksums",
+        description="Exit 0 when every shard is present and matches the manifest's sha256, "
+        "1 naming each missing or damaged shard.",
+    )
+    p.add_argument("cache", type=Path)
+
+
+def _add_doctor(commands) -> None:
+    p = commands.add_parser(
+        "doctor",
+        help="measure the input pipeline: is it the bottleneck?",
+        description="Time the pipeline over a cache (or a WAV corpus, on the fly) alone and "
+        "fed to a simulated device that needs --device-ms per batch; print throughput, "
+        "batch latency and its variation, device utilization, padding efficiency, the "
+        "batch shapes seen and any Python ops in the graph, with a verdict.",
+    )
+    p.add_argument("source", type=Path, help="cache folder, or corpus folder / filelist")
+    p.add_argument("--config", type=Path, help="YAML with `audio` and `data` sections")
+    p.add_argument("--split", choices=["train", "val", "all"], default="train")
+    p.add_argument("--batches", type=_positive, default=200, help="batches timed (default: 200)")
+    p.add_argument("--device-ms", type=float, help="simulated device step per batch, ms")
+    p.add_argument("--json", action="store_true", help="print the measurements as JSON")
+    p.add_argument("--plot", type=Path, metavar="PNG", help="write batch latency over time")
+
+
+def _add_serve(commands) -> None:
+    p = commands.add_parser(
+        "serve",
+        help="run a tf.data service dispatcher or worker",
+        description="Start a tf.data service dispatcher, or a worker that registers with "
+        "one, and serve until interrupted. Point a pipeline at the dispatcher with "
+        "`data: {service: grpc://HOST:PORT}` in the config.",
+    )
+    p.add_argument("role", choices=["dispatcher", "worker"])
+    p.add_argument("--port", type=int, default=0, help="port to listen on (default: any free)")
+    p.add_argument("--dispatcher", help="dispatcher address, for a worker (grpc://host:port)")
+    p.add_argument("--work-dir", help="dispatcher journal folder (fault-tolerant mode)")
+
+
+def _add_demo_corpus(commands) -> None:
+    p = commands.add_parser(
+        "demo-corpus",
+        help="write a synthetic speech-like corpus (LJSpeech layout)",
+        description="Write a deterministic corpus that needs no download: a small "
+        "synthesised language where each character has a sound and a duration. "
+        "--engine espeak uses espeak-ng for real synthesised speech instead.",
+    )
+    p.add_argument("out", type=Path, help="new (or empty) folder")
+    p.add_argument("--n", type=_positive, default=200, help="utterances (default: 200)")
+    p.add_argument("--speakers", type=_positive, default=1, help="speakers (default: 1)")
+    p.add_argument("--engine", choices=["synth", "espeak"], default="synth")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--min-seconds", type=float, default=1.0)
+    p.add_argument("--max-seconds", type=float, default=10.0)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, received {text}")
+    return value
+
+
+def _run_prepare(args) -> int:
+    audio, data = load_config(args.config)
+    corpus = read_corpus(args.corpus, layout=args.layout)
+    result = prepare(
+        corpus,
+        args.out,
+        audio=audio,
+        data=data,
+        workers=args.workers,
+        overwrite=args.overwrite,
+        progress=not args.quiet,
+    )
+    print(format_summary(result))
+    return 0
+
+
+def _run_verify(args) -> int:
+    problems = verify_cache(args.cache)
+    for problem in problems:
+        print(f"{args.cache}: {problem}")
+    if not problems:
+        print(f"{args.cache}: intact")
+    return 1 if problems else 0
+
+
+def _run_doctor(args) -> int:
+    audio, data = load_config(args.config)
+    pipeline = make_dataset(args.source, data, args.split, audio=audio, repeat=True)
+    report = diagnose(pipeline, batches=args.batches, device_ms=args.device_ms)
+    values = report.to_dict()
+    if args.plot:
+        plot(report, args.plot)
+    if args.json:
+        print(json.dumps(values, indent=1))
+        return 0
+    print(
+        f"source             {pipeline.source} ({pipeline.split}: {pipeline.num_samples} "
+        f"utterances, {pipeline.filtered} too long)"
+    )
+    print(f"throughput         {values['samples_per_s']:.0f} samples/s")
+    print(
+        f"batch latency      mean {values['batch_ms_mean']:.2f} ms, p99 "
+        f"{values['batch_ms_p99']:.2f} ms, CV {values['batch_ms_cv']:.2f}"
+    )
+    if values["device_utilization"] is not None:
+        print(
+            f"device utilization {values['device_utilization']:.1%} at {args.device_ms:g} ms/batch"
+        )
+    print(f"padding efficiency {values['padding_efficiency']:.1%}")
+    print(
+        f"shapes             {len(values['shapes'])} seen of {len(values['spec_shapes'])} in "
+        f"the spec (batch, text, frames): {values['shapes']}"
+    )
+    print(f"python ops         {values['python_ops'] or 'none'}")
+    print(f"verdict            {values['verdict']}")
+    return 0
+
+
+def _run_serve(args) -> int:
+    if args.role == "worker":
+        if not args.dispatcher:
+            raise XttsDataError("a worker needs --dispatcher grpc://HOST:PORT")
+        server = start_worker(args.dispatcher, port=args.port)
+        print(f"worker serving for {args.dispatcher} (Ctrl-C to stop)", flush=True)
+    else:
+        server = start_dispatcher(port=args.port, work_dir=args.work_dir)
+        print(f"dispatcher at {server.target} (Ctrl-C to stop)", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.join()
+    return 0
+
+
+def _run_demo_corpus(args) -> int:
+    corpus = write_demo_corpus(
+        args.out,
+        n=args.n,
+        speakers=args.speakers,
+        engine=args.engine,
+        seed=args.seed,
+        min_seconds=args.min_seconds,
+        max_seconds=args.max_seconds,
+        progress=True,
+    )
+    print(
+        f"wrote {corpus.num_utterances} utterances ({corpus.total_seconds / 60:.1f} min, "
+        f"{corpus.speakers} speaker(s)) to {corpus.path}"
+    )
+    return 0
+
+
+_COMMANDS = {
+    "prepare": _run_prepare,
+    "verify": _run_verify,
+    "doctor": _run_doctor,
+    "serve": _run_serve,
+    "demo-corpus": _run_demo_corpus,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `xtts-data` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return _COMMANDS[args.command](args)
+    except (XttsDataError, XttsAudioError) as error:
+        print(f"xtts-data {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

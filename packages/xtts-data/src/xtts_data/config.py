@@ -1,0 +1,202 @@
+"""`DataConfig`: how a corpus becomes a feature cache and the cache becomes batches.
+
+One YAML file configures the whole stack (sections `audio`, `data`, `model`, `train`);
+`load_config` reads the two sections this package owns and checks the others are known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from xtts_audio import MelConfig
+from xtts_data.errors import ConfigError
+from xtts_data.text import TextConfig
+
+__all__ = ["DataConfig", "load_config"]
+
+Policy = Literal["fixed", "buckets"]
+
+SECTIONS = ("audio", "data", "model", "train")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _fail(field: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"DataConfig.{field}: expected {allowed}, received: {field}={value!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Cache building and batching settings.
+
+    Cache (part of the cache's settings hash when they change the features):
+        text: text normalisation and symbol set (`TextConfig`).
+        trim_top_db: trim leading/trailing audio quieter than this many dB below the
+            clip's peak before computing features; `None` keeps the audio whole.
+        shard_size: utterances per cache shard (TFRecord file).
+
+    Batching (`make_dataset`):
+        policy: `"fixed"` pads every batch to `max_text_len` x `max_frames`; `"buckets"`
+            groups utterances into `num_buckets` length buckets, each with its own
+            static shape and batch size.
+        batch_size: utterances per batch (`fixed`), and the batch size of the longest
+            bucket (`buckets`) unless `frame_budget` is set.
+        num_buckets: K, the most static batch shapes `buckets` may emit.
+        frame_budget: padded mel frames per batch for `buckets` (batch size of a bucket =
+            budget // its frames); `None` means `batch_size * max_frames`.
+        batch_multiple: round every batch size down to a multiple of this (e.g. the
+            number of replicas, so each gets an equal static share).
+        max_frames, max_text_len: longest utterance kept (longer ones are filtered and
+            counted); `None` takes the longest in the data, rounded up to `pad_multiple`.
+        pad_multiple: padded lengths are multiples of this.
+        cond_frames: frames of the speaker-conditioning mel (a crop of another utterance
+            of the same speaker).
+        val_fraction: share of utterances, chosen by a hash of their id, held out as the
+            `"val"` split.
+
+    Input pipeline:
+        keep_in_memory: keep the decoded utterances in RAM after the first epoch (later
+            epochs then skip reading and decoding); `None` does so when the split's
+            features take under a quarter of physical memory.
+        shuffle_buffer: utterances in the shuffle buffer (0 disables shuffling).
+        seed: shuffle/crop seed; `None` draws a fresh one each run.
+        deterministic: keep element order reproducible (slower); default off.
+        prefetch_to_device: e.g. `"/gpu:0"` to stage batches in device memory.
+        service: `grpc://host:port` of a tf.data service dispatcher (`xtts-data serve`)
+            to run preprocessing on its workers; `None` runs it in-process.
+    """
+
+    text: TextConfig = dataclasses.field(default_factory=TextConfig)
+    trim_top_db: float | None = None
+    shard_size: int = 256
+    policy: Policy = "buckets"
+    batch_size: int = 32
+    num_buckets: int = 8
+    frame_budget: int | None = None
+    batch_multiple: int = 1
+    max_frames: int | None = None
+    max_text_len: int | None = None
+    pad_multiple: int = 8
+    cond_frames: int = 128
+    val_fraction: float = 0.05
+    keep_in_memory: bool | None = None
+    shuffle_buffer: int = 4096
+    seed: int | None = None
+    deterministic: bool = False
+    prefetch_to_device: str | None = None
+    service: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, TextConfig):
+            _fail("text", self.text, "a TextConfig")
+        if self.trim_top_db is not None and not (
+            _is_number(self.trim_top_db) and self.trim_top_db > 0
+        ):
+            _fail("trim_top_db", self.trim_top_db, "a positive number of dB or None")
+        if self.policy not in ("fixed", "buckets"):
+            _fail("policy", self.policy, "'fixed' or 'buckets'")
+        self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
+        self._check_positive("pad_multiple", "cond_frames")
+        self._check_positive("frame_budget", "max_frames", "max_text_len", optional=True)
+        if self.batch_size % self.batch_multiple:
+            _fail(
+                "batch_size", self.batch_size, f"a multiple of batch_multiple={self.batch_multiple}"
+            )
+        if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
+            _fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
+        if self.keep_in_memory not in (None, True, False):
+            _fail("keep_in_memory", self.keep_in_memory, "true, false or null (automatic)")
+        if not (_is_int(self.shuffle_buffer) and self.shuffle_buffer >= 0):
+            _fail("shuffle_buffer", self.shuffle_buffer, "an int >= 0")
+        if self.service is not None and not str(self.service).startswith(("grpc://", "grpc+")):
+            _fail("service", self.service, "a dispatcher address like 'grpc://host:5050'")
+
+    def _check_positive(self, *names: str, optional: bool = False) -> None:
+        for name in names:
+            value = getattr(self, name)
+            if optional and value is None:
+                continue
+            if not _is_int(value) or value < 1:
+                _fail(name, value, "an int >= 1" + (" or None" if optional else ""))
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> DataConfig:
+        """Build from a mapping (a YAML `data:` section); `text` may be a nested mapping.
+
+        Raises:
+            ConfigError: unknown keys or an invalid value.
+        """
+        values = dict(values)
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ConfigError(f"DataConfig: unknown field(s) {unknown}; known: {known}")
+        if isinstance(values.get("text"), Mapping):
+            values["text"] = TextConfig.from_dict(values["text"])
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields (text as a nested mapping): round-trips `from_dict`."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["text"] = self.text.to_dict()
+        return values
+
+    def cache_settings(self) -> dict[str, Any]:
+        """The settings that change cached features (hashed into the cache manifest)."""
+        return {"text": self.text.to_dict(), "trim_top_db": self.trim_top_db}
+
+    def round_up(self, length: int) -> int:
+        """`length` rounded up to a multiple of `pad_multiple`."""
+        return int(math.ceil(length / self.pad_multiple) * self.pad_multiple)
+
+
+def load_config(path: str | Path | None) -> tuple[MelConfig, DataConfig]:
+    """Read the `audio` and `data` sections of a stack config file (YAML).
+
+    `audio` takes `MelConfig.from_dict` fields (e.g. `preset: xtts` plus overrides) and
+    defaults to the `"xtts"` preset; `data` takes `DataConfig` fields. Sections `model`
+    and `train` belong to xtts-train and are not read here.
+
+    Args:
+        path: the YAML file, or `None` for all defaults.
+
+    Raises:
+        ConfigError: unreadable file, unknown section or field, or an invalid value.
+    """
+    sections = read_sections(path)
+    audio = MelConfig.from_dict(sections.get("audio") or {"preset": "xtts"})
+    data = DataConfig.from_dict(sections.get("data") or {})
+    return audio, data
+
+
+def read_sections(path: str | Path | None) -> dict[str, Mapping[str, Any]]:
+    """The top-level sections of a stack config file, each checked to be a mapping."""
+    if path is None:
+        return {}
+    try:
+        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(
+            f"Expected a readable YAML config, received: path={path} ({error})"
+        ) from None
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"Expected a mapping of sections {SECTIONS}, received: {values!r}")
+    unknown = sorted(set(values) - set(SECTIONS))
+    if unknown:
+        raise ConfigError(f"{path}: unknown section(s) {unknown}; known: {list(SECTIONS)}")
+    for name, section in values.items():
+        if section is not None and not isinstance(section, Mapping):
+            raise ConfigError(f"{path}: section {name!r} must be a mapping, received: {section!r}")
+    return dict(values)

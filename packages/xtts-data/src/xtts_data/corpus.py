@@ -1,0 +1,200 @@
+"""Read a TTS corpus into rows, with a reason for every row that cannot be used.
+
+Layouts (detected by `read_corpus`, or named with `layout=`):
+    ljspeech: `ROOT/metadata.csv` with `id|text|normalized_text` rows (also `id|text`, and
+        `id|text|normalized_text|speaker` for several speakers); audio in
+        `ROOT/wavs/<id>.wav` (or `.flac` / `.ogg`).
+    speaker-folders: one LJSpeech-layout folder per speaker, `ROOT/<speaker>/metadata.csv`;
+        ids become `<speaker>/<id>`.
+    filelist: a text file of `path|text` or `path|text|speaker` rows (Coqui / VITS
+        filelists); paths are relative to the file's folder; ids are paths without suffix.
+
+Rows are checked here for what needs no decoding (format, empty text, audio file present,
+paths inside the corpus root); the cache builder reports audio it cannot decode.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Literal
+
+from xtts_data.errors import CorpusError
+
+__all__ = ["AUDIO_SUFFIXES", "Corpus", "Row", "Skipped", "read_corpus"]
+
+Layout = Literal["auto", "ljspeech", "speaker-folders", "filelist"]
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
+DEFAULT_SPEAKER = "default"
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One usable corpus row: utterance id, audio file, raw text and speaker name."""
+
+    id: str
+    audio: Path
+    text: str
+    speaker: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Skipped:
+    """A row left out, and why (reported in `report.json`, never dropped silently)."""
+
+    id: str
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Corpus:
+    """The rows of a corpus and the rows skipped while reading it."""
+
+    root: Path
+    layout: str
+    rows: tuple[Row, ...]
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def speakers(self) -> list[str]:
+        """Speaker names, sorted: a speaker's index in this list is its id."""
+        return sorted({row.speaker for row in self.rows})
+
+
+def read_corpus(path: str | Path, *, layout: Layout = "auto") -> Corpus:
+    """Read the rows of the corpus at `path` (a folder, or a filelist file).
+
+    Raises:
+        CorpusError: the path does not exist or matches no known layout.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CorpusError(f"Expected a corpus folder or filelist, received: {path} (not found)")
+    layout = _detect(path) if layout == "auto" else layout
+    if layout == "ljspeech":
+        rows, skipped = _read_ljspeech(path, prefix="", speaker=None)
+    elif layout == "speaker-folders":
+        rows, skipped = _read_speaker_folders(path)
+    elif layout == "filelist":
+        rows, skipped = _read_filelist(path)
+        path = path.parent
+    else:
+        raise CorpusError(
+            f"Expected layout 'auto', 'ljspeech', 'speaker-folders' or 'filelist', "
+            f"received: layout={layout!r}"
+        )
+    rows, duplicates = _drop_duplicates(rows)
+    return Corpus(path, layout, tuple(rows), tuple(skipped + duplicates))
+
+
+def _detect(path: Path) -> str:
+    if path.is_file():
+        return "filelist"
+    if (path / "metadata.csv").is_file():
+        return "ljspeech"
+    if any((sub / "metadata.csv").is_file() for sub in path.iterdir() if sub.is_dir()):
+        return "speaker-folders"
+    raise CorpusError(
+        f"Expected {path}/metadata.csv (LJSpeech layout), speaker folders each with a "
+        f"metadata.csv, or a filelist file; found none of them"
+    )
+
+
+def _lines(path: Path) -> list[tuple[int, str | None]]:
+    """(line number, text or None when not UTF-8) for every non-blank line."""
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise CorpusError(f"Cannot read {path}: {error.strerror}") from error
+    lines = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        try:
+            text = line.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError:
+            lines.append((number, None))
+            continue
+        if text.strip():
+            lines.append((number, text))
+    return lines
+
+
+def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None):
+    rows, skipped = [], []
+    metadata = root / "metadata.csv"
+    for number, line in _lines(metadata):
+        where = f"{metadata.name}:{number}"
+        fields = None if line is None else [f.strip() for f in line.split("|")]
+        if fields is None or not 2 <= len(fields) <= 4 or not fields[0]:
+            skipped.append(Skipped(prefix + where, _malformed(line, "id|text|normalized_text")))
+            continue
+        uid = fields[0]
+        text = fields[2] if len(fields) >= 3 and fields[2] else fields[1]
+        row_speaker = speaker or (fields[3] if len(fields) == 4 and fields[3] else DEFAULT_SPEAKER)
+        audio = _find_audio(root, os.path.join("wavs", uid))
+        result = _check(prefix + uid, root, audio, text, row_speaker)
+        (rows if isinstance(result, Row) else skipped).append(result)
+    return rows, skipped
+
+
+def _read_speaker_folders(root: Path):
+    rows, skipped = [], []
+    for folder in sorted(p for p in root.iterdir() if (p / "metadata.csv").is_file()):
+        found, bad = _read_ljspeech(folder, prefix=f"{folder.name}/", speaker=folder.name)
+        rows += found
+        skipped += bad
+    return rows, skipped
+
+
+def _read_filelist(filelist: Path):
+    rows, skipped = [], []
+    root = filelist.parent
+    for number, line in _lines(filelist):
+        fields = None if line is None else [f.strip() for f in line.split("|")]
+        if fields is None or len(fields) not in (2, 3) or not fields[0]:
+            where = f"{filelist.name}:{number}"
+            skipped.append(Skipped(where, _malformed(line, "path|text or path|text|speaker")))
+            continue
+        uid = os.path.splitext(os.path.normpath(fields[0]))[0].replace(os.sep, "/")
+        speaker = fields[2] if len(fields) == 3 and fields[2] else DEFAULT_SPEAKER
+        result = _check(uid, root, fields[0], fields[1], speaker)
+        (rows if isinstance(result, Row) else skipped).append(result)
+    return rows, skipped
+
+
+def _malformed(line: str | None, expected: str) -> str:
+    if line is None:
+        return "malformed row: not UTF-8 text"
+    return f"malformed row: expected {expected}, received {line.count('|') + 1} field(s)"
+
+
+def _find_audio(root: Path, stem: str) -> str:
+    """`stem` plus the first audio suffix that exists (`.wav` when none does)."""
+    for suffix in AUDIO_SUFFIXES:
+        if os.path.isfile(os.path.join(root, stem + suffix)):
+            return stem + suffix
+    return stem + ".wav"
+
+
+def _check(uid: str, root: Path, relative: str, text: str, speaker: str) -> Row | Skipped:
+    normalized = os.path.normpath(relative)
+    if os.path.isabs(relative) or normalized == ".." or normalized.startswith(".." + os.sep):
+        return Skipped(uid, f"path outside the corpus root: {relative}")
+    if not text.strip():
+        return Skipped(uid, "empty text")
+    audio = root / normalized
+    if not audio.is_file():
+        return Skipped(uid, f"missing audio file: {normalized}")
+    return Row(uid, audio, text, speaker)
+
+
+def _drop_duplicates(rows: list[Row]) -> tuple[list[Row], list[Skipped]]:
+    seen: set[str] = set()
+    kept, duplicates = [], []
+    for row in rows:
+        if row.id in seen:
+            duplicates.append(Skipped(row.id, "duplicate id (the first row with it is kept)"))
+        else:
+            seen.add(row.id)
+            kept.append(row)
+    return kept, duplicates

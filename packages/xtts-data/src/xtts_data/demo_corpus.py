@@ -1,0 +1,534 @@
+"""A deterministic, speech-like demo corpus in LJSpeech layout, made offline.
+
+The default engine ("synth") speaks a small synthesised "language": each letter of the
+normalised text has a sound and a duration. Vowels and sonorants are a glottal sawtooth
+through formant resonances (pitch with declination, vibrato and drift), fricatives are
+band-passed noise, plosives a closure then a noise burst, spaces and punctuation short or
+long silences. Sounds cross-fade with raised-cosine ramps (no clicks) and a faint noise
+floor sits under everything, so a mel spectrogram shows harmonics, formants and pauses.
+
+Same arguments give byte-identical files: utterance `i` draws everything from
+`numpy.random.default_rng([seed, i])`, so it does not depend on `n` either.
+
+`engine="espeak"` runs `espeak-ng` instead, for real (robotic) English speech.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import shutil
+import subprocess
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from tqdm import tqdm
+
+from xtts_data.errors import ConfigError, XttsDataError
+
+__all__ = ["DemoCorpus", "write_demo_corpus"]
+
+logger = logging.getLogger(__name__)
+
+Engine = Literal["synth", "espeak"]
+
+ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
+_BETA = (3.3, 2.1)  # target duration shape: mean at 61% of [min, max], 6.5 s for 1–10 s
+_SPECIAL_SHARE = 0.2  # utterances holding one token a text normaliser must expand
+_OVERLAP = 0.012  # seconds each sound overlaps its neighbours (cross-fade is twice this)
+_RING = 0.02  # seconds of room for filter ringing on either side of a sound
+_PLOSIVE_DECAY = 0.012  # seconds, burst decay time constant
+_PEAK = 0.5  # utterance peak before the noise floor
+_NOISE_FLOOR = 1e-3  # RMS of the background noise (-60 dBFS)
+_MAX_MISSES = 3  # words that did not fit before an utterance is complete
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoCorpus:
+    """What `write_demo_corpus` wrote.
+
+    Attributes:
+        path: corpus root, holding `metadata.csv` and `wavs/`.
+        num_utterances: rows in `metadata.csv` (one wav each).
+        total_seconds: summed duration of all wavs.
+        speakers: number of distinct speakers.
+    """
+
+    path: Path
+    num_utterances: int
+    total_seconds: float
+    speakers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Voice:
+    name: str
+    f0: float  # Hz, centre of the pitch range
+    formants: float  # scale of every formant and noise band (vocal tract length)
+    rate: float  # speaking rate, 1 = table durations
+
+
+def _voice(index: int) -> _Voice:
+    # Golden-ratio steps spread any number of speakers over the ranges; higher voices get
+    # higher formants, as with shorter vocal tracts.
+    u = (0.3 + 0.618034 * index) % 1.0
+    v = (0.5 + 0.754878 * index) % 1.0
+    return _Voice(f"spk{index}", 95.0 + 140.0 * u, 0.92 + 0.22 * u, 0.85 + 0.3 * v)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Phone:
+    seconds: float  # duration at rate 1
+    level: float  # RMS of the rendered sound; 0 = silence
+    voice: float = 0.0  # gain of the glottal (sawtooth) source
+    noise: float = 0.0  # gain of the noise source
+    formants: tuple[float, ...] = ()  # resonance centres, Hz
+    band: tuple[float, float] | None = None  # noise band edges, Hz
+    closure: float = 0.0  # silent share before a plosive burst; 0 = sustained sound
+
+
+_BANDWIDTHS = (120.0, 150.0, 200.0)  # Hz, per formant
+_FORMANT_GAINS = (1.0, 0.5, 0.25)
+
+
+def _vowel(f1: float, f2: float, f3: float, seconds: float = 0.11) -> _Phone:
+    return _Phone(seconds, 0.2, voice=1.0, noise=0.04, formants=(f1, f2, f3))
+
+
+def _sonorant(f1: float, f2: float, f3: float) -> _Phone:
+    return _Phone(0.065, 0.08, voice=1.0, noise=0.02, formants=(f1, f2, f3))
+
+
+def _fricative(lo: float, hi: float, level: float, voice: float = 0.0) -> _Phone:
+    voice_bar = (250.0,) if voice else ()
+    return _Phone(0.09, level, voice=voice, noise=1.0, formants=voice_bar, band=(lo, hi))
+
+
+def _plosive(lo: float, hi: float, *, voiced: bool) -> _Phone:
+    seconds, closure = (0.06, 0.45) if voiced else (0.075, 0.6)
+    return _Phone(seconds, 0.05, noise=1.0, band=(lo, hi), closure=closure)
+
+
+_K = _plosive(1500, 3500, voiced=False)
+_PAUSE, _COMMA, _STOP = _Phone(0.05, 0.0), _Phone(0.2, 0.0), _Phone(0.35, 0.0)
+# fmt: off
+_PHONES = {
+    "a": _vowel(730, 1090, 2440), "e": _vowel(530, 1840, 2480),
+    "i": _vowel(390, 1990, 2550, 0.09), "o": _vowel(570, 840, 2410),
+    "u": _vowel(440, 1020, 2240, 0.09), "y": _vowel(300, 2200, 2950, 0.08),
+    "m": _sonorant(250, 1100, 2200), "n": _sonorant(250, 1700, 2600),
+    "l": _sonorant(360, 1300, 2700), "r": _sonorant(420, 1300, 1600),
+    "w": _sonorant(300, 610, 2200),
+    "s": _fricative(4000, 9000, 0.07), "z": _fricative(4000, 9000, 0.06, voice=0.5),
+    "f": _fricative(1200, 7000, 0.03), "v": _fricative(1200, 7000, 0.04, voice=0.6),
+    "h": _fricative(500, 3000, 0.025), "j": _fricative(1800, 5000, 0.06, voice=0.5),
+    "x": _fricative(3500, 8000, 0.07),
+    "p": _plosive(400, 1500, voiced=False), "b": _plosive(400, 1500, voiced=True),
+    "t": _plosive(3000, 7000, voiced=False), "d": _plosive(2500, 6000, voiced=True),
+    "k": _K, "c": _K, "q": _K, "g": _plosive(1200, 3000, voiced=True),
+    " ": _PAUSE, ",": _COMMA, ";": _COMMA, ":": _COMMA, ".": _STOP, "?": _STOP, "!": _STOP,
+}
+# fmt: on
+_GAP = _Phone(0.03, 0.0)  # any other character (apostrophe, hyphen)
+
+
+# fmt: off
+_FUNCTION_WORDS = (
+    "the", "of", "and", "to", "in", "a", "was", "that", "with", "by", "for", "on", "at", "from",
+    "his", "her", "it", "as", "is", "be", "had", "not", "which", "they", "were", "this", "but",
+    "have", "an", "or", "their", "into",
+)
+_CONTENT_WORDS = (
+    "house", "river", "morning", "letter", "garden", "window", "people", "market", "printer",
+    "court", "prisoner", "city", "evening", "paper", "street", "family", "journey", "silver",
+    "stone", "water", "winter", "summer", "doctor", "mother", "village", "station", "harbour",
+    "question", "answer", "number", "voice", "light", "forest", "island", "teacher", "captain",
+    "kitchen", "church", "bridge", "engine", "castle", "meadow", "lantern", "ribbon", "thunder",
+    "walked", "spoke", "carried", "opened", "wrote", "found", "remembered", "watched", "followed",
+    "turned", "waited", "listened", "returned", "believed", "promised", "gathered", "painted",
+    "wandered", "decided", "reached", "quiet", "early", "gentle", "narrow", "heavy", "bright",
+    "simple", "ancient", "modern", "careful", "distant", "golden", "sudden", "silent", "famous",
+    "common", "certain", "little", "great", "small", "long", "old", "young", "new", "good",
+    "slowly", "never", "always", "often", "later", "again", "together", "almost", "perhaps",
+    "quickly",
+)
+_NAMES = ("Hale", "Brown", "Gray", "Jones", "Carter", "Ellis")
+# fmt: on
+# (raw, spoken) pairs a text normaliser must expand; `{}` takes a name. The spoken forms
+# follow xtts_data's own normaliser ("twenty one", "five dollars, fifty cents").
+_SPECIAL = (
+    ("in 1984", "in nineteen eighty four"),
+    ("in 1776", "in seventeen seventy six"),
+    ("for $5.50", "for five dollars, fifty cents"),
+    ("$12", "twelve dollars"),
+    ("the 3rd", "the third"),
+    ("the 21st", "the twenty first"),
+    ("Dr. {}", "Doctor {}"),
+    ("Mr. {}", "Mister {}"),
+    ("Mrs. {}", "Missus {}"),
+    ("50%", "fifty percent"),
+    ("1,500", "one thousand five hundred"),
+    ("42", "forty two"),
+)
+_ENDINGS = (".", "?", "!")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _pick(rng: np.random.Generator, items: tuple):
+    return items[int(rng.integers(len(items)))]
+
+
+def _words(rng: np.random.Generator) -> Iterator[tuple[str, str]]:
+    """Endless `(raw, spoken)` words of sentences, punctuation attached.
+
+    Sentence starts are not capitalised here: words that do not fit an utterance are
+    skipped, so `_sentences` capitalises the words actually kept.
+    """
+    special_at = int(rng.integers(4)) if rng.random() < _SPECIAL_SHARE else -1
+    count = itertools.count()
+    while True:
+        length = int(rng.integers(4, 13))
+        for i in range(length):
+            if next(count) == special_at:
+                name = _pick(rng, _NAMES)
+                raw, spoken = (form.format(name) for form in _pick(rng, _SPECIAL))
+            else:
+                raw = spoken = _pick(rng, _FUNCTION_WORDS if rng.random() < 0.4 else _CONTENT_WORDS)
+            if i == length - 1:
+                mark = _ENDINGS[int(rng.choice(3, p=[0.85, 0.1, 0.05]))]
+            else:
+                mark = "," if rng.random() < 0.1 else ""
+            yield raw + mark, spoken + mark
+
+
+def _sentences(words: list[str]) -> str:
+    """Join words, capitalise sentence starts and end the text with a sentence mark."""
+    text = [_capital(words[0])]
+    for word in words[1:]:
+        text.append(_capital(word) if text[-1][-1] in _ENDINGS else word)
+    body = " ".join(text).rstrip(",;:.?!")
+    return body + (text[-1][-1] if text[-1][-1] in _ENDINGS else ".")
+
+
+def _target_durations(
+    n: int, rng: np.random.Generator, min_seconds: float, max_seconds: float
+) -> np.ndarray:
+    """LJSpeech-like target durations: a scaled beta, mean at 61% of the range.
+
+    Returns:
+        float64 [n], seconds in [min_seconds, max_seconds] (mean ≈ 6.5 s for 1–10 s).
+    """
+    return min_seconds + (max_seconds - min_seconds) * rng.beta(*_BETA, size=n)
+
+
+def _sample_bounds(
+    rng: np.random.Generator, sr: int, min_seconds: float, max_seconds: float
+) -> tuple[int, int, int]:
+    """(fewest, target, most) samples of one utterance; fewest <= target <= most."""
+    most = int(np.floor(max_seconds * sr))
+    fewest = min(int(np.ceil(min_seconds * sr)), most)
+    target = round(float(_target_durations(1, rng, min_seconds, max_seconds)[0]) * sr)
+    return fewest, min(max(target, fewest), most), most
+
+
+def _sounds(text: str, rng: np.random.Generator, voice: _Voice, sr: int):
+    """Phones of `text` and their lengths: (list of _Phone, int64 [len(text)] samples)."""
+    phones = [_PHONES.get(char, _GAP) for char in text.lower()]
+    seconds = np.array([p.seconds for p in phones]) * rng.uniform(0.8, 1.25, len(phones))
+    return phones, np.round(seconds * sr / voice.rate).astype(np.int64)
+
+
+def _compose(rng: np.random.Generator, voice: _Voice, sr: int, target: int, most: int):
+    """Words until the next would pass `target` samples (the first word may use `most`).
+
+    Returns:
+        (raw text, spoken text, phones, int64 [phones] lengths in samples); the first
+        phone is the leading silence, trailing silences are dropped.
+    """
+    phones, lengths = [_GAP], [np.array([round(rng.uniform(0.1, 0.25) * sr)])]
+    words: list[tuple[str, str]] = []
+    used, misses = int(lengths[0][0]), 0
+    for raw, spoken in _words(rng):
+        sounds, samples = _sounds(spoken + " ", rng, voice, sr)
+        # A first word too long even for `most` is kept after many tries; _finish cuts it.
+        if used + samples.sum() <= (target if words else most) or misses >= 50:
+            words.append((raw, spoken))
+            phones, used, misses = phones + sounds, used + samples.sum(), 0
+            lengths.append(samples)
+        elif (misses := misses + 1) >= _MAX_MISSES and words:
+            break
+    lengths = np.concatenate(lengths)
+    while phones[-1].level == 0:
+        phones, lengths = phones[:-1], lengths[:-1]
+    raw, spoken = (_sentences([word[i] for word in words]) for i in (0, 1))
+    return raw, spoken, phones, lengths
+
+
+def _sources(n: int, voice: _Voice, rng: np.random.Generator, sr: int):
+    """Glottal sawtooth and white noise, (float64 [n], float32 [n]).
+
+    The pitch declines over the utterance, with vibrato and a slow random drift; it is
+    computed every `hop` samples and interpolated, which is plenty for such slow changes.
+    """
+    hop = 64
+    t = np.arange(n // hop + 2) * (hop / sr)  # control points
+    rates, phases = rng.uniform(0.3, 2.0, 3), rng.uniform(0.0, 2 * np.pi, 4)
+    f0 = voice.f0 * rng.uniform(0.92, 1.08) * (1.1 - 0.2 * t / t[-1])  # declination
+    f0 *= 1 + 0.01 * np.sin(2 * np.pi * rng.uniform(4.5, 6.0) * t + phases[3])  # vibrato
+    f0 *= 1 + 0.12 * np.sin(2 * np.pi * rates[:, None] * t + phases[:3, None]).mean(axis=0)
+    f0 = np.interp(np.arange(n), np.arange(len(t)) * hop, f0)
+    saw = 2.0 * (np.cumsum(f0 / sr) % 1.0) - 1.0
+    return saw, rng.standard_normal(n, dtype=np.float32)
+
+
+def _windows(signal: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    """Rows `signal[o : o + width]` for each offset: [len(offsets), width] copies."""
+    return np.lib.stride_tricks.sliding_window_view(signal, width)[offsets]
+
+
+def _envelopes(phones: list[_Phone], spans: np.ndarray, ring: int, overlap: int, nfft: int, sr):
+    """Amplitude envelopes, float32 [sounds, nfft]; a sound's span starts at index `ring`.
+
+    Sustained sounds rise and fall with raised-cosine ramps of 2 × `overlap` samples, so
+    neighbours cross-fade to a constant sum; plosives stay silent, then burst and decay.
+    """
+    fade, t = 2 * overlap, np.arange(nfft, dtype=np.float32) - ring  # t: sample in span
+    rise = np.sin(0.5 * np.pi * np.clip(t / fade, 0.0, 1.0)) ** 2  # (nfft,)
+    # fall[s, j] = rise reflected to end at spans[s]: windows of one reversed ramp.
+    ramp = np.sin(0.5 * np.pi * np.clip(np.arange(2 * nfft, -1, -1) - nfft, 0, fade) / fade) ** 2
+    fall = _windows(ramp.astype(np.float32), nfft - spans - ring, nfft)  # (S, nfft)
+    envelopes = np.minimum(rise, fall)
+    plosive = np.flatnonzero([p.closure > 0 for p in phones])
+    closure = np.array([phones[i].closure for i in plosive])[:, None]  # (P, 1)
+    after = t - (overlap + closure * (spans[plosive, None] - fade))  # (P, nfft)
+    decay = np.exp(-np.maximum(after, 0.0) / (_PLOSIVE_DECAY * sr))
+    envelopes[plosive] = np.clip(after / (0.0015 * sr), 0.0, 1.0) * decay * fall[plosive]
+    return envelopes
+
+
+def _spectrum(phone: _Phone, scale: float, freqs: np.ndarray) -> np.ndarray:
+    """Zero-phase magnitude response of one phone's vocal tract, float64 [freqs]."""
+    response = 0.3 * phone.voice / np.sqrt(1.0 + (freqs / 300.0) ** 2)  # glottal low end
+    for centre, width, gain in zip(phone.formants, _BANDWIDTHS, _FORMANT_GAINS, strict=False):
+        response = response + gain / (1.0 + ((freqs - centre * scale) / (width / 2)) ** 2)
+    if phone.band is not None:
+        low, high = np.log(np.asarray(phone.band) * scale)
+        log_f = np.log(freqs + 1.0)
+        response = response + 1.0 / (1.0 + np.exp((low - log_f) / 0.15))
+        response = response / (1.0 + np.exp((log_f - high) / 0.15))
+    return response
+
+
+def _render(phones: list[_Phone], lengths: np.ndarray, voice: _Voice, rng, sr: int):
+    """Audio of phones with int64 [P] `lengths`: float64 [lengths.sum()].
+
+    Every sound is cut from the shared sources into its own row, shaped by its envelope,
+    filtered in one batched FFT and overlap-added back.
+    """
+    total, starts = int(lengths.sum()), np.cumsum(lengths) - lengths
+    loud = np.array([i for i, p in enumerate(phones) if p.level > 0], dtype=np.int64)
+    sounding = [phones[i] for i in loud]
+    overlap, ring = round(_OVERLAP * sr), round(_RING * sr)
+    spans = lengths[loud] + 2 * overlap  # (S,)
+    nfft = -(-int(spans.max() + 2 * ring) // 512) * 512
+    voiced, noise = _sources(total + 2 * nfft, voice, rng, sr)  # margin of nfft each side
+    offsets = starts[loud] - overlap - ring + nfft  # (S,) row start on the padded axis
+    gains = np.array([[p.voice, p.noise] for p in sounding], dtype=np.float32)  # (S, 2)
+    frames = gains[:, :1] * _windows(voiced.astype(np.float32), offsets, nfft)
+    frames += gains[:, 1:] * _windows(noise, offsets, nfft)
+    frames *= _envelopes(sounding, spans, ring, overlap, nfft, sr)  # (S, nfft)
+    freqs = np.fft.rfftfreq(nfft, 1.0 / sr)
+    responses = {p: _spectrum(p, voice.formants, freqs).astype(np.float32) for p in set(sounding)}
+    spectra = np.fft.rfft(frames, axis=1) * np.stack([responses[p] for p in sounding])
+    shaped = np.fft.irfft(spectra, n=nfft, axis=1)  # (S, nfft)
+    levels = np.array([p.level for p in sounding]) * rng.uniform(0.7, 1.0, len(sounding))
+    rms = np.sqrt(np.einsum("ij,ij->i", shaped, shaped) / lengths[loud])
+    shaped *= (levels / np.maximum(rms, 1e-12))[:, None].astype(np.float32)
+    out = np.zeros(total + 2 * nfft)
+    for row, offset in zip(shaped, offsets, strict=True):  # one add per sound, not sample
+        out[offset : offset + nfft] += row
+    return out[nfft : nfft + total]
+
+
+def _finish(audio: np.ndarray, rng, target: int, most: int, sr: int) -> np.ndarray:
+    """Peak-normalise, cut to `most` / pad to `target` samples, add the noise floor.
+
+    Returns:
+        int16 [max(target, min(len(audio), most))].
+    """
+    audio = audio * (_PEAK / max(float(np.abs(audio).max()), 1e-12))
+    if len(audio) > most:
+        audio = audio[:most] * np.minimum(1.0, np.arange(most, 0, -1) / (0.01 * sr))
+    audio = np.pad(audio, (0, max(target - len(audio), 0)))
+    audio = np.clip(audio + _NOISE_FLOOR * rng.standard_normal(len(audio)), -1.0, 1.0)
+    return np.round(audio * 32767.0).astype("<i2")
+
+
+def _synth_utterance(rng, voice: _Voice, sr: int, seconds: tuple[float, float]):
+    """(raw text, spoken text, int16 [samples]) of one synthesised utterance."""
+    _, target, most = _sample_bounds(rng, sr, *seconds)
+    raw, spoken, phones, lengths = _compose(rng, voice, sr, target, most)
+    audio = _render(phones, lengths, voice, rng, sr)
+    return raw, spoken, _finish(audio, rng, target, most, sr)
+
+
+def _espeak_binary() -> str:
+    binary = shutil.which("espeak-ng")
+    if binary is None:
+        raise XttsDataError(
+            "Expected the espeak-ng program on PATH for engine='espeak', found none. "
+            "Install espeak-ng (e.g. `apt-get install espeak-ng`) or use the default "
+            "engine='synth', which needs no external tool."
+        )
+    return binary
+
+
+def _espeak(binary: str, text: str, voice: _Voice, path: Path) -> np.ndarray:
+    """Speak `text` into `path` with espeak-ng; returns its int16 [samples]."""
+    pitch = round(float(np.interp(voice.f0, [95.0, 235.0], [25.0, 75.0])))
+    speed = round(165 * voice.rate)  # words per minute
+    command = [binary, "-w", str(path), "-v", "en-us", "-p", str(pitch), "-s", str(speed)]
+    # Text on stdin, so a text starting with "-" is never read as an option.
+    done = subprocess.run([*command, "--stdin"], input=text, text=True, capture_output=True)
+    if done.returncode != 0:
+        raise XttsDataError(f"espeak-ng failed (exit {done.returncode}): {done.stderr.strip()}")
+    with wave.open(str(path), "rb") as wav:
+        layout = (wav.getframerate(), wav.getnchannels(), wav.getsampwidth())
+        frames = wav.readframes(wav.getnframes())
+    if layout != (ESPEAK_RATE, 1, 2):
+        expected = f"Expected espeak-ng to write {ESPEAK_RATE} Hz mono 16-bit audio"
+        raise XttsDataError(f"{expected}, received: (rate, channels, bytes)={layout}")
+    return np.frombuffer(frames, dtype="<i2")
+
+
+def _espeak_utterance(rng, voice: _Voice, seconds: tuple[float, float], binary: str, path):
+    """(raw text, spoken text, int16 [samples]) spoken by espeak-ng into `path`.
+
+    Durations follow the text: the word count aims at the target duration, and texts whose
+    audio passes max_seconds are shortened and spoken again (a single word that is still
+    too long is cut). Audio shorter than min_seconds is padded with silence.
+    """
+    fewest, target, most = _sample_bounds(rng, ESPEAK_RATE, *seconds)
+    count = max(1, round(target / ESPEAK_RATE * 165 * voice.rate / 60 * 0.85))
+    words = list(itertools.islice(_words(rng), count))
+    while True:
+        raw, spoken = (_sentences([word[i] for word in words]) for i in (0, 1))
+        pcm = _espeak(binary, spoken, voice, path)
+        if len(pcm) <= most or len(words) == 1:
+            break
+        words = words[: max(1, min(len(words) - 1, len(words) * most // len(pcm)))]
+    return raw, spoken, np.pad(pcm[:most], (0, max(fewest - len(pcm), 0)))
+
+
+def _write_wav(path: Path, pcm: np.ndarray, sr: int) -> None:
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sr)
+        wav.writeframes(pcm.tobytes())
+
+
+def _utterance_id(index: int) -> str:
+    return f"DEMO{index // 1000 + 1:03d}-{index % 1000 + 1:04d}"
+
+
+def _require(ok: bool, expected: str, received: str) -> None:
+    if not ok:
+        raise ConfigError(f"Expected {expected}, received: {received}")
+
+
+def _check(n, speakers, seed, engine, sample_rate, min_seconds, max_seconds) -> None:
+    _require(n >= 1, "n >= 1", f"n={n}")
+    _require(speakers >= 1, "speakers >= 1", f"speakers={speakers}")
+    _require(speakers <= n, "speakers <= n (one utterance each)", f"speakers={speakers}, n={n}")
+    _require(seed >= 0, "seed >= 0", f"seed={seed}")
+    _require(engine in ("synth", "espeak"), "engine 'synth' or 'espeak'", f"engine={engine!r}")
+    _require(sample_rate >= 8000, "sample_rate >= 8000", f"sample_rate={sample_rate}")
+    _require(min_seconds > 0, "min_seconds > 0", f"min_seconds={min_seconds}")
+    bounds = f"max_seconds={max_seconds}, min_seconds={min_seconds}"
+    _require(max_seconds >= min_seconds, "max_seconds >= min_seconds", bounds)
+    espeak_ok = engine != "espeak" or sample_rate == ESPEAK_RATE
+    rule = f"sample_rate={ESPEAK_RATE} with engine='espeak' (espeak-ng's rate; no resampling)"
+    _require(espeak_ok, rule, f"sample_rate={sample_rate}")
+
+
+def _empty_directory(out: str | Path) -> Path:
+    root = Path(out)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise XttsDataError(
+            f"Expected an empty or missing directory for the demo corpus, received: "
+            f"out={root}, which is not empty. Choose an empty directory; the demo corpus "
+            f"never overwrites existing files."
+        )
+    (root / "wavs").mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def write_demo_corpus(
+    out: str | Path,
+    *,
+    n: int = 200,
+    seed: int = 0,
+    sample_rate: int = 22050,
+    speakers: int = 1,
+    engine: Engine = "synth",
+    min_seconds: float = 1.0,
+    max_seconds: float = 10.0,
+    progress: bool = False,
+) -> DemoCorpus:
+    """Write a deterministic demo corpus in LJSpeech layout, with no download.
+
+    Writes `out/metadata.csv` (UTF-8, no header, `id|text|normalized_text` rows, plus a
+    `speaker` column `spk0`, `spk1`, … when `speakers > 1`) and `out/wavs/<id>.wav` (16-bit
+    PCM mono). Ids look like `DEMO001-0001`. About 20% of texts hold a number, amount or
+    abbreviation ("1984", "$5.50", "3rd", "Dr.", "50%") spelled out in `normalized_text`.
+    Utterance `i` goes to speaker `i % speakers`; speakers differ in pitch, formants and
+    speaking rate.
+
+    Args:
+        out: directory to create, or an existing empty one.
+        n: number of utterances.
+        seed: same seed and arguments give byte-identical files.
+        sample_rate: Hz; must be 22050 with `engine="espeak"`.
+        speakers: number of speakers, at most `n`.
+        engine: "synth" (built-in speech-like synthesiser) or "espeak" (espeak-ng, which
+            must be installed; durations then follow the text, best effort within bounds).
+        min_seconds: shortest utterance.
+        max_seconds: longest utterance. Targets follow an LJSpeech-like distribution over
+            [min_seconds, max_seconds] with mean at 61% of the range (6.5 s for 1–10 s);
+            words are added while they fit and the rest is trailing silence. Only a
+            single word longer than `max_seconds` is cut (its text stays whole).
+        progress: show a tqdm progress bar.
+
+    Returns:
+        What was written.
+
+    Raises:
+        ConfigError: an argument is out of range.
+        XttsDataError: `out` is not empty, or espeak-ng is missing or fails.
+    """
+    _check(n, speakers, seed, engine, sample_rate, min_seconds, max_seconds)
+    binary = _espeak_binary() if engine == "espeak" else None
+    root = _empty_directory(out)
+    rows, samples, seconds = [], 0, (min_seconds, max_seconds)
+    for index in tqdm(range(n), desc="demo corpus", unit="utt", disable=not progress):
+        uid, voice = _utterance_id(index), _voice(index % speakers)
+        rng, wav = np.random.default_rng([seed, index]), root / "wavs" / f"{uid}.wav"
+        if binary is None:
+            raw, spoken, pcm = _synth_utterance(rng, voice, sample_rate, seconds)
+        else:
+            raw, spoken, pcm = _espeak_utterance(rng, voice, seconds, binary, wav)
+        _write_wav(wav, pcm, sample_rate)
+        rows.append("|".join([uid, raw, spoken] + ([voice.name] if speakers > 1 else [])))
+        samples += len(pcm)
+    with open(root / "metadata.csv", "w", encoding="utf-8", newline="\n") as metadata:
+        metadata.writelines(row + "\n" for row in rows)
+    logger.info("Wrote %d demo utterances (%.1f s) to %s", n, samples / sample_rate, root)
+    return DemoCorpus(root, n, samples / sample_rate, speakers)

@@ -1,0 +1,262 @@
+"""`doctor`: is the input pipeline the bottleneck? Numbers, a verdict and a picture.
+
+The pipeline is timed alone, then fed to a simulated accelerator: a consumer thread that
+sleeps `device_ms` per batch, as a GPU step frees the host CPU, dispatched to
+asynchronously as TensorFlow dispatches to a GPU. Device utilization is its busy time
+over wall time; a starved device shows as waits between steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from matplotlib.figure import Figure
+
+from xtts_data.pipeline import DataPipeline
+
+__all__ = [
+    "PYTHON_OPS",
+    "DoctorReport",
+    "Timing",
+    "diagnose",
+    "plot",
+    "python_ops",
+    "time_batches",
+    "verdict",
+]
+
+PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+
+
+def python_ops(dataset: tf.data.Dataset) -> list[str]:
+    """Names of Python-calling ops (`py_function`, `numpy_function`) in the dataset graph.
+
+    Reads the serialized dataset graph, including every function in its library, so
+    ops nested inside `map`/`filter`/`interleave` functions are found.
+    """
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())
+    found = [f"{node.name} ({node.op})" for node in graph.node if node.op in PYTHON_OPS]
+    for function in graph.library.function:
+        found += [
+            f"{function.signature.name}/{node.name} ({node.op})"
+            for node in function.node_def
+            if node.op in PYTHON_OPS
+        ]
+    return sorted(found)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Per-batch timings of one pass over a dataset of dict batches with `mel`,
+    `mel_lengths` and `tokens` (xtts_data's and the baselines' alike)."""
+
+    waits: np.ndarray  # seconds the consumer waited for each batch [n]
+    ends: np.ndarray  # seconds since the pass started, at the end of each step [n]
+    samples: int
+    real_frames: int
+    padded_frames: int
+    shapes: list[tuple[int, int, int]]  # (batch, text, frames) of each batch
+    wall: float
+    device_ms: float | None = None
+    busy: float = 0.0  # seconds the simulated device spent in its steps
+
+    def summary(self) -> dict[str, float | None]:
+        """samples/s, batch wait mean / p50 / p99 / CV, device utilization, padding."""
+        waits_ms = self.waits * 1e3
+        mean = float(waits_ms.mean())
+        return {
+            "samples_per_s": self.samples / self.wall,
+            "batch_ms_mean": mean,
+            "batch_ms_p50": float(np.percentile(waits_ms, 50)),
+            "batch_ms_p99": float(np.percentile(waits_ms, 99)),
+            "batch_ms_cv": float(waits_ms.std() / mean) if mean else 0.0,
+            "device_utilization": self.busy / self.wall if self.device_ms else None,
+            "padding_efficiency": self.real_frames / max(self.padded_frames, 1),
+        }
+
+
+def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> Timing:
+    """Draw `batches` batches from `iterator`, optionally feeding a simulated device.
+
+    The device is a thread that sleeps `device_ms` per batch: like a GPU kernel it frees
+    the host CPU, and like TensorFlow's asynchronous dispatch it takes the next step while
+    the host fetches the batch after it (one step queued, as a GPU stream allows). Device
+    utilization is its sleeping time over the wall time until its last step ends.
+    """
+    device = _Device(device_ms) if device_ms else None
+    waits, ends, shapes = [], [], []
+    samples = real = padded = 0
+    start = time.perf_counter()
+    for _ in range(batches):
+        before = time.perf_counter()
+        batch = next(iterator)
+        waits.append(time.perf_counter() - before)
+        b, f = batch["mel"].shape[:2]
+        shapes.append((b, batch["tokens"].shape[1], f))
+        samples += b
+        padded += b * f
+        real += int(np.sum(batch["mel_lengths"]))
+        if device is not None:
+            device.run(batch)
+        ends.append(time.perf_counter() - start)
+    busy = device.close() if device is not None else 0.0
+    wall = time.perf_counter() - start
+    return Timing(
+        np.array(waits), np.array(ends), samples, real, padded, shapes, wall, device_ms, busy
+    )
+
+
+class _Device:
+    """A simulated accelerator: one thread, one step running and one queued."""
+
+    def __init__(self, step_ms: float):
+        self._step = step_ms / 1e3
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._busy = 0.0
+        self._thread = threading.Thread(target=self._work, daemon=True)
+        self._thread.start()
+
+    def run(self, batch) -> None:
+        self._queue.put(batch)  # blocks while a step is already queued: device-bound
+
+    def close(self) -> float:
+        """Wait for the last step; returns the seconds spent in steps."""
+        self._queue.put(None)
+        self._thread.join()
+        return self._busy
+
+    def _work(self) -> None:
+        while self._queue.get() is not None:
+            started = time.perf_counter()
+            time.sleep(self._step)
+            self._busy += time.perf_counter() - started  # sleep overshoots: count it all
+
+
+@dataclasses.dataclass(frozen=True)
+class DoctorReport:
+    """Measurements of one pipeline (see `to_dict` for the JSON keys)."""
+
+    alone: Timing
+    device: Timing | None
+    device_ms: float | None
+    python_ops: list[str]
+    spec_shapes: list[tuple[int, int, int]]
+    startup_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        out = self.alone.summary()
+        out |= {
+            "device_ms": self.device_ms,
+            "device_utilization": None,
+            "shapes": [list(s) for s in sorted(set(self.alone.shapes))],
+            "shapes_outside_spec": [
+                list(s) for s in sorted(set(self.alone.shapes) - set(self.spec_shapes))
+            ],
+            "spec_shapes": [list(s) for s in self.spec_shapes],
+            "python_ops": self.python_ops,
+            "batches": len(self.alone.waits),
+            "startup_s": self.startup_s,
+        }
+        if self.device is not None:
+            device = self.device.summary()
+            out["device_utilization"] = device["device_utilization"]
+            out["device_wait_ms_mean"] = device["batch_ms_mean"]
+            out["device_wait_ms_p99"] = device["batch_ms_p99"]
+            out["device_wait_ms_cv"] = device["batch_ms_cv"]
+        out["verdict"] = verdict(out)
+        return out
+
+
+def diagnose(
+    pipeline: DataPipeline, *, batches: int = 200, device_ms: float | None = None, warmup: int = 5
+) -> DoctorReport:
+    """Time `batches` batches alone and, with `device_ms`, fed to a simulated device.
+
+    Args:
+        pipeline: from `make_dataset` (with `repeat=True` for as many batches as wanted;
+            a one-epoch dataset is repeated whole, dropping each epoch's partial batches).
+        batches: batches timed per pass (after `warmup` untimed ones).
+        device_ms: simulated device step per batch in milliseconds.
+        warmup: batches drawn first, so start-up (file opening, autotune) is not counted.
+    """
+    dataset = pipeline.dataset.repeat()
+    started = time.perf_counter()
+    iterator = iter(dataset)
+    for _ in range(warmup):
+        next(iterator)
+    startup = time.perf_counter() - started
+    alone = time_batches(iterator, batches=batches)
+    device = time_batches(iterator, batches=batches, device_ms=device_ms) if device_ms else None
+    spec_shapes = [(s.batch_size, s.text_len, s.frames) for s in pipeline.spec.shapes]
+    return DoctorReport(
+        alone, device, device_ms, python_ops(pipeline.dataset), spec_shapes, startup
+    )
+
+
+def verdict(report: dict[str, Any]) -> str:
+    """One plain sentence: what limits training, and why."""
+    notes = []
+    if report["python_ops"]:
+        notes.append(
+            f"{len(report['python_ops'])} Python op(s) in the graph hold the GIL per element"
+        )
+    if report["shapes_outside_spec"]:
+        notes.append(f"{len(report['shapes_outside_spec'])} batch shape(s) outside the spec")
+    if report["padding_efficiency"] < 0.8:
+        waste = 1 - report["padding_efficiency"]
+        notes.append(f"padding wastes {waste:.0%} of mel frames (try policy: buckets)")
+    util = report["device_utilization"]
+    if util is None:
+        head = (
+            f"pipeline alone: {report['samples_per_s']:.0f} samples/s, a batch every "
+            f"{report['batch_ms_mean']:.1f} ms; pass --device-ms with your step time to judge it"
+        )
+    elif util >= 0.95:
+        head = f"not input-bound: device busy {util:.1%} of the time"
+    else:
+        head = (
+            f"input-bound: device idle {1 - util:.0%} of the time (waits "
+            f"{report['device_wait_ms_mean']:.1f} ms per {report['device_ms']:g} ms step)"
+        )
+    return head + "".join(f"; {n}" for n in notes)
+
+
+def plot(report: DoctorReport, path: str | Path) -> None:
+    """Batch latency over time (and device utilization per window) as a PNG."""
+    runs = [("pipeline alone", report.alone)]
+    if report.device is not None:
+        runs.append((f"with a {report.device_ms:g} ms device step", report.device))
+    figure = Figure(figsize=(10, 3.2 * len(runs)))  # no pyplot: no GUI backend, no global state
+    axes = figure.subplots(len(runs), 1, squeeze=False)
+    for axis, (title, run) in zip(axes[:, 0], runs, strict=True):
+        axis.plot(run.ends, run.waits * 1e3, lw=0.8, label="wait for batch (ms)")
+        axis.set_xlabel("time (s)")
+        axis.set_ylabel("batch wait (ms)")
+        axis.set_title(title)
+        if run is report.device:
+            twin = axis.twinx()
+            window = max(len(run.waits) // 20, 1)
+            edges = np.concatenate([[0.0], run.ends])
+            util = [
+                1 - run.waits[i : i + window].sum() / (edges[i + window] - edges[i])
+                for i in range(0, len(run.ends) - window + 1, window)
+            ]
+            twin.step(
+                run.ends[window - 1 :: window][: len(util)],
+                np.array(util) * 100,
+                color="tab:red",
+                where="pre",
+                label="device busy (%)",
+            )
+            twin.set_ylim(0, 105)
+            twin.set_ylabel("device busy (%)", color="tab:red")
+    figure.suptitle(verdict(report.to_dict()), fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)

@@ -1,0 +1,175 @@
+"""`prepare` / `verify`: reported bad rows, other formats, integrity, settings, resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+import tensorflow as tf
+import yaml
+from conftest import AUDIO, BAD_ROWS, DATA, OTHER_FORMATS
+
+from xtts_audio import mel_features, resample
+from xtts_data import CacheError, FeatureCache, make_dataset, prepare, record, verify_cache
+from xtts_data.cli import main
+from xtts_data.manifest import sha256_file
+
+
+def _records(cache: Path) -> dict[str, dict]:
+    """Every cached utterance by id: mel, tokens, speaker (read with the record format)."""
+    out = {}
+    for path in FeatureCache.open(cache).shard_paths:
+        for raw in tf.data.TFRecordDataset(str(path)):
+            fields = record.decode(raw, AUDIO.n_mels)
+            out[record.decode_id(raw, AUDIO.n_mels).numpy().decode()] = {
+                "mel": fields["mel"].numpy(),
+                "tokens": fields["tokens"].numpy(),
+                "speaker": int(fields["speaker"]),
+                "split": int(fields["split"]),
+            }
+    return out
+
+
+def test_report_lists_every_bad_row_with_its_reason(cache):
+    report = json.loads((cache / "report.json").read_text())
+    reasons = {s["id"]: s["reason"] for s in report["skipped"]}
+    for uid, reason in BAD_ROWS.items():
+        matching = [r for i, r in reasons.items() if i.startswith(uid)]
+        assert matching, f"{uid} not reported; report: {reasons}"
+        assert matching[0].startswith(reason), (uid, matching[0])
+    assert len(report["skipped"]) == len(BAD_ROWS)
+    assert report["ok"] == 40 + len(OTHER_FORMATS)
+
+
+def test_good_files_in_other_formats_match_their_audio(cache, corpus):
+    records = _records(cache)
+    for uid, fmt in OTHER_FORMATS.items():
+        wave, rate = soundfile.read(
+            corpus / "wavs" / f"{uid}{fmt['suffix']}", dtype="float32", always_2d=True
+        )
+        wave = resample(wave.mean(axis=1), orig_sr=rate, target_sr=AUDIO.sample_rate)
+        expected = mel_features(wave, AUDIO).numpy()
+        np.testing.assert_allclose(records[uid]["mel"], expected, atol=2e-5, err_msg=uid)
+
+
+def test_manifest_describes_every_sample_and_shard(cache):
+    opened = FeatureCache.open(cache, audio=AUDIO, data=DATA)
+    samples = opened.samples()
+    records = _records(cache)
+    assert sorted(samples["id"]) == sorted(records)
+    for uid, frames, tokens in zip(
+        samples["id"], samples["frames"], samples["tokens"], strict=True
+    ):
+        assert records[uid]["mel"].shape == (frames, AUDIO.n_mels)
+        assert len(records[uid]["tokens"]) == tokens
+        assert records[uid]["tokens"][-1] == opened.tokenizer.EOS
+    assert opened.speakers == ["spk0", "spk1"]
+    manifest = opened.manifest
+    assert manifest["counts"]["ok"] == len(records)
+    assert sum(s["samples"] for s in manifest["shards"]) == len(records)
+    for shard, path in zip(manifest["shards"], opened.shard_paths, strict=True):
+        assert sha256_file(path) == shard["sha256"]
+    assert json.loads((cache / "tokenizer.json").read_text()) == opened.tokenizer.to_dict()
+
+
+def test_verify_passes_an_intact_cache(cache):
+    assert verify_cache(cache) == []
+    assert main(["verify", str(cache)]) == 0
+
+
+def test_verify_names_the_shard_with_a_flipped_byte(cache_copy, capsys):
+    shard = FeatureCache.open(cache_copy).shard_paths[1]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    shard.write_bytes(bytes(data))
+    problems = verify_cache(cache_copy)
+    assert len(problems) == 1
+    assert shard.name in problems[0]
+    assert "checksum" in problems[0]
+    assert main(["verify", str(cache_copy)]) == 1
+    assert shard.name in capsys.readouterr().out
+
+
+def test_verify_names_a_missing_shard_and_the_pipeline_refuses_it(cache_copy):
+    shard = FeatureCache.open(cache_copy).shard_paths[0]
+    shard.unlink()
+    assert [p for p in verify_cache(cache_copy) if shard.name in p and "missing" in p]
+    with pytest.raises(CacheError, match=shard.name):
+        make_dataset(cache_copy, DATA)
+
+
+def test_opening_with_other_settings_is_an_error(cache):
+    other = AUDIO.__class__.from_preset("xtts", n_mels=64)
+    with pytest.raises(CacheError, match="n_mels: cache has 80, requested 64"):
+        FeatureCache.open(cache, audio=other)
+    with pytest.raises(CacheError, match="other settings"):
+        make_dataset(cache, DATA, audio=other)
+
+
+def test_preparing_into_a_cache_of_other_settings_needs_overwrite(cache_copy, corpus):
+    other = AUDIO.__class__.from_preset("xtts", n_mels=64)
+    with pytest.raises(CacheError, match="--overwrite"):
+        prepare(corpus, cache_copy, audio=other, data=DATA)
+
+
+def test_rerunning_a_complete_build_changes_nothing(cache_copy, corpus, cache):
+    result = prepare(corpus, cache_copy, audio=AUDIO, data=DATA)
+    assert result.resumed_shards == result.shards
+    assert (cache_copy / "manifest.json").read_bytes() == (cache / "manifest.json").read_bytes()
+
+
+def _cli_prepare(corpus: Path, out: Path, config: Path) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-m",
+        "xtts_data.cli",
+        "prepare",
+        str(corpus),
+        "--out",
+        str(out),
+        "--config",
+        str(config),
+        "--workers",
+        "1",
+        "--quiet",
+    ]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def _wait_for(predicate, process, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("moment", ["first shard done", "build started"])
+def test_killed_build_resumes_to_identical_files(tmp_path, corpus, cache, moment):
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"audio": {"preset": "xtts"}, "data": {"shard_size": 8}}))
+    out = tmp_path / "cache"
+    process = _cli_prepare(corpus, out, config)
+    if moment == "first shard done":
+        _wait_for(lambda: any((out / "shards").glob("*.json")), process)
+    else:
+        _wait_for(lambda: (out / "build.json").exists(), process)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (out / "manifest.json").exists()
+    resumed = _cli_prepare(corpus, out, config)
+    stdout, stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, stderr.decode()
+    assert (out / "manifest.json").read_bytes() == (cache / "manifest.json").read_bytes()
+    assert (out / "report.json").read_bytes() == (cache / "report.json").read_bytes()
+    assert not list((out / "shards").glob(".*"))  # no temp files left behind
+    assert "utterances" in stdout.decode()

@@ -1,0 +1,140 @@
+"""`xtts-data` commands, run in-process through `main` (the console script's entry)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from conftest import BAD_ROWS
+
+from xtts_data.cli import main
+
+COMMANDS = ["prepare", "verify", "doctor", "serve", "demo-corpus"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_explains_itself(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert f"xtts-data {command}" in text
+    assert len(text.splitlines()) > 5
+
+
+def test_top_level_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(command in out for command in COMMANDS)
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "xtts.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "audio": {"preset": "xtts"},
+                "data": {"shard_size": 8, "batch_size": 4, "num_buckets": 3, "cond_frames": 24},
+                "model": {"preset": "tiny"},
+            }
+        )
+    )
+    return path
+
+
+def test_prepare_prints_a_summary_naming_skipped_rows(corpus, config, tmp_path, capsys):
+    out = tmp_path / "cache"
+    assert (
+        main(["prepare", str(corpus), "--out", str(out), "--config", str(config), "--quiet"]) == 0
+    )
+    summary = capsys.readouterr().out
+    assert f"{len(BAD_ROWS)} skipped" in summary
+    assert "missing audio file" in summary
+    assert len(summary.splitlines()) < 30  # one screen
+    report = json.loads((out / "report.json").read_text())
+    assert report["ok"] > 0
+    assert len(report["skipped"]) == len(BAD_ROWS)
+    assert main(["verify", str(out)]) == 0
+
+
+def test_doctor_json_and_plot(cache, config, tmp_path, capsys):
+    plot = tmp_path / "latency.png"
+    args = [
+        "doctor",
+        str(cache),
+        "--config",
+        str(config),
+        "--batches",
+        "12",
+        "--device-ms",
+        "5",
+        "--json",
+        "--plot",
+        str(plot),
+    ]
+    assert main(args) == 0
+    values = json.loads(capsys.readouterr().out)
+    for key in (
+        "samples_per_s",
+        "batch_ms_mean",
+        "batch_ms_p99",
+        "batch_ms_cv",
+        "device_utilization",
+        "padding_efficiency",
+        "shapes",
+        "python_ops",
+        "verdict",
+    ):
+        assert key in values
+    assert values["python_ops"] == []
+    assert values["shapes_outside_spec"] == []
+    assert 0 < values["device_utilization"] <= 1
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_doctor_plain_output_has_a_verdict(cache, config, capsys):
+    assert main(["doctor", str(cache), "--config", str(config), "--batches", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "verdict" in out
+    assert "samples/s" in out
+    assert "python ops         none" in out
+
+
+def test_demo_corpus_writes_an_ljspeech_layout(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo-corpus", str(out), "--n", "3", "--max-seconds", "1.5"]) == 0
+    assert len((out / "metadata.csv").read_text().splitlines()) == 3
+    assert len(list((out / "wavs").glob("*.wav"))) == 3
+    assert "wrote 3 utterances" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["prepare", "/nonexistent/corpus", "--out", "x"], "not found"),
+        (["verify", "/nonexistent/cache"], "missing manifest.json"),
+        (["doctor", "/nonexistent/cache"], "not found"),
+        (["serve", "worker"], "--dispatcher"),
+    ],
+)
+def test_user_errors_print_one_line_and_exit_2(args, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(args)
+    err = capsys.readouterr()
+    if args[0] == "verify":  # damage is reported on stdout with exit 1
+        assert code == 1
+        assert message in err.out
+        return
+    assert code == 2
+    assert message in err.err
+    assert len(err.err.strip().splitlines()) == 1
+
+
+def test_invalid_config_is_a_user_error(corpus, tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: {batch_size: 0}\n")
+    assert main(["prepare", str(corpus), "--out", str(tmp_path / "c"), "--config", str(bad)]) == 2
+    assert "batch_size" in capsys.readouterr().err

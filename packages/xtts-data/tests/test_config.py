@@ -1,0 +1,294 @@
+"""DataConfig validation, dict round trip, cache settings, and load_config of a stack YAML."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import yaml
+
+from xtts_audio import MelConfig, XttsAudioError
+from xtts_data.config import DataConfig, load_config
+from xtts_data.errors import ConfigError
+from xtts_data.text import TextConfig
+
+
+def received(field: str, value) -> str:
+    """The pattern of a DataConfig error naming `field` and the value it received."""
+    return rf"^DataConfig\.{field}: expected .*, received: {re.escape(f'{field}={value!r}')}$"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("text", {"cleaners": "basic"}),
+        ("text", "english"),
+        ("trim_top_db", 0),
+        ("trim_top_db", -20.0),
+        ("trim_top_db", float("nan")),
+        ("trim_top_db", "30"),
+        ("trim_top_db", True),
+        ("policy", "dynamic"),
+        ("policy", None),
+        ("shard_size", 0),
+        ("shard_size", 2.5),
+        ("batch_size", 0),
+        ("batch_size", -4),
+        ("batch_size", True),
+        ("batch_size", "32"),
+        ("num_buckets", 0),
+        ("num_buckets", 8.0),
+        ("batch_multiple", 0),
+        ("pad_multiple", 0),
+        ("pad_multiple", False),
+        ("cond_frames", 0),
+        ("cond_frames", None),
+        ("frame_budget", 0),
+        ("frame_budget", 1e6),
+        ("max_frames", -1),
+        ("max_frames", True),
+        ("max_text_len", 0),
+        ("max_text_len", "200"),
+        ("val_fraction", 1.0),
+        ("val_fraction", -0.1),
+        ("val_fraction", float("nan")),
+        ("val_fraction", "0.1"),
+        ("val_fraction", None),
+        ("val_fraction", True),
+        ("keep_in_memory", "yes"),
+        ("keep_in_memory", "auto"),
+        ("shuffle_buffer", -1),
+        ("shuffle_buffer", 1.5),
+        ("shuffle_buffer", None),
+        ("shuffle_buffer", True),
+        ("service", "localhost:5050"),
+        ("service", "http://host:5050"),
+    ],
+)
+def test_invalid_field_raises_naming_field_and_value(field, value):
+    with pytest.raises(ConfigError, match=received(field, value)):
+        DataConfig(**{field: value})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "value"),
+    [
+        ({"batch_size": 30, "batch_multiple": 4}, 30),
+        ({"batch_size": 6, "batch_multiple": 4}, 6),
+    ],
+)
+def test_batch_size_must_be_a_multiple_of_batch_multiple(overrides, value):
+    with pytest.raises(ConfigError, match=r"a multiple of batch_multiple=4, received: batch_size="):
+        DataConfig(**overrides)
+    with pytest.raises(ConfigError, match=received("batch_size", value)):
+        DataConfig(**overrides)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"trim_top_db": None},
+        {"trim_top_db": 0.5},
+        {"val_fraction": 0.0},
+        {"val_fraction": 0.999},
+        {"shuffle_buffer": 0},
+        {"keep_in_memory": None},
+        {"keep_in_memory": True},
+        {"keep_in_memory": False},
+        {"batch_size": 8, "batch_multiple": 4},
+        {"frame_budget": None, "max_frames": None, "max_text_len": None},
+        {"frame_budget": 1, "max_frames": 1, "max_text_len": 1},
+        {"service": "grpc://localhost:5050"},
+        {"service": "grpc+tls://localhost:5050"},
+        {"policy": "fixed"},
+    ],
+)
+def test_valid_edge_values_are_accepted(overrides):
+    config = DataConfig(**overrides)
+    assert {name: getattr(config, name) for name in overrides} == overrides
+
+
+def test_config_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        DataConfig().batch_size = 4  # type: ignore[misc]
+
+
+CUSTOM = DataConfig(
+    text=TextConfig(cleaners="basic", lowercase=False, symbols="abc "),
+    trim_top_db=40.0,
+    shard_size=16,
+    policy="fixed",
+    batch_size=12,
+    num_buckets=3,
+    frame_budget=5000,
+    batch_multiple=4,
+    max_frames=800,
+    max_text_len=190,
+    pad_multiple=16,
+    cond_frames=64,
+    val_fraction=0.1,
+    keep_in_memory=False,
+    shuffle_buffer=0,
+    seed=7,
+    deterministic=True,
+    prefetch_to_device="/gpu:0",
+    service="grpc://dispatcher:5050",
+)
+
+
+@pytest.mark.parametrize("config", [DataConfig(), CUSTOM], ids=["defaults", "custom"])
+def test_dict_round_trip(config):
+    values = config.to_dict()
+    assert isinstance(values["text"], dict)
+    assert values["text"] == config.text.to_dict()
+    assert set(values) == {f.name for f in dataclasses.fields(DataConfig)}
+    assert DataConfig.from_dict(values) == config
+    assert DataConfig.from_dict(yaml.safe_load(yaml.safe_dump(values))) == config
+
+
+def test_from_dict_builds_nested_text():
+    config = DataConfig.from_dict({"text": {"cleaners": "none"}, "batch_size": 4})
+    assert config.text == TextConfig(cleaners="none")
+    assert config.batch_size == 4
+
+
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ({"batchsize": 4}, r"^DataConfig: unknown field\(s\) \['batchsize'\]; known: \["),
+        ({"zeta": 1, "alpha": 2}, r"unknown field\(s\) \['alpha', 'zeta'\]"),
+        ({"text": {"cleaner": "basic"}}, r"^TextConfig: unknown field\(s\) \['cleaner'\]"),
+        ({"text": {"cleaners": "klingon"}}, r"TextConfig\.cleaners: .*cleaners='klingon'"),
+        ({"num_buckets": 0}, received("num_buckets", 0)),
+    ],
+)
+def test_from_dict_rejects_bad_values(values, match):
+    with pytest.raises(ConfigError, match=match):
+        DataConfig.from_dict(values)
+
+
+def test_cache_settings_are_the_feature_changing_fields():
+    config = DataConfig()
+    assert config.cache_settings() == {"text": TextConfig().to_dict(), "trim_top_db": None}
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"batch_size": 64},
+        {"policy": "fixed"},
+        {"num_buckets": 2},
+        {"shard_size": 7},
+        {"pad_multiple": 1},
+        {"cond_frames": 32},
+        {"max_frames": 500, "max_text_len": 90},
+        {"val_fraction": 0.2},
+        {"shuffle_buffer": 0, "seed": 3, "deterministic": True},
+        {"keep_in_memory": True},
+        {"service": "grpc://h:1", "prefetch_to_device": "/gpu:0"},
+    ],
+)
+def test_batching_settings_do_not_change_cache_settings(overrides):
+    assert DataConfig(**overrides).cache_settings() == DataConfig().cache_settings()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"trim_top_db": 30.0},
+        {"text": TextConfig(cleaners="basic")},
+        {"text": TextConfig(lowercase=False)},
+        {"text": TextConfig(symbols="ab ")},
+    ],
+)
+def test_feature_settings_change_cache_settings(overrides):
+    assert DataConfig(**overrides).cache_settings() != DataConfig().cache_settings()
+
+
+@pytest.mark.parametrize(
+    ("pad", "length", "expected"),
+    [(8, 0, 0), (8, 1, 8), (8, 8, 8), (8, 9, 16), (1, 7, 7), (5, 11, 15), (16, 861, 864)],
+)
+def test_round_up(pad, length, expected):
+    assert DataConfig(pad_multiple=pad).round_up(length) == expected
+
+
+# --- load_config ---------------------------------------------------------------------
+
+
+def write_yaml(tmp_path, text: str):
+    path = tmp_path / "stack.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_load_config_none_gives_defaults():
+    audio, data = load_config(None)
+    assert audio == MelConfig.from_preset("xtts")
+    assert data == DataConfig()
+
+
+def test_load_config_reads_audio_and_data(tmp_path):
+    path = write_yaml(
+        tmp_path,
+        "audio: {preset: coqui, n_mels: 64}\ndata: {policy: fixed, text: {cleaners: basic}}\n",
+    )
+    audio, data = load_config(path)
+    assert audio == MelConfig.from_preset("coqui", n_mels=64)
+    assert audio.n_mels == 64
+    assert data == DataConfig(policy="fixed", text=TextConfig(cleaners="basic"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "model: {dim: 512, layers: 6}\ntrain: {steps: 10, lr: 0.001}\n",
+        "audio:\ndata:\nmodel:\ntrain:\n",
+        "",
+        "# only a comment\n",
+    ],
+)
+def test_load_config_accepts_other_and_empty_sections(tmp_path, text):
+    assert load_config(write_yaml(tmp_path, text)) == (MelConfig.from_preset("xtts"), DataConfig())
+
+
+def test_load_config_accepts_str_path(tmp_path):
+    path = write_yaml(tmp_path, "data: {batch_size: 4}\n")
+    assert load_config(str(path))[1].batch_size == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("voice: {speed: 1}\n", r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train'\]"),
+        ("data: [1, 2]\n", r"section 'data' must be a mapping, received: \[1, 2\]"),
+        ("audio: xtts\n", r"section 'audio' must be a mapping, received: 'xtts'"),
+        ("data: {policy: [\n", r"^Expected a readable YAML config, received: path=.*stack\.yaml"),
+        ("- audio\n- data\n", r"^Expected a mapping of sections"),
+        ("data: {batchsize: 3}\n", r"DataConfig: unknown field\(s\) \['batchsize'\]"),
+        ("data: {policy: dynamic}\n", received("policy", "dynamic")),
+    ],
+)  # fmt: skip
+def test_load_config_rejects_bad_files(tmp_path, text, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(write_yaml(tmp_path, text))
+
+
+@pytest.mark.parametrize("name", ["absent.yaml", "."])
+def test_load_config_unreadable_path_raises(tmp_path, name):
+    with pytest.raises(ConfigError, match=r"^Expected a readable YAML config, received: path="):
+        load_config(tmp_path / name)
+
+
+def test_load_config_bad_audio_section_raises_the_audio_error(tmp_path):
+    path = write_yaml(tmp_path, "audio: {preset: nope}\n")
+    with pytest.raises(XttsAudioError, match=r"received: name='nope'"):
+        load_config(path)
+
+
+def test_load_config_non_utf8_file_raises(tmp_path):
+    path = tmp_path / "stack.yaml"
+    path.write_bytes(b"data: {policy: fixed}\n# caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"readable YAML config"):
+        load_config(path)

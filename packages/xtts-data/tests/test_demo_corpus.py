@@ -1,0 +1,207 @@
+"""Tests of the offline demo corpus: layout, bounds, determinism, speech-likeness, errors."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from xtts_data import demo_corpus
+from xtts_data.demo_corpus import DemoCorpus, write_demo_corpus
+from xtts_data.errors import ConfigError, XttsDataError
+
+SHORT = {"min_seconds": 0.5, "max_seconds": 2.0}  # keeps every corpus here fast
+
+
+def _rows(root: Path) -> list[list[str]]:
+    lines = (root / "metadata.csv").read_text(encoding="utf-8").splitlines()
+    return [line.split("|") for line in lines]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    paths = [root / "metadata.csv", *sorted((root / "wavs").iterdir())]
+    return {path.name: path.read_bytes() for path in paths}
+
+
+def _frame_analysis(audio: np.ndarray, sr: int, size: int = 1024, hop: int = 256):
+    """Per frame: energy dB, autocorrelation pitch (80–400 Hz), its strength, low-band share."""
+    frames = np.lib.stride_tricks.sliding_window_view(audio, size)[::hop] * np.hanning(size)
+    power = np.abs(np.fft.rfft(frames, 2 * size)) ** 2  # (frames, size + 1)
+    correlation = np.fft.irfft(power)[:, :size]
+    correlation /= correlation[:, :1] + 1e-12
+    lags = np.arange(sr // 400, sr // 80 + 1)
+    best = lags[np.argmax(correlation[:, lags], axis=1)]
+    strength = correlation[np.arange(len(frames)), best]
+    freqs = np.fft.rfftfreq(2 * size, 1.0 / sr)
+    low_share = power[:, (freqs >= 80) & (freqs <= 400)].sum(1) / (power.sum(1) + 1e-12)
+    energy_db = 10 * np.log10(np.mean(frames**2, axis=1) + 1e-12)
+    return energy_db, sr / best, strength, low_share
+
+
+def _voiced_pitch(root: Path, speaker: str) -> np.ndarray:
+    pitches = []
+    for uid, *_, name in _rows(root):
+        if name == speaker:
+            audio, sr = soundfile.read(root / "wavs" / f"{uid}.wav")
+            energy_db, f0, strength, _ = _frame_analysis(audio, sr)
+            pitches.append(f0[(energy_db > energy_db.max() - 20) & (strength > 0.5)])
+    return np.concatenate(pitches)
+
+
+@pytest.fixture(scope="module")
+def two_speakers(tmp_path_factory: pytest.TempPathFactory) -> DemoCorpus:
+    return write_demo_corpus(tmp_path_factory.mktemp("demo") / "c", n=8, speakers=2, **SHORT)
+
+
+def test_public_surface():
+    assert demo_corpus.__all__ == ["DemoCorpus", "write_demo_corpus"]
+
+
+@pytest.mark.parametrize(("speakers", "progress"), [(1, False), (3, True)])
+def test_layout_and_rows(tmp_path, speakers, progress):
+    result = write_demo_corpus(tmp_path / "c", n=3, speakers=speakers, progress=progress, **SHORT)
+
+    rows = _rows(tmp_path / "c")
+    assert result == DemoCorpus(tmp_path / "c", 3, result.total_seconds, speakers)
+    assert [row[0] for row in rows] == ["DEMO001-0001", "DEMO001-0002", "DEMO001-0003"]
+    assert {len(row) for row in rows} == {3 if speakers == 1 else 4}
+    if speakers > 1:
+        assert [row[3] for row in rows] == ["spk0", "spk1", "spk2"]
+    assert sorted(p.name for p in (tmp_path / "c" / "wavs").iterdir()) == [
+        f"{row[0]}.wav" for row in rows
+    ]
+    for _, text, normalized, *_ in rows:
+        assert re.fullmatch(r"[A-Z0-9$].*[.?!]", text), text
+        assert re.fullmatch(r"[A-Z][a-z ,.?!A-Z]*[.?!]", normalized), normalized
+
+
+@pytest.mark.parametrize("sample_rate", [16000, 22050])
+def test_wavs_are_pcm16_mono_within_bounds(tmp_path, sample_rate):
+    result = write_demo_corpus(tmp_path / "c", n=4, sample_rate=sample_rate, **SHORT)
+
+    durations = []
+    for path in sorted((tmp_path / "c" / "wavs").iterdir()):
+        info = soundfile.info(path)
+        assert (info.samplerate, info.channels, info.subtype) == (sample_rate, 1, "PCM_16")
+        assert SHORT["min_seconds"] <= info.duration <= SHORT["max_seconds"]
+        durations.append(info.duration)
+    assert result.total_seconds == pytest.approx(sum(durations))
+
+
+def test_texts_hold_tokens_to_normalise(tmp_path):
+    write_demo_corpus(tmp_path / "c", n=40, **SHORT)
+
+    rows = _rows(tmp_path / "c")
+    special = [(text, normalized) for _, text, normalized in rows if text != normalized]
+    assert 2 <= len(special) <= 20  # about 20% of utterances
+    assert all(re.search(r"\d|Dr\.|Mr\.|Mrs\.", text) for text, _ in special)
+    assert not any(re.search(r"[\d$%]", normalized) for _, normalized in special)
+
+
+def test_same_arguments_give_identical_bytes(tmp_path):
+    first = write_demo_corpus(tmp_path / "a", n=3, speakers=2, **SHORT)
+    write_demo_corpus(tmp_path / "b", n=3, speakers=2, **SHORT)
+    write_demo_corpus(tmp_path / "seed", n=3, speakers=2, seed=1, **SHORT)
+    write_demo_corpus(tmp_path / "prefix", n=2, speakers=2, **SHORT)
+
+    files = _files(first.path)
+    assert _files(tmp_path / "b") == files
+    seeded = _files(tmp_path / "seed")
+    assert all(seeded[name] != files[name] for name in files)
+    prefix = _files(tmp_path / "prefix")  # utterance i does not depend on n
+    assert all(prefix[name] == files[name] for name in prefix if name.endswith(".wav"))
+
+
+@pytest.mark.parametrize(("low", "high", "mean"), [(1.0, 10.0, 6.5), (0.5, 2.0, 1.42)])
+def test_target_durations_are_ljspeech_like(low, high, mean):
+    durations = demo_corpus._target_durations(20_000, np.random.default_rng(0), low, high)
+
+    assert durations.shape == (20_000,)
+    assert durations.min() >= low
+    assert durations.max() <= high
+    assert durations.mean() == pytest.approx(mean, abs=0.02 * (high - low))
+
+
+def test_audio_is_speech_like(two_speakers):
+    audio, sr = soundfile.read(two_speakers.path / "wavs" / "DEMO001-0001.wav")
+    energy_db, _, strength, low_share = _frame_analysis(audio, sr)
+
+    loud = energy_db > energy_db.max() - 20
+    voiced = loud & (strength > 0.5)
+    assert voiced.sum() >= 0.5 * loud.sum()  # harmonic (periodic) sounds dominate
+    assert np.median(low_share[voiced]) > 0.1  # pitch and low harmonics carry energy
+    assert np.mean(energy_db < energy_db.max() - 30) > 0.05  # real pauses between words
+    assert np.abs(audio).max() < 0.99  # no clipping
+
+
+def test_speakers_differ_in_pitch(two_speakers):
+    low, high = sorted(np.median(_voiced_pitch(two_speakers.path, s)) for s in ("spk0", "spk1"))
+
+    assert high > 1.3 * low
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"n": 0}, r"Expected n >= 1, received: n=0"),
+        ({"n": 2, "speakers": 0}, r"Expected speakers >= 1, received: speakers=0"),
+        ({"n": 2, "speakers": 3}, r"Expected speakers <= n .*received: speakers=3, n=2"),
+        ({"seed": -1}, r"Expected seed >= 0, received: seed=-1"),
+        ({"engine": "festival"}, r"received: engine='festival'"),
+        ({"sample_rate": 4000}, r"Expected sample_rate >= 8000, received: sample_rate=4000"),
+        ({"min_seconds": 0.0}, r"Expected min_seconds > 0, received: min_seconds=0.0"),
+        ({"min_seconds": 3.0, "max_seconds": 2.0}, r"received: max_seconds=2.0, min_seconds=3.0"),
+        (
+            {"engine": "espeak", "sample_rate": 16000},
+            r"sample_rate=22050 with engine='espeak'.*received: sample_rate=16000",
+        ),
+    ],
+)
+def test_bad_arguments_raise_config_error(tmp_path, kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        write_demo_corpus(tmp_path / "c", **kwargs)
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("existing", ["file_inside", "is_a_file"])
+def test_refuses_a_non_empty_output(tmp_path, existing):
+    out = tmp_path / "c"
+    if existing == "file_inside":
+        out.mkdir()
+        (out / "notes.txt").write_text("keep me")
+    else:
+        out.write_text("keep me")
+
+    with pytest.raises(XttsDataError, match="Choose an empty directory"):
+        write_demo_corpus(out, n=1, **SHORT)
+    kept = out / "notes.txt" if existing == "file_inside" else out
+    assert kept.read_text() == "keep me"
+
+
+def test_accepts_an_existing_empty_directory(tmp_path):
+    assert write_demo_corpus(tmp_path, n=1, **SHORT).num_utterances == 1
+
+
+def test_espeak_missing_says_how_to_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+
+    with pytest.raises(XttsDataError, match=r"apt-get install espeak-ng.*engine='synth'"):
+        write_demo_corpus(tmp_path / "c", n=1, engine="espeak")
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_espeak_engine(tmp_path):
+    bounds = {"min_seconds": 1.0, "max_seconds": 3.0}
+    result = write_demo_corpus(tmp_path / "c", n=2, speakers=2, engine="espeak", **bounds)
+
+    rows = _rows(result.path)
+    assert [len(row) for row in rows] == [4, 4]
+    for uid, *_ in rows:
+        info = soundfile.info(result.path / "wavs" / f"{uid}.wav")
+        assert (info.samplerate, info.channels, info.subtype) == (22050, 1, "PCM_16")
+        assert bounds["min_seconds"] <= info.duration <= bounds["max_seconds"]
