@@ -12,6 +12,8 @@ import pytest
 
 # Tiny inputs: this checks that each benchmark runs, not how fast (the modules read it on load).
 os.environ.setdefault("XTTS_BENCH_CLIPS", "2")
+os.environ.setdefault("XTTS_BENCH_UTTERANCES", "40")  # one batch of 32 per epoch
+os.environ.setdefault("XTTS_BENCH_BATCHES", "3")
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -35,5 +37,8 @@ def test_benchmark_runs(cls):
     for combo in combos:
         bench = cls()
         bench.setup(*combo)
-        for method in methods:
-            getattr(bench, method)(*combo)
+        try:
+            for method in methods:
+                getattr(bench, method)(*combo)
+        finally:
+            getattr(bench, "teardown", lambda *a: None)(*combo)

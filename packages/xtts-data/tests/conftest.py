@@ -5,79 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
-import soundfile
+from data_helpers import AUDIO, DATA, write_test_corpus
 
-from xtts_audio import MelConfig
-from xtts_data import DataConfig, prepare, write_demo_corpus
-
-AUDIO = MelConfig.from_preset("xtts")
-# Small shards so a tiny corpus still has several; short cond crops for short clips.
-DATA = DataConfig(shard_size=8, batch_size=4, num_buckets=3, cond_frames=24, seed=0)
-
-# Corpus rows that must be skipped, and the reason each must be reported with.
-BAD_ROWS = {
-    "missing": "missing audio file",
-    "zero-bytes": "empty file",
-    "truncated": "unreadable WAV",
-    "garbage": "unreadable WAV",
-    "codec": "unreadable audio",
-    "emptytext": "empty text",
-    "metadata.csv:": "malformed row",
-    "../../etc/passwd": "path outside the corpus root",
-    "silence-only-symbols": "no known symbols",
-}
-
-
-def _tone(seconds: float, rate: int, channels: int = 1) -> np.ndarray:
-    t = np.arange(int(seconds * rate)) / rate
-    wave = 0.3 * np.sin(2 * np.pi * 220 * t) * np.hanning(len(t))
-    return np.stack([wave, 0.5 * wave], axis=1) if channels == 2 else wave
-
-
-# Good files in formats other than the corpus' own 16-bit 22050 Hz mono WAV.
-OTHER_FORMATS = {
-    "rate16k": dict(rate=16000, subtype="PCM_16", suffix=".wav"),
-    "rate44k-stereo": dict(rate=44100, subtype="PCM_16", suffix=".wav", channels=2),
-    "pcm24": dict(rate=22050, subtype="PCM_24", suffix=".wav"),
-    "float32": dict(rate=22050, subtype="FLOAT", suffix=".wav"),
-    "flac": dict(rate=24000, subtype="PCM_16", suffix=".flac"),
-    "ogg": dict(rate=22050, subtype="VORBIS", suffix=".ogg"),
-}
-
-
-def write_test_corpus(root: Path, *, n: int = 40, speakers: int = 2) -> Path:
-    """A demo corpus plus good files in other formats and one row per kind of bad row."""
-    write_demo_corpus(root, n=n, speakers=speakers, min_seconds=0.4, max_seconds=1.6, seed=1)
-    wavs = root / "wavs"
-    rows = [line for line in (root / "metadata.csv").read_text().splitlines() if line]
-    speaker = rows[0].split("|")[3] if speakers > 1 else None
-    extra = []
-    for uid, fmt in OTHER_FORMATS.items():
-        wave = _tone(0.8, fmt["rate"], fmt.get("channels", 1))
-        soundfile.write(wavs / f"{uid}{fmt['suffix']}", wave, fmt["rate"], subtype=fmt["subtype"])
-        extra.append(f"{uid}|A tone in another format: {uid}.|")  # unique text: tokens find the row
-    (wavs / "zero-bytes.wav").write_bytes(b"")
-    (wavs / "truncated.wav").write_bytes((wavs / "rate16k.wav").read_bytes()[:200])
-    (wavs / "garbage.wav").write_bytes(b"RIFF" + bytes(range(256)) * 4)
-    (wavs / "codec.flac").write_bytes(b"fLaC" + b"\x00" * 100)
-    soundfile.write(wavs / "silence-only-symbols.wav", _tone(0.5, 22050), 22050)  # text: emoji only
-    extra += [
-        "missing|This file does not exist.|",
-        "zero-bytes|An empty file.|",
-        "truncated|A truncated file.|",
-        "garbage|Not audio at all.|",
-        "codec|Broken FLAC.|",
-        "emptytext| |",
-        "just-one-field",
-        "../../etc/passwd|Escape the corpus.|",
-        "silence-only-symbols|\U0001f642\U0001f642|",
-    ]
-    if speaker:
-        extra = [row + f"|{speaker}" if row.count("|") == 2 else row for row in extra]
-    (root / "metadata.csv").write_text("\n".join(rows + extra) + "\n", encoding="utf-8")
-    return root
+from xtts_data import prepare
 
 
 @pytest.fixture(scope="session")

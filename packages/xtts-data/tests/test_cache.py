@@ -13,29 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
-import tensorflow as tf
 import yaml
-from conftest import AUDIO, BAD_ROWS, DATA, OTHER_FORMATS
+from data_helpers import AUDIO, BAD_ROWS, DATA, OTHER_FORMATS, read_records
 
 from xtts_audio import mel_features, resample
-from xtts_data import CacheError, FeatureCache, make_dataset, prepare, record, verify_cache
+from xtts_data import CacheError, FeatureCache, make_dataset, prepare, verify_cache
 from xtts_data.cli import main
 from xtts_data.manifest import sha256_file
-
-
-def _records(cache: Path) -> dict[str, dict]:
-    """Every cached utterance by id: mel, tokens, speaker (read with the record format)."""
-    out = {}
-    for path in FeatureCache.open(cache).shard_paths:
-        for raw in tf.data.TFRecordDataset(str(path)):
-            fields = record.decode(raw, AUDIO.n_mels)
-            out[record.decode_id(raw, AUDIO.n_mels).numpy().decode()] = {
-                "mel": fields["mel"].numpy(),
-                "tokens": fields["tokens"].numpy(),
-                "speaker": int(fields["speaker"]),
-                "split": int(fields["split"]),
-            }
-    return out
 
 
 def test_report_lists_every_bad_row_with_its_reason(cache):
@@ -50,7 +34,7 @@ def test_report_lists_every_bad_row_with_its_reason(cache):
 
 
 def test_good_files_in_other_formats_match_their_audio(cache, corpus):
-    records = _records(cache)
+    records = read_records(cache)
     for uid, fmt in OTHER_FORMATS.items():
         wave, rate = soundfile.read(
             corpus / "wavs" / f"{uid}{fmt['suffix']}", dtype="float32", always_2d=True
@@ -63,7 +47,7 @@ def test_good_files_in_other_formats_match_their_audio(cache, corpus):
 def test_manifest_describes_every_sample_and_shard(cache):
     opened = FeatureCache.open(cache, audio=AUDIO, data=DATA)
     samples = opened.samples()
-    records = _records(cache)
+    records = read_records(cache)
     assert sorted(samples["id"]) == sorted(records)
     for uid, frames, tokens in zip(
         samples["id"], samples["frames"], samples["tokens"], strict=True

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import yaml
-from conftest import BAD_ROWS
+from data_helpers import BAD_ROWS
 
 from xtts_data.cli import main
 

@@ -6,8 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from conftest import AUDIO, DATA
-from test_cache import _records
+from data_helpers import AUDIO, DATA, read_records
 
 from xtts_audio import load_wav, mel_features
 from xtts_data import (
@@ -32,7 +31,7 @@ def _epoch(pipeline) -> list[dict[str, np.ndarray]]:
 
 @pytest.fixture(scope="module")
 def records(cache):
-    return _records(cache)
+    return read_records(cache)
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +251,7 @@ def test_too_few_utterances_for_one_batch_is_an_error(cache):
 def test_single_speaker_conditioning_always_uses_another_utterance(wav_corpus, tmp_path):
     cache = tmp_path / "cache"
     prepare(wav_corpus, cache, audio=AUDIO, data=DATA)
-    records = _records(cache)
+    records = read_records(cache)
     by_text = {tuple(r["tokens"]): uid for uid, r in records.items()}
     for batch in _epoch(make_dataset(cache, DATA, "all")):
         for i, n in enumerate(batch["cond_lengths"]):

@@ -10,6 +10,7 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from xtts_bench.audio import AudioBenchConfig, format_table, run_audio_benchmarks
+from xtts_bench.data import DataBenchConfig, format_data_table, run_data_benchmarks
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,23 +65,94 @@ def _parser() -> argparse.ArgumentParser:
     audio.add_argument(
         "--json", action="store_true", help="print the figures as JSON instead of a table"
     )
+    _add_data(commands)
     return parser  # fmt: skip
+
+
+def _add_data(commands) -> None:
+    data = commands.add_parser(
+        "data",
+        help="xtts-data vs librosa-pool cache build and the npy + numpy_function pipeline",
+        description=(
+            "On one corpus (default: a demo corpus with LJSpeech-like lengths), measure side "
+            "by side: cache build (audio seconds per wall second) of xtts-data prepare vs "
+            "librosa in a thread pool; samples/s, batch latency and its CV of make_dataset "
+            "(buckets, fixed) vs .npy mels loaded through tf.numpy_function; and the "
+            "utilization of a simulated device needing --device-ms per batch."
+        ),
+    )
+    d = DataBenchConfig()
+    data.add_argument("--corpus", help="a corpus to use instead of a demo corpus")
+    data.add_argument(
+        "--utterances",
+        type=int,
+        default=d.utterances,
+        help="demo corpus size (default: %(default)s)",
+    )
+    data.add_argument("--min-seconds", type=float, default=d.min_seconds)
+    data.add_argument("--max-seconds", type=float, default=d.max_seconds)
+    data.add_argument(
+        "--batch-size",
+        type=int,
+        default=d.batch_size,
+        help="utterances per batch (default: %(default)s)",
+    )
+    data.add_argument(
+        "--batches",
+        type=int,
+        default=d.batches,
+        help="batches timed per pipeline, pass and round (default: %(default)s)",
+    )
+    data.add_argument(
+        "--device-ms",
+        type=float,
+        default=d.device_ms,
+        help="simulated device step per batch (default: %(default)s)",
+    )
+    data.add_argument(
+        "--rounds",
+        type=int,
+        default=d.rounds,
+        help="alternating rounds; medians are reported (default: %(default)s)",
+    )
+    data.add_argument(
+        "--workers",
+        type=int,
+        default=d.workers,
+        help="cache-build threads of both builders (default: %(default)s)",
+    )
+    data.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def _run_audio(args) -> str | dict:
+    bench = AudioBenchConfig(
+        clips=args.clips, min_seconds=args.min_seconds, max_seconds=args.max_seconds,
+        batch_size=args.batch_size, rounds=args.rounds, threads=args.threads, preset=args.preset,
+    )  # fmt: skip
+    results = run_audio_benchmarks(bench)
+    return results if args.json else format_table(results)
+
+
+def _run_data(args) -> str | dict:
+    bench = DataBenchConfig(
+        corpus=args.corpus, utterances=args.utterances, min_seconds=args.min_seconds,
+        max_seconds=args.max_seconds, batch_size=args.batch_size, batches=args.batches,
+        device_ms=args.device_ms, rounds=args.rounds, workers=args.workers,
+    )  # fmt: skip
+    results = run_data_benchmarks(bench)
+    return results if args.json else format_data_table(results)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-bench` console script; returns the exit code."""
     args = _parser().parse_args(argv)
+    run = _run_audio if args.command == "audio" else _run_data
     try:
-        bench = AudioBenchConfig(
-            clips=args.clips, min_seconds=args.min_seconds, max_seconds=args.max_seconds,
-            batch_size=args.batch_size, rounds=args.rounds, threads=args.threads,
-            preset=args.preset,
-        )  # fmt: skip
-        results = run_audio_benchmarks(bench)
-    except ValueError as error:  # bad settings (including an unknown preset)
+        output = run(args)
+    except ValueError as error:  # bad settings (including an unknown preset or corpus)
         print(f"xtts-bench: error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(results, indent=2) if args.json else format_table(results))
+    print(json.dumps(output, indent=2) if isinstance(output, dict) else output)
     return 0
 
 

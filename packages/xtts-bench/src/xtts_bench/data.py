@@ -27,7 +27,12 @@ import xtts_data as xd
 from xtts_bench import baselines
 from xtts_data.doctor import time_batches
 
-__all__ = ["DataBenchConfig", "format_data_table", "run_data_benchmarks"]
+__all__ = [
+    "DataBenchConfig",
+    "baseline_utterances",
+    "format_data_table",
+    "run_data_benchmarks",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +61,18 @@ class DataBenchConfig:
     workers: int = 2
     preset: str = "xtts"
 
+    def __post_init__(self) -> None:
+        for name in ("utterances", "batch_size", "batches", "rounds", "workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(
+                    f"DataBenchConfig.{name}: expected >= 1, received: {getattr(self, name)}"
+                )
+        if not self.device_ms > 0:
+            raise ValueError(f"DataBenchConfig.device_ms: expected > 0, received: {self.device_ms}")
 
-def _utterances(corpus: xd.Corpus, data: xd.DataConfig) -> list[baselines.Utterance]:
+
+def baseline_utterances(corpus: xd.Corpus, data: xd.DataConfig) -> list[baselines.Utterance]:
+    """The corpus rows as the baselines take them, with xtts-data's token ids."""
     tokenizer = xd.Tokenizer.from_config(data.text)
     return [
         baselines.Utterance(
@@ -74,7 +89,7 @@ def bench_cache_build(
 ) -> dict:
     """Audio seconds per wall second of both builders, alternating, fresh folders each time."""
     data = xd.DataConfig()
-    utterances = _utterances(corpus, data)
+    utterances = baseline_utterances(corpus, data)
     warm = xd.Corpus(corpus.root, corpus.layout, corpus.rows[:4], ())
     xd.prepare(warm, work / "warm-ours", audio=audio, data=data, workers=bench.workers)
     baselines.librosa_cache_build(
@@ -168,7 +183,7 @@ def run_data_benchmarks(bench: DataBenchConfig) -> dict:
         corpus = xd.read_corpus(bench.corpus or work / "corpus")
         build = bench_cache_build(corpus, audio, work, bench)
         last = bench.rounds - 1
-        utterances = _utterances(corpus, xd.DataConfig())
+        utterances = baseline_utterances(corpus, xd.DataConfig())
         pipelines = bench_pipelines(
             work / f"ours-{last}", work / f"theirs-{last}", utterances, bench
         )

@@ -116,7 +116,7 @@ class DataConfig:
             )
         if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
             _fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
-        if self.keep_in_memory not in (None, True, False):
+        if self.keep_in_memory is not None and not isinstance(self.keep_in_memory, bool):
             _fail("keep_in_memory", self.keep_in_memory, "true, false or null (automatic)")
         if not (_is_int(self.shuffle_buffer) and self.shuffle_buffer >= 0):
             _fail("shuffle_buffer", self.shuffle_buffer, "an int >= 0")

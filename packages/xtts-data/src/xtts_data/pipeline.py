@@ -162,11 +162,11 @@ def make_dataset(
     dataset = _batches(src.elements(), spec, config, split, in_memory, repeat)
     counts = np.bincount(assign(src.frames[chosen], shapes), minlength=len(shapes))
     kept = sum(c // s.batch_size * s.batch_size for c, s in zip(counts, shapes, strict=True))
-    if not kept:
+    if not kept and not repeat:
         raise ConfigError(
             f"{src.path}: split {split!r} has {int(chosen.sum())} utterances, too few for one "
             f"complete batch of any bucket {[(s.frames, s.batch_size) for s in shapes]} "
-            f"(frames, batch size); lower batch_size, frame_budget or num_buckets"
+            f"(frames, batch size); lower batch_size, frame_budget or num_buckets, or repeat"
         )
     padded = sum(c * s.frames for c, s in zip(counts, shapes, strict=True))
     return DataPipeline(
