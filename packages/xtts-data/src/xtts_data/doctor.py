@@ -1,16 +1,15 @@
 """`doctor`: is the input pipeline the bottleneck? Numbers, a verdict and a picture.
 
-The pipeline is timed alone, then fed to a simulated accelerator: a consumer thread that
-sleeps `device_ms` per batch, as a GPU step frees the host CPU, dispatched to
-asynchronously as TensorFlow dispatches to a GPU. Device utilization is its busy time
-over wall time; a starved device shows as waits between steps.
+The pipeline is timed alone, then fed to a simulated accelerator that needs `device_ms`
+per batch and is dispatched to asynchronously, as TensorFlow dispatches to a GPU: the
+host sleeps while the device is busy (freeing its CPU for the input pipeline), and the
+device idles when its next batch has not arrived. Device utilization is busy time over
+the span of the device's timeline.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import queue
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -65,7 +64,9 @@ class Timing:
     shapes: list[tuple[int, int, int]]  # (batch, text, frames) of each batch
     wall: float
     device_ms: float | None = None
-    busy: float = 0.0  # seconds the simulated device spent in its steps
+    busy: float = 0.0  # seconds of simulated device steps
+    span: float = 0.0  # seconds from the first step's start to the last step's end
+    device_starts: np.ndarray | None = None  # step start times, seconds since the pass began
 
     def summary(self) -> dict[str, float | None]:
         """samples/s, batch wait mean / p50 / p99 / CV, device utilization, padding."""
@@ -77,7 +78,7 @@ class Timing:
             "batch_ms_p50": float(np.percentile(waits_ms, 50)),
             "batch_ms_p99": float(np.percentile(waits_ms, 99)),
             "batch_ms_cv": float(waits_ms.std() / mean) if mean else 0.0,
-            "device_utilization": self.busy / self.wall if self.device_ms else None,
+            "device_utilization": min(self.busy / self.span, 1.0) if self.device_ms else None,
             "padding_efficiency": self.real_frames / max(self.padded_frames, 1),
         }
 
@@ -85,58 +86,74 @@ class Timing:
 def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> Timing:
     """Draw `batches` batches from `iterator`, optionally feeding a simulated device.
 
-    The device is a thread that sleeps `device_ms` per batch: like a GPU kernel it frees
-    the host CPU, and like TensorFlow's asynchronous dispatch it takes the next step while
-    the host fetches the batch after it (one step queued, as a GPU stream allows). Device
-    utilization is its sleeping time over the wall time until its last step ends.
+    The device is modelled as TensorFlow drives a GPU: steps are dispatched
+    asynchronously, one runs while one more waits queued, and the host blocks (sleeping,
+    so its CPU goes to the input pipeline) only when the queue is full. Each step takes
+    `device_ms`; it starts when the device is free and its batch has arrived. The device
+    timeline is computed from the real arrival times of the batches, so no Python thread
+    (and no GIL hand-over) stands in for the device. Utilization is step time over the
+    span from the first step's start to the last step's end.
     """
-    device = _Device(device_ms) if device_ms else None
+    device = _Device(device_ms / 1e3) if device_ms else None
     waits, ends, shapes = [], [], []
     samples = real = padded = 0
     start = time.perf_counter()
     for _ in range(batches):
         before = time.perf_counter()
         batch = next(iterator)
-        waits.append(time.perf_counter() - before)
+        arrived = time.perf_counter()
+        waits.append(arrived - before)
         b, f = batch["mel"].shape[:2]
         shapes.append((b, batch["tokens"].shape[1], f))
         samples += b
         padded += b * f
         real += int(np.sum(batch["mel_lengths"]))
         if device is not None:
-            device.run(batch)
+            device.dispatch(arrived)
         ends.append(time.perf_counter() - start)
-    busy = device.close() if device is not None else 0.0
+    if device is not None:
+        device.finish()
     wall = time.perf_counter() - start
+    if device is None:
+        return Timing(np.array(waits), np.array(ends), samples, real, padded, shapes, wall)
     return Timing(
-        np.array(waits), np.array(ends), samples, real, padded, shapes, wall, device_ms, busy
-    )
+        np.array(waits), np.array(ends), samples, real, padded, shapes, wall, device_ms,
+        device.busy, device.span, np.array(device.starts) - start,
+    )  # fmt: skip
 
 
 class _Device:
-    """A simulated accelerator: one thread, one step running and one queued."""
+    """The timeline of a simulated accelerator with one step running and one queued."""
 
-    def __init__(self, step_ms: float):
-        self._step = step_ms / 1e3
-        self._queue: queue.Queue = queue.Queue(maxsize=1)
-        self._busy = 0.0
-        self._thread = threading.Thread(target=self._work, daemon=True)
-        self._thread.start()
+    def __init__(self, step: float):
+        self.step = step
+        self.starts: list[float] = []
+        self.ends: list[float] = []
 
-    def run(self, batch) -> None:
-        self._queue.put(batch)  # blocks while a step is already queued: device-bound
+    def dispatch(self, arrived: float) -> None:
+        """Queue a step for a batch that arrived at `arrived`; block while the queue is full."""
+        free = self.ends[-1] if self.ends else arrived
+        self.starts.append(max(arrived, free))
+        self.ends.append(self.starts[-1] + self.step)
+        if len(self.starts) >= 2:  # the queue slot frees when the previous step starts
+            _sleep_until(self.starts[-2])
 
-    def close(self) -> float:
-        """Wait for the last step; returns the seconds spent in steps."""
-        self._queue.put(None)
-        self._thread.join()
-        return self._busy
+    def finish(self) -> None:
+        _sleep_until(self.ends[-1])
 
-    def _work(self) -> None:
-        while self._queue.get() is not None:
-            started = time.perf_counter()
-            time.sleep(self._step)
-            self._busy += time.perf_counter() - started  # sleep overshoots: count it all
+    @property
+    def busy(self) -> float:
+        return self.step * len(self.starts)
+
+    @property
+    def span(self) -> float:
+        return self.ends[-1] - self.starts[0]
+
+
+def _sleep_until(moment: float) -> None:
+    remaining = moment - time.perf_counter()
+    if remaining > 0:
+        time.sleep(remaining)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,10 +260,10 @@ def plot(report: DoctorReport, path: str | Path) -> None:
         if run is report.device:
             twin = axis.twinx()
             window = max(len(run.waits) // 20, 1)
-            edges = np.concatenate([[0.0], run.ends])
+            starts, step = run.device_starts, report.device_ms / 1e3
             util = [
-                1 - run.waits[i : i + window].sum() / (edges[i + window] - edges[i])
-                for i in range(0, len(run.ends) - window + 1, window)
+                window * step / (starts[i + window - 1] + step - starts[i])
+                for i in range(0, len(starts) - window + 1, window)
             ]
             twin.step(
                 run.ends[window - 1 :: window][: len(util)],

@@ -271,7 +271,16 @@ def _batches(
         }
         return window.padded_batch(sizes[key], padded_shapes=shapes, drop_remainder=True)
 
-    ds = ds.group_by_window(bucket_of, batch_bucket, window_size_func=lambda key: sizes[key])
+    if len(spec.shapes) == 1:  # one shape: a plain padded batch (no windows: ~1.5x faster)
+        (shape,) = spec.shapes
+        ds = ds.padded_batch(
+            shape.batch_size, drop_remainder=True, padded_shapes={
+                "frames": [], "speaker": [], "split": [], "tokens": [shape.text_len],
+                "mel": [shape.frames, spec.n_mels],
+            },
+        )  # fmt: skip
+    else:
+        ds = ds.group_by_window(bucket_of, batch_bucket, window_size_func=lambda k: sizes[k])
     seed = config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 31)
     ds = ds.enumerate().map(  # the batch index seeds its crops: reproducible with a seed
         lambda index, batch: _finish_batch(batch, config.cond_frames, tf.stack([seed, index])),
