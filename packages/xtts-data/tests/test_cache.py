@@ -17,7 +17,19 @@ import yaml
 from data_helpers import AUDIO, BAD_ROWS, DATA, OTHER_FORMATS, read_records
 
 from xtts_audio import mel_features, resample
-from xtts_data import CacheError, FeatureCache, make_dataset, prepare, verify_cache
+from xtts_data import (
+    CacheError,
+    DataConfig,
+    FeatureCache,
+    TextConfig,
+    Tokenizer,
+    format_summary,
+    make_dataset,
+    normalize_text,
+    prepare,
+    verify_cache,
+    write_demo_corpus,
+)
 from xtts_data.cli import main
 from xtts_data.manifest import sha256_file
 
@@ -157,3 +169,21 @@ def test_killed_build_resumes_to_identical_files(tmp_path, corpus, cache, moment
     assert (out / "report.json").read_bytes() == (cache / "report.json").read_bytes()
     assert not list((out / "shards").glob(".*"))  # no temp files left behind
     assert "utterances" in stdout.decode()
+
+
+def test_out_of_vocabulary_characters_are_counted_and_reported(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_demo_corpus(corpus, n=3, max_seconds=1.0)
+    letters = DataConfig(text=TextConfig(symbols="abcdefghijklmnopqrstuvwxyz "))
+    result = prepare(corpus, tmp_path / "cache", audio=AUDIO, data=letters)
+    report = json.loads((tmp_path / "cache" / "report.json").read_text())
+    texts = [
+        line.split("|")[2] or line.split("|")[1]
+        for line in (corpus / "metadata.csv").read_text().splitlines()
+    ]
+    periods = sum(normalize_text(t, letters.text).count(".") for t in texts)
+    assert periods > 0
+    assert report["oov"]["."] == periods == result.oov["."]
+    assert "unknown" in format_summary(result)
+    tokenizer = Tokenizer.from_dict(json.loads((tmp_path / "cache" / "tokenizer.json").read_text()))
+    assert tokenizer.symbols == "abcdefghijklmnopqrstuvwxyz "

@@ -179,8 +179,10 @@ def bench_pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict:
     results = {}
     for name, triples in runs.items():
         first, alone, device = (list(column) for column in zip(*triples, strict=True))
+        slow = pipelines[name][2]
         results[name] = {
-            "first_epoch_samples_per_s": _median(first, "samples_per_s"),
+            # (on the fly, the first batches are start-up only: not reported)
+            "first_epoch_samples_per_s": None if slow else _median(first, "samples_per_s"),
             "samples_per_s": _median(alone, "samples_per_s"),
             "batch_ms_mean": _median(alone, "batch_ms_mean"),
             "batch_ms_cv": _median(alone, "batch_ms_cv"),
@@ -250,9 +252,13 @@ def format_data_table(results: dict) -> str:
     ]
     for name, r in results["pipelines"].items():
         lines.append(
-            f"{name:<26}{r['first_epoch_samples_per_s']:>10.0f}{r['samples_per_s']:>10.0f}"
+            f"{name:<26}{_number(r['first_epoch_samples_per_s']):>10}{r['samples_per_s']:>10.0f}"
             f"{r['ratio_vs_npy']:>7.2f}x"
             f"{r['batch_ms_mean']:>10.2f}{r['batch_ms_cv']:>6.2f}{r['device_utilization']:>12.1%}"
             f"{r['padding_efficiency']:>9.1%}{r['shapes']:>7}"
         )
     return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
