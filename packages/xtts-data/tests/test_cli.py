@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import yaml
-from data_helpers import BAD_ROWS
+from data_helpers import BAD_ROWS, DATA
 
+from xtts_data import make_dataset
 from xtts_data.cli import main
 
 COMMANDS = ["prepare", "verify", "doctor", "serve", "demo-corpus"]
@@ -138,3 +143,33 @@ def test_invalid_config_is_a_user_error(corpus, tmp_path, capsys):
     bad.write_text("data: {batch_size: 0}\n")
     assert main(["prepare", str(corpus), "--out", str(tmp_path / "c"), "--config", str(bad)]) == 2
     assert "batch_size" in capsys.readouterr().err
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen, str]:
+    """Start `xtts-data serve ...` and return it with its first line of output."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "xtts_data.cli", "serve", *args],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    return process, process.stdout.readline()
+
+
+def test_serve_runs_a_dispatcher_and_a_worker_that_feed_a_pipeline(cache):
+    dispatcher, line = _serve("dispatcher")
+    try:
+        address = line.split()[2]
+        assert line.startswith("dispatcher at grpc://")
+        worker, line = _serve("worker", "--dispatcher", address)
+        try:
+            assert line.startswith("worker serving for")
+            config = dataclasses.replace(DATA, service=address)
+            pipeline = make_dataset(cache, config, "all")
+            batches = list(pipeline.dataset)
+            assert len(batches) == pipeline.batches_per_epoch
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+    finally:
+        dispatcher.terminate()
+        dispatcher.wait(timeout=30)

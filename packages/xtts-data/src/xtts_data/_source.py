@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from xtts_audio import MelConfig, decode_wav, mel_features, num_frames, resample, to_mono
 from xtts_data import record
+from xtts_data._audio_io import load_audio
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Corpus, Skipped, read_corpus
 from xtts_data.errors import CacheError, ConfigError, CorpusError
@@ -38,8 +39,12 @@ class Source:
     ids: np.ndarray  # str [n]
     frames: np.ndarray  # int [n]
     tokens: np.ndarray  # int [n]
+    speakers: np.ndarray  # int [n] speaker index
+    num_speakers: int
+    order: np.ndarray  # int [n]: cost rank of loading an utterance alone (its shard)
     n_mels: int
     elements: Callable[[], tf.data.Dataset]
+    load_mels: Callable[[np.ndarray], list[np.ndarray]]  # features of utterances by index
     skipped: tuple[Skipped, ...] = ()
 
 
@@ -84,7 +89,24 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
             deterministic=config.deterministic,
         )
 
-    return Source(cache.path, samples["id"], samples["frames"], samples["tokens"], n_mels, elements)
+    def load_mels(indices: np.ndarray) -> list[np.ndarray]:
+        first = np.searchsorted(samples["shard"], np.arange(len(files)))  # shard's first sample
+        found = {}
+        for shard in np.unique(samples["shard"][indices]):
+            wanted = {
+                int(i - first[shard]): int(i) for i in indices if samples["shard"][i] == shard
+            }
+            for position, raw in enumerate(tf.data.TFRecordDataset(files[shard])):
+                if position in wanted:
+                    found[wanted[position]] = record.decode(raw, n_mels)["mel"].numpy()
+                if len(found) == len(indices) or position >= max(wanted):
+                    break
+        return [found[int(i)] for i in indices]
+
+    return Source(
+        cache.path, samples["id"], samples["frames"], samples["tokens"], samples["speaker"],
+        len(cache.speakers), samples["shard"], n_mels, elements, load_mels,
+    )  # fmt: skip
 
 
 def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Source:
@@ -141,13 +163,20 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
             ds = ds.shuffle(len(rows), seed=config.seed)
         return ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
 
+    def load_mels(indices: np.ndarray) -> list[np.ndarray]:
+        return [mel_features(load_audio(rows[i][0].audio, audio), audio).numpy() for i in indices]
+
     return Source(
         corpus.root,
         np.array([r.id for r, _, _ in rows], object),
         np.array(frames),
         np.array([len(ids) for _, _, ids in rows]),
+        table["speaker"],
+        len(speakers),
+        np.zeros(len(rows), np.int64),
         audio.n_mels,
         elements,
+        load_mels,
         tuple(skipped),
     )
 

@@ -63,6 +63,8 @@ class DataConfig:
         pad_multiple: padded lengths are multiples of this.
         cond_frames: frames of the speaker-conditioning mel (a crop of another utterance
             of the same speaker).
+        refs_per_speaker: reference crops per speaker kept for rows whose batch holds no
+            other utterance of their speaker (fewer when the bank would exceed 64 MiB).
         val_fraction: share of utterances, chosen by a hash of their id, held out as the
             `"val"` split.
 
@@ -90,6 +92,7 @@ class DataConfig:
     max_text_len: int | None = None
     pad_multiple: int = 8
     cond_frames: int = 128
+    refs_per_speaker: int = 4
     val_fraction: float = 0.05
     keep_in_memory: bool | None = None
     shuffle_buffer: int = 4096
@@ -108,7 +111,7 @@ class DataConfig:
         if self.policy not in ("fixed", "buckets"):
             _fail("policy", self.policy, "'fixed' or 'buckets'")
         self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
-        self._check_positive("pad_multiple", "cond_frames")
+        self._check_positive("pad_multiple", "cond_frames", "refs_per_speaker")
         self._check_positive("frame_budget", "max_frames", "max_text_len", optional=True)
         if self.batch_size % self.batch_multiple:
             _fail(

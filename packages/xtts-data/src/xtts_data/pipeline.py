@@ -4,7 +4,8 @@
 cache shards ─ interleave ─ decode ─ split ─ filter over-long ─ [keep in RAM] ─ shuffle
   ─ [tf.data service]
   ─ group by bucket, pad straight into batches (drop remainder)
-  ─ masks, stop targets, conditioning crops from other utterances of each speaker ─ prefetch
+  ─ masks, stop targets, conditioning crops of other utterances of each speaker (same
+    batch, else a small per-speaker reference bank) ─ prefetch
 ```
 Every batch matches one entry of the `DatasetSpec` returned alongside the dataset; the
 trainer compiles exactly those shapes.
@@ -21,7 +22,7 @@ from typing import Literal
 import numpy as np
 import tensorflow as tf
 
-from xtts_data import _source, record
+from xtts_data import _references, _source, record
 from xtts_data.buckets import BatchShape, assign, plan_shapes
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
@@ -159,7 +160,8 @@ def make_dataset(
     in_memory = config.keep_in_memory
     if in_memory is None:
         in_memory = feature_bytes < _physical_memory() // 4
-    dataset = _batches(src.elements(), spec, config, split, in_memory, repeat)
+    bank = _bank(src, np.flatnonzero(chosen), config)
+    dataset = _batches(src.elements(), spec, config, split, in_memory, repeat, bank)
     counts = np.bincount(assign(src.frames[chosen], shapes), minlength=len(shapes))
     kept = sum(c // s.batch_size * s.batch_size for c, s in zip(counts, shapes, strict=True))
     if not kept and not repeat:
@@ -181,6 +183,23 @@ def make_dataset(
         skipped=src.skipped,
         in_memory=in_memory,
     )
+
+
+def _bank(src, candidates: np.ndarray, config: DataConfig) -> _references.Bank:
+    """Reference crops of the split's own utterances (validation never conditions train)."""
+    limit = _references.per_speaker_limit(
+        config.refs_per_speaker, src.num_speakers, config.cond_frames, src.n_mels
+    )
+    picked = candidates[
+        _references.choose_references(src.speakers[candidates], src.order[candidates], limit)
+    ]
+    keys = _references.identity_keys(
+        record.split_bucket(src.ids[picked].astype(str)).numpy(), src.frames[picked]
+    )
+    return _references.make_bank(
+        src.load_mels(picked), src.speakers[picked], keys, src.num_speakers,
+        config.cond_frames, src.n_mels,
+    )  # fmt: skip
 
 
 def _physical_memory() -> int:
@@ -224,6 +243,7 @@ def _batches(
     split: str,
     in_memory: bool,
     repeat: bool,
+    bank: _references.Bank,
 ):
     """Split, filter, shuffle, bucket and batch the parsed elements."""
     opts = dict(num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
@@ -283,7 +303,9 @@ def _batches(
         ds = ds.group_by_window(bucket_of, batch_bucket, window_size_func=lambda k: sizes[k])
     seed = config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 31)
     ds = ds.enumerate().map(  # the batch index seeds its crops: reproducible with a seed
-        lambda index, batch: _finish_batch(batch, config.cond_frames, tf.stack([seed, index])),
+        lambda index, batch: _finish_batch(
+            batch, bank, config.cond_frames, tf.stack([seed, index])
+        ),
         **opts,
     )
     if config.prefetch_to_device:
@@ -291,14 +313,19 @@ def _batches(
     return ds.prefetch(PREFETCH_BATCHES)
 
 
-def _finish_batch(batch, cond_frames: int, seed: tf.Tensor) -> dict[str, tf.Tensor]:
+def _finish_batch(
+    batch, bank: _references.Bank, cond_frames: int, seed: tf.Tensor
+) -> dict[str, tf.Tensor]:
     """The trainer's fields: lengths, masks and stop targets against the static padded
     sizes, and each row's conditioning crop."""
     mel, lengths = batch["mel"], batch["frames"]  # (B, F, M), (B,)
     steps = tf.range(tf.shape(mel)[1])[None, :]
     tokens = batch["tokens"]  # (B, T)
     token_lengths = tf.reduce_sum(tf.cast(tokens != 0, tf.int32), axis=1)  # PAD is 0
-    cond_mel, cond_lengths = _conditioning(mel, lengths, batch["speaker"], cond_frames, seed)
+    keys = _references.identity_keys(batch["split"], lengths)
+    cond_mel, cond_lengths = _conditioning(
+        mel, lengths, batch["speaker"], keys, bank, cond_frames, seed
+    )
     return {
         "tokens": tokens,
         "token_lengths": token_lengths,
@@ -313,20 +340,20 @@ def _finish_batch(batch, cond_frames: int, seed: tf.Tensor) -> dict[str, tf.Tens
     }
 
 
-def _conditioning(mel, lengths, speaker, cond_frames: int, seed: tf.Tensor):
-    """A random `cond_frames` crop of another utterance of the same speaker in the batch
-    (of the utterance itself when the batch holds no other of that speaker).
+def _conditioning(mel, lengths, speaker, keys, bank: _references.Bank, cond_frames: int, seed):
+    """A random `cond_frames` crop of another utterance of the same speaker in the batch;
+    without one in the batch, a reference of that speaker from the bank; only a speaker
+    with a single utterance conditions on itself.
 
     Returns:
         float32 [B, C, M] crops, zero past their length; int32 [B] lengths.
     """
     n = tf.shape(speaker)[0]
     others = tf.equal(speaker[:, None], speaker[None, :]) & ~tf.eye(n, dtype=tf.bool)  # (B, B)
-    pick_seed, crop_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
+    pick_seed, crop_seed, bank_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
     scores = tf.where(others, tf.random.stateless_uniform([n, n], pick_seed), -1.0)
-    partner = tf.where(
-        tf.reduce_any(others, axis=1), tf.argmax(scores, axis=1, output_type=tf.int32), tf.range(n)
-    )
+    in_batch = tf.reduce_any(others, axis=1)
+    partner = tf.where(in_batch, tf.argmax(scores, axis=1, output_type=tf.int32), tf.range(n))
     ref_lengths = tf.gather(lengths, partner)
     room = tf.maximum(ref_lengths - cond_frames, 0)
     draw = tf.random.stateless_uniform(tf.shape(room), crop_seed) * tf.cast(room + 1, tf.float32)
@@ -336,4 +363,12 @@ def _conditioning(mel, lengths, speaker, cond_frames: int, seed: tf.Tensor):
     frame = tf.minimum(frame, tf.shape(mel)[1] - 1)
     index = tf.stack([tf.broadcast_to(partner[:, None], tf.shape(frame)), frame], axis=-1)
     crop = tf.gather_nd(mel, index)  # (B, C, M): only the crops are copied
-    return crop * tf.cast(valid, crop.dtype)[..., None], tf.minimum(ref_lengths, cond_frames)
+    crop = crop * tf.cast(valid, crop.dtype)[..., None]
+    crop_lengths = tf.minimum(ref_lengths, cond_frames)
+    u = tf.random.stateless_uniform([n], bank_seed)
+    bank_mel, bank_lengths, found = _references.from_bank(bank, speaker, keys, u)
+    use_bank = ~in_batch & found
+    return (
+        tf.where(use_bank[:, None, None], bank_mel, crop),
+        tf.where(use_bank, bank_lengths, crop_lengths),
+    )
