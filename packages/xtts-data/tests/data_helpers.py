@@ -92,3 +92,18 @@ def read_records(cache: Path) -> dict[str, dict]:
                 "split": int(fields["split"]),
             }
     return out
+
+
+# What `doctor --json` / `DoctorReport.to_dict` must always hold (the list).
+REPORT_KEYS = frozenset(
+    {
+        "samples_per_s",
+        "batch_ms_mean",
+        "batch_ms_p99",
+        "batch_ms_cv",
+        "device_utilization",
+        "padding_efficiency",
+        "shapes",
+        "python_ops",
+    }
+)

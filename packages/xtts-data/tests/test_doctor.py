@@ -11,6 +11,7 @@ import time
 import numpy as np
 import pytest
 import tensorflow as tf
+from data_helpers import REPORT_KEYS
 
 from xtts_data.buckets import BatchShape
 from xtts_data.doctor import DoctorReport, diagnose, plot, python_ops, verdict
@@ -25,16 +26,6 @@ SPEC = DatasetSpec(
 MEL_LENGTHS = {16: [16, 12, 8, 4], 32: [32, 24, 16, 8]}
 EFFICIENCY = 0.625
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-REPORT_KEYS = {
-    "samples_per_s",
-    "batch_ms_mean",
-    "batch_ms_p99",
-    "batch_ms_cv",
-    "device_utilization",
-    "padding_efficiency",
-    "shapes",
-    "python_ops",
-}
 
 
 def make_batch(shape: BatchShape) -> dict[str, tf.Tensor]:

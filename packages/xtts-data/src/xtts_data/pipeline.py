@@ -155,21 +155,20 @@ def make_dataset(
             f"split, {int((keep & ~fits).sum())} longer than max_frames/max_text_len)"
         )
     shapes = plan_shapes(src.frames[chosen], src.tokens[chosen], config)
-    spec = DatasetSpec(tuple(shapes), src.n_mels, config.cond_frames)
-    feature_bytes = int(src.frames[chosen].sum()) * src.n_mels * 4
-    in_memory = config.keep_in_memory
-    if in_memory is None:
-        in_memory = feature_bytes < _physical_memory() // 4
-    bank = _bank(src, np.flatnonzero(chosen), config)
-    dataset = _batches(src.elements(), spec, config, split, in_memory, repeat, bank)
     counts = np.bincount(assign(src.frames[chosen], shapes), minlength=len(shapes))
-    kept = sum(c // s.batch_size * s.batch_size for c, s in zip(counts, shapes, strict=True))
-    if not kept and not repeat:
+    batches = [c // s.batch_size for c, s in zip(counts, shapes, strict=True)]
+    if not any(batches) and not repeat:
         raise ConfigError(
             f"{src.path}: split {split!r} has {int(chosen.sum())} utterances, too few for one "
             f"complete batch of any bucket {[(s.frames, s.batch_size) for s in shapes]} "
             f"(frames, batch size); lower batch_size, frame_budget or num_buckets, or repeat"
         )
+    spec = DatasetSpec(tuple(shapes), src.n_mels, config.cond_frames)
+    in_memory = config.keep_in_memory
+    if in_memory is None:  # decoded features of the split under a quarter of RAM
+        in_memory = int(src.frames[chosen].sum()) * src.n_mels * 4 < _physical_memory() // 4
+    bank = _bank(src, np.flatnonzero(chosen), config)
+    dataset = _batches(src.elements(), spec, config, split, in_memory, repeat, bank)
     padded = sum(c * s.frames for c, s in zip(counts, shapes, strict=True))
     return DataPipeline(
         dataset=dataset,
@@ -177,7 +176,7 @@ def make_dataset(
         split=split,
         num_samples=int(chosen.sum()),
         filtered=int((keep & ~fits).sum()),
-        batches_per_epoch=int(sum(c // s.batch_size for c, s in zip(counts, shapes, strict=True))),
+        batches_per_epoch=int(sum(batches)),
         padding_efficiency=float(src.frames[chosen].sum() / padded),
         source=src.path,
         skipped=src.skipped,
