@@ -1,0 +1,569 @@
+"""`TextToMel`: an XTTS-style autoregressive text-to-mel transformer, and its `ModelConfig`.
+
+```
+tokens ─ embedding ─ conv prenet ─ transformer ──────────────┐ (B, T_text, D)
+cond_mel ─ conv stack ─ transformer ─ pool into L latents ───┤ (B, L, D)
+                                                   memory = concat ─┐
+mel shifted right ─ prenet ─ causal self-attn + cross-attn(memory) ─┴─ hidden (B, F, D)
+hidden ─ mel head ─ mel_before ─ postnet (residual) ─ mel_after
+hidden ─ stop head ─ stop_logits
+```
+Training (`call`) and inference (`infer`) run the same decoder; inference fills a
+fixed-size frame buffer in a `tf.while_loop`, so both compile with XLA at static shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import keras
+import tensorflow as tf
+
+from xtts_train.errors import ConfigError
+
+__all__ = ["PRESETS", "ModelConfig", "TextToMel", "dummy_batch"]
+
+_COUNTS = (
+    "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
+    "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
+    "postnet_layers", "postnet_channels", "postnet_kernel",
+)  # fmt: skip
+_INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
+
+
+def _fail(field: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"ModelConfig.{field}: expected {allowed}, received: {field}={value!r}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Sizes of a `TextToMel` model; the defaults are the `"small"` preset.
+
+    Attributes:
+        vocab_size: token ids are `0 .. vocab_size - 1` (set from the tokenizer).
+        n_mels: mel channels of the features the model reads and predicts.
+        d_model: width of every transformer; a multiple of `heads`.
+        heads: attention heads.
+        ff_mult: feed-forward width as a multiple of `d_model`.
+        text_convs, text_layers: residual conv layers, then transformer blocks, of the
+            text encoder.
+        conv_kernel: kernel size of the text and conditioning conv layers.
+        cond_convs, cond_layers: conv layers, then transformer blocks, over the
+            reference mel.
+        cond_latents: L, learned queries that pool the reference into `(B, L, D)`.
+        decoder_layers: causal decoder blocks (self-attention, cross-attention, feed-forward).
+        prenet_dim: width of the decoder's two-layer frame prenet.
+        prenet_dropout: dropout of the prenet, applied at inference too (as in Tacotron
+            2): the decoder never trusts its own previous frame exactly.
+        postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
+        dropout: dropout of attention weights and residual branches while training.
+        mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
+            in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
+    """
+
+    vocab_size: int = 64
+    n_mels: int = 80
+    d_model: int = 320
+    heads: int = 5
+    ff_mult: int = 4
+    text_convs: int = 3
+    text_layers: int = 3
+    conv_kernel: int = 5
+    cond_convs: int = 2
+    cond_layers: int = 2
+    cond_latents: int = 16
+    decoder_layers: int = 4
+    prenet_dim: int = 256
+    prenet_dropout: float = 0.5
+    postnet_layers: int = 5
+    postnet_channels: int = 256
+    postnet_kernel: int = 5
+    dropout: float = 0.1
+    mel_mean: float = -5.0
+    mel_std: float = 2.5
+
+    def __post_init__(self) -> None:
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail(name, value, "an int >= 1")
+        if self.d_model % self.heads:
+            _fail("d_model", self.d_model, f"a multiple of heads={self.heads}")
+        for name in ("dropout", "prenet_dropout"):
+            value = getattr(self, name)
+            if not (_is_number(value) and 0.0 <= value < 1.0):
+                _fail(name, value, "a rate in [0, 1)")
+        if not (_is_number(self.mel_mean) and math.isfinite(self.mel_mean)):
+            _fail("mel_mean", self.mel_mean, "a finite float")
+        if not (_is_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
+            _fail("mel_std", self.mel_std, "a finite float > 0")
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """The named sizes (see `PRESETS`), with any fields replaced by `overrides`.
+
+        Raises:
+            ConfigError: unknown preset name, unknown field or an invalid value.
+        """
+        if name not in PRESETS:
+            raise ConfigError(
+                f"ModelConfig.from_preset: expected one of {sorted(PRESETS)}, "
+                f"received: name={name!r}"
+            )
+        fields = {**PRESETS[name], **overrides}
+        _reject_unknown(fields)
+        return cls(**fields)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ModelConfig:
+        """Build from a mapping (a YAML `model:` section); `preset` picks the base sizes.
+
+        Raises:
+            ConfigError: unknown keys or an invalid value.
+        """
+        values = dict(values)
+        preset = values.pop("preset", None)
+        if preset is not None:
+            return cls.from_preset(preset, **values)
+        _reject_unknown(values)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields: round-trips `from_dict`."""
+        return dataclasses.asdict(self)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _reject_unknown(fields: Mapping[str, Any]) -> None:
+    known = [f.name for f in dataclasses.fields(ModelConfig)]
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise ConfigError(f"ModelConfig: unknown field(s) {unknown}; known: {known}")
+
+
+# Parameter counts with vocab 64 and 80 mels are checked by the tests.
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~1.4M parameters: trains on a CPU, for tests and smoke runs.
+    "tiny": dict(
+        d_model=128, heads=2, ff_mult=2, text_convs=2, text_layers=2, conv_kernel=5,
+        cond_convs=2, cond_layers=1, cond_latents=4, decoder_layers=2, prenet_dim=128,
+        postnet_layers=3, postnet_channels=128, postnet_kernel=5,
+    ),
+    # ~17M parameters: the defaults.
+    "small": {},
+    # ~88M parameters: for a GPU.
+    "base": dict(
+        d_model=768, heads=12, ff_mult=4, text_convs=2, text_layers=3, conv_kernel=3,
+        cond_convs=2, cond_layers=1, cond_latents=32, decoder_layers=5, prenet_dim=256,
+        postnet_layers=5, postnet_channels=512, postnet_kernel=5,
+    ),
+}  # fmt: skip
+
+
+def dummy_batch(
+    config: ModelConfig, *, batch_size: int = 1, text_len: int = 4, frames: int = 4,
+    cond_frames: int = 8,
+) -> dict[str, tf.Tensor]:  # fmt: skip
+    """A batch of every `DatasetSpec` field, all real (no padding): builds a model cheaply.
+
+    Returns:
+        `tokens` int32 [batch, text_len] (ids 2), masks of ones, zero `mel`
+        [batch, frames, n_mels] and `cond_mel` [batch, cond_frames, n_mels], full lengths.
+    """
+    b, t, f, c, m = batch_size, text_len, frames, cond_frames, config.n_mels
+    steps = tf.range(f)[None, :]
+    return {
+        "tokens": tf.fill([b, t], 2),
+        "token_lengths": tf.fill([b], t),
+        "token_mask": tf.ones([b, t]),
+        "mel": tf.zeros([b, f, m]),
+        "mel_lengths": tf.fill([b], f),
+        "mel_mask": tf.ones([b, f]),
+        "stop_targets": tf.cast(tf.tile(steps, [b, 1]) >= f - 1, tf.float32),
+        "speaker": tf.zeros([b], tf.int32),
+        "cond_mel": tf.zeros([b, c, m]),
+        "cond_lengths": tf.fill([b], c),
+    }
+
+
+def _positions(x: tf.Tensor) -> tf.Tensor:
+    """Sinusoidal position encodings for the static length of `x` (B, T, D) → (1, T, D)."""
+    length, dim = tf.shape(x)[1], x.shape[-1]
+    half = dim // 2
+    steps = tf.cast(tf.range(length), tf.float32)[:, None]  # (T, 1)
+    freqs = tf.exp(-math.log(10000.0) * tf.range(half, dtype=tf.float32) / half)[None, :]
+    angles = steps * freqs  # (T, D/2)
+    table = tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+    table = tf.pad(table, [[0, 0], [0, dim - 2 * half]])  # odd D: one zero channel
+    return tf.cast(table[None], x.dtype)
+
+
+def _key_mask(mask: tf.Tensor) -> tf.Tensor:
+    """Attention mask letting every query see the real keys: (B, S) → bool (B, 1, S)."""
+    return mask[:, None, :] > 0
+
+
+class _Lazy(keras.layers.Layer):
+    """A layer whose sublayers create their weights on the first call (no symbolic trace)."""
+
+    def build(self, input_shape: Any) -> None:
+        self.built = True
+
+
+class _Block(_Lazy):
+    """Pre-norm transformer block: self-attention, optional cross-attention, feed-forward."""
+
+    def __init__(self, config: ModelConfig, *, cross: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d, heads = config.d_model, config.heads
+        self.self_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.self_attn = keras.layers.MultiHeadAttention(heads, d // heads, dropout=config.dropout)
+        self.cross_norm = keras.layers.LayerNormalization(epsilon=1e-5) if cross else None
+        self.cross_attn = (
+            keras.layers.MultiHeadAttention(heads, d // heads, dropout=config.dropout)
+            if cross
+            else None
+        )
+        self.ff_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.ff_in = keras.layers.Dense(d * config.ff_mult, activation="gelu")
+        self.ff_out = keras.layers.Dense(d)
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, x, *, self_mask=None, causal=False, memory=None, memory_mask=None,
+             training=False):  # fmt: skip
+        """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S)."""
+        h = self.self_norm(x)
+        h = self.self_attn(
+            h, h, attention_mask=self_mask, use_causal_mask=causal, training=training
+        )
+        x = x + self.drop(h, training=training)
+        if self.cross_attn is not None:
+            h = self.cross_norm(x)
+            h = self.cross_attn(h, memory, attention_mask=memory_mask, training=training)
+            x = x + self.drop(h, training=training)
+        h = self.drop(self.ff_in(self.ff_norm(x)), training=training)
+        return x + self.drop(self.ff_out(h), training=training)  # (B, T, D)
+
+
+class _TextEncoder(_Lazy):
+    """Token ids → encodings: embedding, masked residual convs, transformer blocks."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d = config.d_model
+        self.scale = math.sqrt(d)
+        self.embedding = keras.layers.Embedding(config.vocab_size, d)
+        self.conv_norms = [
+            keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(config.text_convs)
+        ]
+        self.convs = [
+            keras.layers.Conv1D(d, config.conv_kernel, padding="same", activation="relu")
+            for _ in range(config.text_convs)
+        ]
+        self.blocks = [_Block(config, name=f"block_{i}") for i in range(config.text_layers)]
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, tokens, token_mask, training=False):
+        """tokens: int32 (B, T); token_mask: (B, T) → (B, T, D), zero at padding."""
+        x = self.embedding(tokens) * self.scale  # (B, T, D)
+        keep = tf.cast(token_mask, x.dtype)[:, :, None]  # (B, T, 1)
+        x = x * keep
+        for norm, conv in zip(self.conv_norms, self.convs, strict=True):
+            # Zero the padding before each conv so real positions never see pad tokens.
+            x = (x + self.drop(conv(norm(x) * keep), training=training)) * keep
+        x = x + _positions(x)
+        for block in self.blocks:
+            x = block(x, self_mask=_key_mask(token_mask), training=training)
+        return self.norm(x) * keep
+
+
+class _CondEncoder(_Lazy):
+    """Reference mel → `cond_latents` speaker latents: convs, transformer, attention pooling."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d, heads = config.d_model, config.heads
+        self.convs = [
+            keras.layers.Conv1D(d, config.conv_kernel, padding="same", activation="relu")
+            for _ in range(config.cond_convs)
+        ]
+        self.blocks = [_Block(config, name=f"block_{i}") for i in range(config.cond_layers)]
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.latents = self.add_weight(
+            shape=(config.cond_latents, d),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="latents",
+        )
+        self.pool = keras.layers.MultiHeadAttention(heads, d // heads)
+        self.pool_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, cond_mel, cond_mask, training=False):
+        """cond_mel: standardised (B, C, M); cond_mask: (B, C) → latents (B, L, D)."""
+        x = cond_mel
+        keep = tf.cast(cond_mask, x.dtype)[:, :, None]  # (B, C, 1)
+        for conv in self.convs:
+            x = self.drop(conv(x * keep), training=training)  # (B, C, D)
+        x = x * keep + _positions(x)
+        mask = _key_mask(cond_mask)  # (B, 1, C)
+        for block in self.blocks:
+            x = block(x, self_mask=mask, training=training)
+        x = self.norm(x)
+        latents = tf.cast(self.latents, x.dtype)[None]  # (1, L, D)
+        queries = tf.tile(latents, [tf.shape(x)[0], 1, 1])  # (B, L, D)
+        pooled = self.pool(queries, x, attention_mask=mask, training=training)
+        return self.pool_norm(queries + pooled)  # (B, L, D)
+
+
+class _Decoder(_Lazy):
+    """Previous frames + memory → hidden states: prenet, causal cross-attending blocks."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rate = config.prenet_dropout
+        self.prenet_dim = config.prenet_dim
+        self.prenet = [keras.layers.Dense(config.prenet_dim, activation="relu") for _ in range(2)]
+        self.seed = keras.random.SeedGenerator()
+        self.project = keras.layers.Dense(config.d_model)
+        self.blocks = [
+            _Block(config, cross=True, name=f"block_{i}") for i in range(config.decoder_layers)
+        ]
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+
+    def prenet_keep(self, batch: int, frames: int) -> tf.Tensor:
+        """Scaled dropout keep-masks of the two prenet layers: (2, B, F, prenet_dim).
+
+        Drawn once per sequence, so inference re-running the decoder over its frame
+        buffer sees each past frame with the noise it had when it was predicted.
+        """
+        shape = (2, batch, frames, self.prenet_dim)
+        if self.rate == 0.0:
+            return tf.ones(shape, self.compute_dtype)
+        draws = keras.random.uniform(shape, seed=self.seed)
+        return tf.cast(draws >= self.rate, self.compute_dtype) / (1.0 - self.rate)
+
+    def call(self, frames_in, memory, memory_mask, keep, training=False):
+        """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
+        keep: `prenet_keep` (2, B, F, P) → hidden (B, F, D)."""
+        x = frames_in
+        for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
+            x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
+        x = self.project(x)  # (B, F, D)
+        x = x + _positions(x)
+        memory = tf.cast(memory, x.dtype)
+        for block in self.blocks:
+            x = block(x, causal=True, memory=memory, memory_mask=memory_mask, training=training)
+        return self.norm(x)
+
+
+class _Postnet(_Lazy):
+    """Residual conv postnet: (B, F, M) → correction (B, F, M)."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        k, channels = config.postnet_kernel, config.postnet_channels
+        self.convs = [
+            keras.layers.Conv1D(channels, k, padding="same", activation="tanh")
+            for _ in range(config.postnet_layers - 1)
+        ]
+        self.out = keras.layers.Conv1D(config.n_mels, k, padding="same", dtype="float32")
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, x, training=False):
+        for conv in self.convs:
+            x = self.drop(conv(x), training=training)
+        return self.out(x)
+
+
+def _shift_right(frames: tf.Tensor) -> tf.Tensor:
+    """Teacher forcing input: a zero go frame, then frames 0 .. F-2: (B, F, M) → (B, F, M)."""
+    return tf.pad(frames, [[0, 0], [1, 0], [0, 0]])[:, :-1]
+
+
+def _check_batch(batch: Mapping[str, tf.Tensor], config: ModelConfig) -> None:
+    missing = [name for name in _INPUTS if name not in batch]
+    if missing:
+        raise ConfigError(
+            f"Expected a batch with fields {list(_INPUTS)}, received: fields={sorted(batch)}"
+        )
+    for name in ("mel", "cond_mel"):
+        if batch[name].shape[-1] != config.n_mels:
+            raise ConfigError(
+                f"Expected {name} with n_mels={config.n_mels} channels (ModelConfig.n_mels), "
+                f"received: {name}.shape={tuple(batch[name].shape)}"
+            )
+
+
+class TextToMel(keras.Model):
+    """XTTS-style text-to-mel: text and speaker-reference encoders, autoregressive decoder.
+
+    Outputs are float32 under any dtype policy (heads and postnet output run in float32).
+
+    Args:
+        config: the model sizes.
+    """
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        if not isinstance(config, ModelConfig):
+            raise ConfigError(f"Expected a ModelConfig, received: config={config!r}")
+        super().__init__(**kwargs)
+        self.config = config
+        self.text_encoder = _TextEncoder(config, name="text_encoder")
+        self.cond_encoder = _CondEncoder(config, name="cond_encoder")
+        self.decoder = _Decoder(config, name="decoder")
+        self.mel_head = keras.layers.Dense(config.n_mels, dtype="float32", name="mel_head")
+        self.stop_head = keras.layers.Dense(1, dtype="float32", name="stop_head")
+        self.postnet = _Postnet(config, name="postnet")
+
+    def build(self, input_shape: Any) -> None:
+        """Marks the model built; each sublayer creates its weights on the first call."""
+        self.built = True
+
+    def call(self, batch: Mapping[str, tf.Tensor], training: bool = False) -> dict[str, tf.Tensor]:
+        """Teacher-forced prediction of every frame of `batch["mel"]` from the frames before it.
+
+        Args:
+            batch: `DatasetSpec` fields; reads `tokens` int32 [B, T], `token_mask` float32
+                [B, T], `mel` float32 [B, F, M], `cond_mel` float32 [B, C, M] and
+                `cond_lengths` int32 [B]. Shapes must be static.
+            training: dropout on (the prenet's dropout is always on).
+
+        Returns:
+            `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
+            [B, F]. Frame `t` depends only on frames `< t` before the postnet; the postnet
+            looks `postnet_kernel // 2` frames ahead.
+
+        Raises:
+            ConfigError: a missing field, or mels with another `n_mels` than the config.
+        """
+        _check_batch(batch, self.config)
+        memory, memory_mask = self.encode(
+            batch["tokens"], batch["token_mask"], batch["cond_mel"], batch["cond_lengths"],
+            training=training,
+        )  # fmt: skip
+        frames = self._standardize(batch["mel"])  # (B, F, M)
+        keep = self.decoder.prenet_keep(frames.shape[0], frames.shape[1])
+        hidden = self.decoder(_shift_right(frames), memory, memory_mask, keep, training=training)
+        before, stop_logits = self._heads(hidden)
+        mel_before, mel_after = self._outputs(before, training=training)
+        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits}
+
+    def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False):
+        """The decoder's memory: text encodings followed by the speaker latents.
+
+        Args:
+            tokens: int32 [B, T]; token_mask: float32 [B, T];
+            cond_mel: float32 [B, C, M] reference mel; cond_lengths: int32 [B] real frames.
+
+        Returns:
+            memory [B, T + L, D] and its attention mask bool [B, 1, T + L].
+        """
+        text = self.text_encoder(tokens, token_mask, training=training)  # (B, T, D)
+        cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
+        latents = self.cond_encoder(self._standardize(cond_mel), cond_mask, training=training)
+        memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
+        latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)  # latents are always real
+        mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
+        return memory, _key_mask(mask)
+
+    def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
+        """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible).
+
+        Step `t` runs the decoder over the whole buffer (causal, so frames `>= t` do not
+        matter) and writes frame `t`; the loop ends when every utterance has stopped.
+
+        Args:
+            tokens: int32 [B, T]; token_mask: float32 [B, T];
+            cond_mel: float32 [B, C, M]; cond_lengths: int32 [B]. Static shapes.
+            max_frames: frames of the buffer, a Python int.
+
+        Returns:
+            `mel` float32 [B, max_frames, M] after the postnet (frames from `lengths` on
+            are not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
+            `stop_probs` float32 [B, max_frames] (0 after the loop ended) and `lengths`
+            int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`.
+
+        Raises:
+            ConfigError: `max_frames` is not a positive int.
+        """
+        if isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1:
+            raise ConfigError(
+                f"Expected max_frames an int >= 1, received: max_frames={max_frames!r}"
+            )
+        if not self.mel_head.built:
+            self(dummy_batch(self.config))  # variables cannot be created inside the loop
+        memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
+        before, probs = self._generate(memory, memory_mask, tokens.shape[0], max_frames)
+        mel_before, mel = self._outputs(before)
+        stopped = probs > 0.5  # (B, F)
+        first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
+        lengths = tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
+        return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths}
+
+    def _generate(self, memory, memory_mask, batch: int, max_frames: int):
+        """The decoding loop: standardised frames (B, F, M) and stop probabilities (B, F)."""
+        keep = self.decoder.prenet_keep(batch, max_frames)
+
+        def step(t, frames, probs, done):
+            hidden = self.decoder(_shift_right(frames), memory, memory_mask, keep)  # (B, F, D)
+            frame, logit = self._heads(tf.gather(hidden, tf.reshape(t, [1]), axis=1))
+            at_t = tf.one_hot(t, max_frames)[None]  # (1, F)
+            prob = tf.sigmoid(logit)  # (B, 1)
+            frames = frames + at_t[:, :, None] * frame  # frame t was still zero
+            return t + 1, frames, probs + at_t * prob, done | (prob[:, 0] > 0.5)
+
+        start = (
+            tf.constant(0),
+            tf.zeros([batch, max_frames, self.config.n_mels]),
+            tf.zeros([batch, max_frames]),
+            tf.zeros([batch], tf.bool),
+        )
+        _, frames, probs, _ = tf.while_loop(
+            lambda t, frames, probs, done: ~tf.reduce_all(done), step, start,
+            maximum_iterations=max_frames,
+        )  # fmt: skip
+        return frames, probs
+
+    def _standardize(self, mel: tf.Tensor) -> tf.Tensor:
+        return (tf.cast(mel, tf.float32) - self.config.mel_mean) / self.config.mel_std
+
+    def _heads(self, hidden: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """hidden (B, F, D) → standardised frames (B, F, M), stop logits (B, F); float32."""
+        return self.mel_head(hidden), tf.squeeze(self.stop_head(hidden), axis=-1)
+
+    def _outputs(self, before: tf.Tensor, training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
+        """Standardised frames (B, F, M) → mel before and after the postnet, in mel units."""
+        after = before + self.postnet(before, training=training)
+        scale, mean = self.config.mel_std, self.config.mel_mean
+        return before * scale + mean, after * scale + mean
+
+    def parameter_count(self) -> int:
+        """Trainable parameters (builds the model on a tiny batch first if needed)."""
+        return sum(count for _, count in self._component_counts())
+
+    def describe(self) -> str:
+        """Trainable parameters per component, one line each, then the total."""
+        rows = [f"{name:<14}{count:>14,}" for name, count in self._component_counts()]
+        return "\n".join([*rows, f"{'total':<14}{self.parameter_count():>14,}"])
+
+    def _component_counts(self) -> list[tuple[str, int]]:
+        if not self.mel_head.built:
+            self(dummy_batch(self.config))
+        components = {
+            "text_encoder": [self.text_encoder],
+            "cond_encoder": [self.cond_encoder],
+            "decoder": [self.decoder],
+            "heads": [self.mel_head, self.stop_head],
+            "postnet": [self.postnet],
+        }
+        return [
+            (name, sum(math.prod(w.shape) for layer in layers for w in layer.trainable_weights))
+            for name, layers in components.items()
+        ]

@@ -1,0 +1,207 @@
+"""The compiled train and eval steps: one XLA program per static batch shape, built once.
+
+Each step is `tf.function(jit_compile=True)` traced with the exact `tf.TensorSpec`s of a
+`DatasetSpec` shape; `warm_up` traces and compiles every shape before training, and any
+trace after it is a retrace: an error naming the shape (or a warning with
+`allow_retrace`). The update is gated inside the graph: a non-finite loss or gradient
+skips it (counted), and warm-up runs with the gate closed so it changes nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import Callable, Mapping
+
+import keras
+import tensorflow as tf
+
+from xtts_data import BatchShape, DatasetSpec
+from xtts_train.config import TrainConfig
+from xtts_train.errors import XttsTrainError
+from xtts_train.losses import total_loss
+from xtts_train.model import TextToMel
+
+__all__ = ["CompiledSteps", "RetraceError", "shape_of"]
+
+logger = logging.getLogger(__name__)
+
+
+class RetraceError(XttsTrainError, RuntimeError):
+    """A compiled step was traced again after warm-up: a shape outside the spec arrived."""
+
+
+def shape_of(batch: Mapping[str, tf.Tensor]) -> tuple[int, int, int]:
+    """(batch, text, frames) of a batch: the key of its compiled step."""
+    b, t = batch["tokens"].shape
+    return int(b), int(t), int(batch["mel"].shape[1])
+
+
+def _key(shape: BatchShape) -> tuple[int, int, int]:
+    return shape.batch_size, shape.text_len, shape.frames
+
+
+class CompiledSteps:
+    """Train and eval steps of `model` for every shape of `spec`.
+
+    Attributes:
+        traces: Python traces of the train step per (batch, text, frames).
+        nonfinite: updates skipped because the loss or a gradient was not finite (a
+            variable, updated inside the step).
+    """
+
+    def __init__(self, model: TextToMel, optimizer: keras.optimizers.Optimizer,
+                 spec: DatasetSpec, config: TrainConfig,
+                 eval_spec: DatasetSpec | None = None):  # fmt: skip
+        self.model, self.optimizer, self.spec, self.config = model, optimizer, spec, config
+        self.eval_spec = eval_spec  # validation batches have shapes of their own
+        self.traces: collections.Counter = collections.Counter()
+        self.eval_traces: collections.Counter = collections.Counter()
+        self.nonfinite = tf.Variable(0, dtype=tf.int64, trainable=False, name="nonfinite")
+        self.consecutive_nonfinite = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.loss_scale, self._good_steps = None, None
+        if config.precision == "mixed_float16":  # float16 gradients underflow unscaled
+            self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
+            self._good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._warm = False
+        self._train = tf.function(self._train_step, jit_compile=True)
+        self._eval = tf.function(self._eval_step, jit_compile=True)
+        self._concrete: dict[tuple[int, int, int], Callable] = {}
+        self._concrete_eval: dict[tuple[int, int, int], Callable] = {}
+
+    # -- building -------------------------------------------------------------------------
+
+    def warm_up(self, progress: Callable[[int, int, BatchShape], None] | None = None) -> None:
+        """Trace and compile the train step of every shape of `spec` and the eval step of
+        every shape of `eval_spec`; no update happens (the gate is closed)."""
+        jobs = [(self._train, self._concrete, s, True) for s in self.spec.shapes]
+        if self.eval_spec is not None:
+            jobs += [(self._eval, self._concrete_eval, s, False) for s in self.eval_spec.shapes]
+        for i, (function, table, shape, train) in enumerate(jobs):
+            if progress is not None:
+                progress(i + 1, len(jobs), shape)
+            signature = (self.spec if train else self.eval_spec).signature(shape)
+            args = (signature, tf.TensorSpec([], tf.bool)) if train else (signature,)
+            table[_key(shape)] = function.get_concrete_function(*args)
+            batch = _placeholder_batch(signature)
+            table[_key(shape)](batch, tf.constant(False)) if train else table[_key(shape)](batch)
+        self._warm = True
+
+    @property
+    def compiled_shapes(self) -> int:
+        return len(self._concrete)
+
+    # -- running --------------------------------------------------------------------------
+
+    def train(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """One update on `batch` (dispatched without waiting for its results)."""
+        step = self._concrete.get(shape_of(batch))
+        if step is None:
+            return self._retrace(self._train, batch, tf.constant(True))
+        return step(batch, tf.constant(True))
+
+    def evaluate(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        step = self._concrete_eval.get(shape_of(batch))
+        if step is None:
+            return self._retrace(self._eval, batch)
+        return step(batch)
+
+    def _retrace(self, function, batch, *args):
+        message = (
+            f"batch shape (batch, text, frames) = {shape_of(batch)} is not one of the "
+            f"{len(self._concrete)} compiled shapes {sorted(self._concrete)}; it would "
+            f"retrace and recompile the step"
+        )
+        if not self.config.allow_retrace:
+            raise RetraceError(message + " (pass --allow-retrace to accept it)")
+        logger.warning("%s", message)
+        return function(batch, *args)
+
+    # -- the graphs -----------------------------------------------------------------------
+
+    def _train_step(self, batch, apply):
+        self.traces[shape_of(batch)] += 1  # runs once per trace, never per step
+        if self._warm:
+            self._after_warm_up(batch)
+        variables = self.model.trainable_variables
+        grads, losses = self._accumulated_gradients(batch, variables)
+        norm = tf.linalg.global_norm(grads)
+        finite = tf.math.is_finite(norm) & tf.math.is_finite(losses["loss"])
+        grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
+        do_update = apply & finite
+
+        def update():
+            self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+            return tf.constant(0, tf.int64)
+
+        tf.cond(do_update, update, lambda: tf.constant(0, tf.int64))
+        if self.loss_scale is not None:
+            tf.cond(apply, lambda: self._scale_step(finite), lambda: tf.constant(0, tf.int64))
+        skipped = tf.cast(apply & ~finite, tf.int64)
+        self.nonfinite.assign_add(skipped)
+        self.consecutive_nonfinite.assign((self.consecutive_nonfinite + skipped) * skipped)
+        return {**losses, "grad_norm": norm, "finite": finite}
+
+    def _accumulated_gradients(self, batch, variables):
+        """Mean gradients over `grad_accum` equal micro-batches, in the graph."""
+        parts = self.config.grad_accum
+        size = shape_of(batch)[0] // parts
+        total_grads, total_losses = None, None
+        for i in range(parts):  # static unroll: each micro-batch has a static shape
+            micro = {k: v[i * size : (i + 1) * size] for k, v in batch.items()}
+            with tf.GradientTape() as tape:
+                losses = self._losses(micro, training=True)
+                scaled = self._scale(losses["loss"])
+            grads = self._unscale(tape.gradient(scaled, variables))
+            grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                     for g, v in zip(grads, variables, strict=True)]  # fmt: skip
+            if total_grads is None:
+                total_grads, total_losses = grads, losses
+            else:
+                total_grads = [a + g for a, g in zip(total_grads, grads, strict=True)]
+                total_losses = {k: total_losses[k] + losses[k] for k in losses}
+        return [g / parts for g in total_grads], {k: v / parts for k, v in total_losses.items()}
+
+    def _eval_step(self, batch):
+        self.eval_traces[shape_of(batch)] += 1
+        return self._losses(batch, training=False)
+
+    def _losses(self, batch, *, training: bool) -> dict[str, tf.Tensor]:
+        outputs = self.model(batch, training=training)
+        return total_loss(outputs, batch, stop_weight=self.config.stop_weight,
+                          pos_weight=self.config.stop_pos_weight)  # fmt: skip
+
+    def _scale(self, loss):
+        return loss * self.loss_scale if self.loss_scale is not None else loss
+
+    def _unscale(self, grads):
+        if self.loss_scale is None:
+            return grads
+        return [None if g is None else tf.cast(g, tf.float32) / self.loss_scale for g in grads]
+
+    def _scale_step(self, finite):
+        """Dynamic loss scaling (float16): halve on overflow, double after 2000 good steps."""
+        good = tf.where(finite, self._good_steps + 1, tf.constant(0, tf.int64))
+        grow = good >= 2000
+        scale = tf.where(finite, tf.where(grow, self.loss_scale * 2, self.loss_scale),
+                         tf.maximum(self.loss_scale / 2, 1.0))  # fmt: skip
+        self.loss_scale.assign(scale)
+        self._good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), good))
+        return tf.constant(0, tf.int64)
+
+    def _after_warm_up(self, batch) -> None:
+        logger.warning("train step traced again after warm-up for shape %s", shape_of(batch))
+
+
+def _placeholder_batch(signature: Mapping[str, tf.TensorSpec]) -> dict[str, tf.Tensor]:
+    """A batch of the signature's shapes with one real frame and token per row."""
+    batch = {name: tf.zeros(spec.shape, spec.dtype) for name, spec in signature.items()}
+    b = signature["tokens"].shape[0]
+    for name in ("token_lengths", "mel_lengths", "cond_lengths"):
+        batch[name] = tf.ones([b], tf.int32)
+    first = tf.one_hot(0, signature["mel"].shape[1])[None]  # (1, F)
+    batch["mel_mask"] = tf.tile(first, [b, 1])
+    batch["stop_targets"] = tf.tile(first, [b, 1])
+    batch["token_mask"] = tf.tile(tf.one_hot(0, signature["tokens"].shape[1])[None], [b, 1])
+    batch["tokens"] = tf.cast(batch["token_mask"], tf.int32) * 2
+    return batch

@@ -1,0 +1,286 @@
+"""`fit`: one readable training loop over a feature cache, compiled once per batch shape.
+
+```
+cache ─ make_dataset (repeat, static shapes) ─┐
+model + AdamW ─ restore latest checkpoint ────┴─ warm-up: compile every shape
+  loop: next batch (timed: data wait) → compiled step (no host sync)
+        every log_every: losses to metrics.jsonl + TensorBoard; every eval_every: val loss
+        every checkpoint_every (and on SIGINT/SIGTERM, and at the end): checkpoint if finite
+  summary.json: traces, compiled shapes, step time and its CV, input-bound fraction, ...
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import signal
+import statistics
+import time
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+import tqdm
+import yaml
+
+import xtts_data as xd
+from xtts_train.config import StackConfig
+from xtts_train.errors import XttsTrainError
+from xtts_train.model import TextToMel, dummy_batch
+from xtts_train.steps import CompiledSteps
+
+__all__ = ["fit", "latest_step"]
+
+logger = logging.getLogger(__name__)
+
+
+def latest_step(workdir: str | Path) -> int:
+    """The step of the newest checkpoint in `workdir` (0 when there is none)."""
+    latest = tf.train.latest_checkpoint(str(Path(workdir) / "checkpoints"))
+    return int(latest.rsplit("-", 1)[1]) if latest else 0
+
+
+def _schedule(config) -> keras.optimizers.schedules.LearningRateSchedule:
+    """Linear warm-up to `learning_rate`, then cosine decay to `min_lr_ratio` of it."""
+    warm = config.warmup_steps
+    return keras.optimizers.schedules.CosineDecay(
+        0.0 if warm else config.learning_rate,
+        decay_steps=max(config.steps - warm, 1),
+        alpha=config.min_lr_ratio,
+        warmup_target=config.learning_rate if warm else None,
+        warmup_steps=warm,
+    )
+
+
+def _check_workdir(workdir: Path, stack: StackConfig) -> None:
+    """Write the resolved config, or check a resumed run was started with the same model."""
+    path = workdir / "config.yaml"
+    resolved = stack.to_dict()
+    if path.exists():
+        before = yaml.safe_load(path.read_text())
+        for section in ("audio", "model"):
+            if before.get(section) != resolved[section]:
+                raise XttsTrainError(
+                    f"{workdir} holds a run with another {section} config; resume it with the "
+                    f"same settings or use a new --workdir"
+                )
+    path.write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
+        progress: bool = True) -> dict:  # fmt: skip
+    """Train (or resume training) on the feature cache `cache`, writing into `workdir`.
+
+    Returns:
+        The summary (also written to `workdir/summary.json`).
+
+    Raises:
+        XttsTrainError: a retrace after warm-up (unless allowed), too many non-finite
+            updates in a row, or a work dir of another model.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
+    stack = dataclasses.replace(
+        stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
+    )
+    _check_workdir(workdir, stack)
+    start = latest_step(workdir)
+    # A resumed run continues with freshly shuffled data, not the first epoch again.
+    data = dataclasses.replace(stack.data, seed=stack.train.seed + start)
+    train = xd.make_dataset(opened, data, "train", repeat=True)
+    val = None
+    if stack.train.eval_every and stack.data.val_fraction:
+        val = xd.make_dataset(
+            opened, dataclasses.replace(data, shuffle_buffer=0), "val", repeat=True
+        )
+    return _Run(stack, train, val, workdir, progress).train(start)
+
+
+class _Run:
+    """The state of one training process."""
+
+    def __init__(self, stack: StackConfig, train: xd.DataPipeline, val: xd.DataPipeline | None,
+                 workdir: Path, progress: bool):  # fmt: skip
+        self.stack, self.config, self.train_pipe, self.val_pipe = stack, stack.train, train, val
+        self.workdir, self.progress = workdir, progress
+        keras.mixed_precision.set_global_policy(stack.train.precision)
+        keras.utils.set_random_seed(stack.train.seed)
+        self.model = TextToMel(stack.model)
+        self.model(dummy_batch(stack.model))
+        self.optimizer = keras.optimizers.AdamW(
+            learning_rate=_schedule(self.config), weight_decay=self.config.weight_decay
+        )
+        self.optimizer.build(self.model.trainable_variables)
+        self.steps = CompiledSteps(
+            self.model, self.optimizer, train.spec, self.config, val.spec if val else None
+        )
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model, optimizer=self.optimizer, step=self.step,
+            nonfinite=self.steps.nonfinite,
+        )  # fmt: skip
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, str(workdir / "checkpoints"), max_to_keep=self.config.keep_checkpoints
+        )
+        self.writer = tf.summary.create_file_writer(str(workdir / "tensorboard"))
+        self.stop_signal: int | None = None
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def train(self, start: int) -> dict:
+        if start:
+            self.checkpoint.restore(
+                self.manager.latest_checkpoint
+            ).assert_existing_objects_matched()
+            logger.info("resumed from step %d", int(self.step))
+        print(self.model.describe() if hasattr(self.model, "describe") else "", flush=True)
+        self._warm_up()
+        iterator = iter(self.train_pipe.dataset)
+        waits, walls, last_losses = [], [], {}
+        interval = _Interval()
+        previous = (
+            signal.signal(signal.SIGINT, self._on_signal),
+            signal.signal(signal.SIGTERM, self._on_signal),
+        )
+        bar = tqdm.tqdm(total=self.config.steps, initial=int(self.step), unit="step",
+                        disable=not self.progress, desc="train")  # fmt: skip
+        try:
+            mark = time.perf_counter()
+            while int(self.step) < self.config.steps and self.stop_signal is None:
+                before = time.perf_counter()
+                batch = next(iterator)
+                got = time.perf_counter()
+                outputs = self.steps.train(batch)  # dispatched; no host sync here
+                self.step.assign_add(1)
+                now = time.perf_counter()
+                waits.append(got - before)
+                walls.append(now - mark)
+                mark = now
+                interval.add(got - before, now - before, outputs, batch)
+                step = int(self.step)
+                bar.update(1)
+                if step % self.config.log_every == 0 or step == self.config.steps:
+                    last_losses = self._log(step, interval.flush())
+                    self._check_nonfinite(step)
+                if self.val_pipe is not None and step % self.config.eval_every == 0:
+                    self._evaluate(step)
+                if step % self.config.checkpoint_every == 0:
+                    self._save(step)
+        finally:
+            bar.close()
+            signal.signal(signal.SIGINT, previous[0])
+            signal.signal(signal.SIGTERM, previous[1])
+        self._save(int(self.step))
+        summary = self._summary(waits, walls, last_losses)
+        (self.workdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return summary
+
+    def _warm_up(self) -> None:
+        started = time.perf_counter()
+
+        def report(i: int, total: int, shape) -> None:
+            print(f"compiling step {i}/{total}: batch {shape.batch_size} x text "
+                  f"{shape.text_len} x frames {shape.frames}", flush=True)  # fmt: skip
+
+        self.steps.warm_up(report if self.progress else None)
+        self.compile_seconds = time.perf_counter() - started
+        self.warm_traces = sum(self.steps.traces.values())
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stop_signal = signum  # the loop saves a checkpoint and returns
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def _log(self, step: int, values: dict) -> dict:
+        record = {"step": step, **values, "lr": float(self.optimizer.learning_rate)}
+        with open(self.workdir / "metrics.jsonl", "a") as file:
+            file.write(json.dumps(record) + "\n")
+        with self.writer.as_default(step=step):
+            for name, value in record.items():
+                if name != "step" and isinstance(value, float) and math.isfinite(value):
+                    tf.summary.scalar(name, value)
+        return values
+
+    def _check_nonfinite(self, step: int) -> None:
+        if int(self.steps.consecutive_nonfinite) >= self.config.max_nonfinite:
+            raise XttsTrainError(
+                f"step {step}: the last {int(self.steps.consecutive_nonfinite)} updates had a "
+                f"non-finite loss or gradient and were skipped; stopping (lower the learning "
+                f"rate, check the data, or raise train.max_nonfinite). The last checkpoint "
+                f"({self.manager.latest_checkpoint}) holds finite weights."
+            )
+
+    def _evaluate(self, step: int) -> None:
+        iterator = iter(self.val_pipe.dataset)
+        losses = [self.steps.evaluate(next(iterator)) for _ in range(self.config.eval_batches)]
+        mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
+        with open(self.workdir / "metrics.jsonl", "a") as file:
+            file.write(json.dumps({"step": step, **mean}) + "\n")
+        with self.writer.as_default(step=step):
+            for name, value in mean.items():
+                tf.summary.scalar(name, value)
+
+    def _save(self, step: int) -> None:
+        if not all(
+            bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables
+        ):
+            logger.error("step %d: weights are not finite; checkpoint not written", step)
+            return
+        if self.manager.latest_checkpoint and latest_step(self.workdir) == step:
+            return
+        self.manager.save(checkpoint_number=step)
+
+    def _summary(self, waits: list[float], walls: list[float], losses: dict) -> dict:
+        steady = walls[len(walls) // 10 :] or walls  # the first steps fill buffers
+        step_ms = [w * 1e3 for w in steady]
+        median = statistics.median(step_ms) if step_ms else 0.0
+        total_traces = sum(self.steps.traces.values())
+        return {
+            "steps": int(self.step),
+            "steps_this_run": len(walls),
+            "traces": total_traces,
+            "compiled_shapes": self.steps.compiled_shapes,
+            "spec_shapes": len(self.train_pipe.spec.shapes),
+            "retraces_after_warmup": total_traces - self.warm_traces,
+            "compile_seconds": self.compile_seconds,
+            "step_ms_median": median,
+            "step_ms_cv": statistics.pstdev(step_ms) / median
+            if len(step_ms) > 1 and median
+            else 0.0,
+            "input_bound_fraction": sum(waits) / sum(walls) if walls else 0.0,
+            "nonfinite_skipped": int(self.steps.nonfinite),
+            "final_loss": losses.get("loss"),
+            "stopped_by_signal": self.stop_signal is not None,
+            "device_utilization": None,  # NVML sampling: only with a GPU
+        }
+
+
+class _Interval:
+    """Sums between two log lines; reading the losses is the interval's one host sync."""
+
+    def __init__(self) -> None:
+        self.waits, self.walls, self.outputs, self.samples = [], [], [], 0
+
+    def add(self, wait: float, wall: float, outputs: dict, batch: dict) -> None:
+        self.waits.append(wait)
+        self.walls.append(wall)
+        self.outputs.append(outputs)
+        self.samples += int(batch["tokens"].shape[0])
+
+    def flush(self) -> dict:
+        losses = {k: float(np.mean([float(o[k]) for o in self.outputs]))
+                  for k in ("loss", "mel_before", "mel_after", "stop", "grad_norm")}  # fmt: skip
+        wall = sum(self.walls)
+        values = {
+            **losses,
+            "step_ms": 1e3 * wall / len(self.walls),
+            "data_wait_ms": 1e3 * sum(self.waits) / len(self.waits),
+            "samples_per_s": self.samples / wall if wall else 0.0,
+        }
+        self.__init__()
+        return values

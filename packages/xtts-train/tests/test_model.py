@@ -1,0 +1,349 @@
+"""TextToMel, ModelConfig and the losses: shapes, masking, causality, XLA, training signal."""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import xtts_train
+from xtts_train import (
+    PRESETS,
+    ConfigError,
+    ModelConfig,
+    TextToMel,
+    masked_l1,
+    stop_loss,
+    total_loss,
+)
+
+# Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
+DETERMINISTIC = dict(prenet_dropout=0.0)
+
+
+def make_batch(config: ModelConfig, *, text_len=8, frames=16, cond_frames=16, seed=0):
+    """A `DatasetSpec`-shaped batch of 2: row 0 fills every length, row 1 is padded."""
+    rng = np.random.default_rng(seed)
+    m = config.n_mels
+    token_lengths = np.array([text_len, text_len - 3])
+    mel_lengths = np.array([frames, frames - 5])
+    token_mask = np.arange(text_len)[None] < token_lengths[:, None]  # (B, T)
+    mel_mask = np.arange(frames)[None] < mel_lengths[:, None]  # (B, F)
+    tokens = np.where(token_mask, rng.integers(2, config.vocab_size, (2, text_len)), 0)
+    steps, bins = np.arange(frames)[None, :, None], np.arange(m)[None, None, :]
+    phase = np.array([0.0, 1.5])[:, None, None]
+    mel = np.where(mel_mask[..., None], -5 + 3 * np.sin(0.3 * steps + 0.1 * bins + phase), 0)
+    return {
+        "tokens": tf.constant(tokens, tf.int32),
+        "token_lengths": tf.constant(token_lengths, tf.int32),
+        "token_mask": tf.constant(token_mask, tf.float32),
+        "mel": tf.constant(mel, tf.float32),
+        "mel_lengths": tf.constant(mel_lengths, tf.int32),
+        "mel_mask": tf.constant(mel_mask, tf.float32),
+        "stop_targets": tf.constant(
+            np.arange(frames)[None] >= mel_lengths[:, None] - 1, tf.float32
+        ),
+        "speaker": tf.zeros([2], tf.int32),
+        "cond_mel": tf.constant(rng.uniform(-11.5, 2.0, (2, cond_frames, m)), tf.float32),
+        "cond_lengths": tf.constant([cond_frames, cond_frames - 4], tf.int32),
+    }
+
+
+def tiny_model(**overrides) -> TextToMel:
+    keras.utils.set_random_seed(0)
+    return TextToMel(ModelConfig.from_preset("tiny", **overrides))
+
+
+def replace(batch, **fields):
+    return {**batch, **{k: tf.constant(v, batch[k].dtype) for k, v in fields.items()}}
+
+
+# --- public surface and config --------------------------------------------------------
+
+
+def test_all_is_exactly_the_public_surface():
+    expected = {
+        "PRESETS", "ConfigError", "ModelConfig", "TextToMel", "XttsTrainError", "dummy_batch",
+        "masked_l1", "stop_loss", "total_loss",
+    }  # fmt: skip
+    assert set(xtts_train.__all__) == expected
+    assert issubclass(ConfigError, (xtts_train.XttsTrainError, ValueError))
+
+
+def test_defaults_are_the_small_preset_and_dicts_round_trip():
+    assert ModelConfig() == ModelConfig.from_preset("small")
+    config = ModelConfig.from_dict({"preset": "tiny", "vocab_size": 40})
+    assert config.vocab_size == 40
+    assert config.d_model == PRESETS["tiny"]["d_model"]
+    assert ModelConfig.from_dict(config.to_dict()) == config
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (dict(d_model=130, heads=4), "d_model=130"),
+        (dict(heads=0), "heads=0"),
+        (dict(vocab_size=True), "vocab_size=True"),
+        (dict(text_layers=1.5), "text_layers=1.5"),
+        (dict(dropout=1.0), "dropout=1.0"),
+        (dict(prenet_dropout=-0.1), "prenet_dropout=-0.1"),
+        (dict(mel_std=0.0), "mel_std=0.0"),
+        (dict(mel_mean=float("nan")), "mel_mean=nan"),
+        (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
+    ],
+)
+def test_invalid_config_names_the_field(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        ModelConfig.from_preset("tiny", **overrides)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: ModelConfig.from_preset("huge"),
+        lambda: ModelConfig.from_dict({"preset": "huge"}),
+    ],
+)
+def test_unknown_preset_is_named(build):
+    with pytest.raises(ConfigError, match="name='huge'"):
+        build()
+
+
+def test_from_dict_rejects_unknown_keys_without_preset():
+    with pytest.raises(ConfigError, match="unknown field"):
+        ModelConfig.from_dict({"d_model": 64, "layers": 2})
+
+
+# --- model structure ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("preset", "low", "high"),
+    [("tiny", 0.5e6, 2e6), ("small", 10e6, 20e6), ("base", 60e6, 100e6)],
+)
+def test_preset_parameter_counts(preset, low, high):
+    model = TextToMel(ModelConfig.from_preset(preset))
+    assert low < model.parameter_count() < high
+
+
+def test_describe_lists_every_component_and_the_total():
+    model = tiny_model()
+    text = model.describe()
+    for name in ("text_encoder", "cond_encoder", "decoder", "heads", "postnet"):
+        assert name in text
+    assert text.splitlines()[-1].split()[-1] == f"{model.parameter_count():,}"
+
+
+def test_forward_shapes_and_dtypes():
+    model = tiny_model()
+    outputs = model(make_batch(model.config, text_len=8, frames=16, cond_frames=12))
+    assert {k: tuple(v.shape) for k, v in outputs.items()} == {
+        "mel_before": (2, 16, 80),
+        "mel_after": (2, 16, 80),
+        "stop_logits": (2, 16),
+    }
+    assert all(v.dtype == tf.float32 for v in outputs.values())
+    assert all(np.isfinite(v.numpy()).all() for v in outputs.values())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("mel", tf.zeros([2, 16, 64]), r"n_mels=80 .* mel.shape=\(2, 16, 64\)"),
+        ("cond_mel", tf.zeros([2, 16, 64]), r"cond_mel.shape=\(2, 16, 64\)"),
+        ("tokens", None, "Expected a batch with fields"),
+    ],
+)
+def test_bad_batch_is_rejected(field, value, match):
+    model = tiny_model()
+    batch = make_batch(model.config)
+    if value is None:
+        del batch[field]
+    else:
+        batch[field] = value
+    with pytest.raises(ConfigError, match=match):
+        model(batch)
+
+
+def test_decoder_is_causal():
+    model = tiny_model(**DETERMINISTIC)
+    batch = make_batch(model.config)
+    k = 6
+    mel = batch["mel"].numpy()
+    mel[:, k:] += np.random.default_rng(1).normal(0, 3, mel[:, k:].shape)
+    before, after = model(batch), model(replace(batch, mel=mel))
+    for name in ("mel_before", "stop_logits"):
+        # Frame t sees frames < t: changing frames >= k leaves frames <= k as they were.
+        np.testing.assert_allclose(before[name][:, : k + 1], after[name][:, : k + 1], atol=1e-5)
+        assert not np.allclose(before[name][:, k + 1], after[name][:, k + 1], atol=1e-3)
+
+
+@pytest.mark.parametrize("field", ["tokens", "cond_mel"])
+def test_padding_of_inputs_is_ignored(field):
+    model = tiny_model(**DETERMINISTIC)
+    batch = make_batch(model.config, cond_frames=16)
+    changed = batch[field].numpy()
+    if field == "tokens":
+        changed[1, 5:] = 7  # row 1 has 5 real tokens
+    else:
+        changed[1, 12:] = 1.5  # row 1 has 12 real reference frames
+    before, after = model(batch), model(replace(batch, **{field: changed}))
+    for name in before:
+        np.testing.assert_allclose(before[name], after[name], atol=1e-5)
+
+
+# --- losses ---------------------------------------------------------------------------
+
+
+def test_losses_match_hand_computed_values():
+    pred = tf.constant([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])  # (1, 3, 2)
+    mask = tf.constant([[1.0, 1.0, 0.0]])
+    assert float(masked_l1(pred, tf.zeros_like(pred), mask)) == pytest.approx(10 / 4)
+    logits, targets = tf.constant([[0.0, 0.0, 5.0]]), tf.constant([[0.0, 1.0, 1.0]])
+    # frame 0: log 2; frame 1 (stop, weight 5): 5 log 2; frame 2 is padding.
+    expected_stop = (math.log(2) + 5 * math.log(2)) / 2
+    assert float(stop_loss(logits, targets, mask, 5.0)) == pytest.approx(expected_stop)
+    outputs = {"mel_before": pred, "mel_after": pred * 0, "stop_logits": logits}
+    batch = {"mel": tf.zeros_like(pred), "mel_mask": mask, "stop_targets": targets}
+    losses = total_loss(outputs, batch, stop_weight=0.5, pos_weight=5.0)
+    assert float(losses["loss"]) == pytest.approx(2.5 + 0.0 + 0.5 * expected_stop)
+
+
+def test_losses_ignore_padded_frames():
+    config = ModelConfig.from_preset("tiny")
+    batch = make_batch(config)
+    rng = np.random.default_rng(2)
+    outputs = {
+        "mel_before": rng.normal(-5, 2, (2, 16, 80)),
+        "mel_after": rng.normal(-5, 2, (2, 16, 80)),
+        "stop_logits": rng.normal(0, 2, (2, 16)),
+    }
+    padded = {k: v.copy() for k, v in outputs.items()}
+    for value in padded.values():
+        value[1, 11:] = 123.0  # row 1 has 11 real frames
+    as_tensors = lambda d: {k: tf.constant(v, tf.float32) for k, v in d.items()}  # noqa: E731
+    first = total_loss(as_tensors(outputs), batch)
+    second = total_loss(as_tensors(padded), batch)
+    for name in first:
+        assert float(first[name]) == pytest.approx(float(second[name]), rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [(dict(stop_weight=-1.0), "stop_weight=-1.0"), (dict(pos_weight="5"), "pos_weight='5'")],
+)
+def test_loss_weights_are_checked(kwargs, match):
+    batch = make_batch(ModelConfig.from_preset("tiny"))
+    outputs = {
+        "mel_before": batch["mel"],
+        "mel_after": batch["mel"],
+        "stop_logits": batch["mel_mask"],
+    }
+    with pytest.raises(ConfigError, match=match):
+        total_loss(outputs, batch, **kwargs)
+
+
+# --- compiled training and inference --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def overfit_losses():
+    """Losses of 30 XLA-compiled Adam steps on one fixed tiny batch."""
+    model = tiny_model()
+    batch = make_batch(model.config)
+    model(batch)
+    optimizer = keras.optimizers.Adam(3e-3)
+    signature = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in batch.items()}
+
+    @tf.function(input_signature=[signature], jit_compile=True)
+    def train_step(batch):
+        with tf.GradientTape() as tape:
+            losses = total_loss(model(batch, training=True), batch)
+        grads = tape.gradient(losses["loss"], model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return losses
+
+    return [{k: v.numpy() for k, v in train_step(batch).items()} for _ in range(30)]
+
+
+def test_jit_compiled_train_step_gives_finite_float32_losses(overfit_losses):
+    for losses in overfit_losses[:2]:
+        assert set(losses) == {"loss", "mel_before", "mel_after", "stop"}
+        assert all(v.dtype == np.float32 and v.shape == () for v in losses.values())
+        assert all(np.isfinite(v) for v in losses.values())
+
+
+def test_overfits_one_batch(overfit_losses):
+    first = overfit_losses[0]["loss"]
+    last = np.mean([losses["loss"] for losses in overfit_losses[-3:]])
+    assert last < 0.5 * first
+
+
+def test_infer_under_jit_compile():
+    model = tiny_model()
+    batch = make_batch(model.config)
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    model(batch)
+    infer = tf.function(lambda *a: model.infer(*a, max_frames=8), jit_compile=True)
+    bias = model.stop_head.bias
+    results = {}
+    for stop_bias in (-20.0, 0.0, 20.0):  # same compiled function, other weights
+        bias.assign([stop_bias])
+        results[stop_bias] = {k: v.numpy() for k, v in infer(*args).items()}
+    for result in results.values():
+        assert result["mel"].shape == result["mel_before"].shape == (2, 8, 80)
+        assert result["stop_probs"].shape == (2, 8)
+        assert result["lengths"].dtype == np.int32
+        assert ((result["lengths"] >= 1) & (result["lengths"] <= 8)).all()
+        assert np.isfinite(result["mel"]).all()
+    assert results[-20.0]["lengths"].tolist() == [8, 8]  # never stops: the whole buffer
+    assert results[20.0]["lengths"].tolist() == [1, 1]  # stops at once: the loop ends
+    assert (results[20.0]["stop_probs"][:, 1:] == 0).all()
+
+
+def test_infer_matches_teacher_forcing_on_its_own_frames():
+    model = tiny_model(**DETERMINISTIC)
+    batch = make_batch(model.config)
+    model(batch)
+    model.stop_head.bias.assign([-20.0])  # generate the whole buffer
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    generated = model.infer(*args, max_frames=6)
+    forced = model({**batch, "mel": generated["mel_before"]})
+    np.testing.assert_allclose(forced["mel_before"], generated["mel_before"], atol=1e-4)
+    np.testing.assert_allclose(forced["mel_after"], generated["mel"], atol=1e-4)
+    np.testing.assert_allclose(
+        tf.sigmoid(forced["stop_logits"]), generated["stop_probs"], atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("max_frames", [0, 2.5, True])
+def test_infer_rejects_bad_max_frames(max_frames):
+    model = tiny_model()
+    batch = make_batch(model.config)
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    with pytest.raises(ConfigError, match="max_frames"):
+        model.infer(*args, max_frames=max_frames)
+
+
+@pytest.fixture
+def mixed_float16():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    yield
+    keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.usefixtures("mixed_float16")
+def test_mixed_precision_forward_gives_float32_outputs_and_losses():
+    model = tiny_model()
+    batch = make_batch(model.config)
+    outputs = model(batch, training=True)
+    assert model.decoder.blocks[0].ff_in.compute_dtype == "float16"
+    assert all(v.dtype == tf.float32 for v in outputs.values())
+    losses = total_loss(outputs, batch)
+    assert all(v.dtype == tf.float32 and np.isfinite(v.numpy()) for v in losses.values())

@@ -1,0 +1,156 @@
+"""`fit` and the compiled steps: one trace per shape, no retrace, skipped NaN updates, resume."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xtts_data import BatchShape, DatasetSpec, prepare, write_demo_corpus
+from xtts_train import ModelConfig, TextToMel, dummy_batch
+from xtts_train.cli import main
+from xtts_train.config import TrainConfig, load_stack_config
+from xtts_train.steps import CompiledSteps, RetraceError
+from xtts_train.trainer import fit
+
+# Two small buckets, short utterances: each compiled step costs seconds, not minutes.
+OVERRIDES = [
+    "data.batch_size=4", "data.num_buckets=2", "data.cond_frames=16", "data.val_fraction=0.0",
+    "train.warmup_steps=4", "train.learning_rate=0.002", "train.log_every=5",
+    "train.checkpoint_every=10", "train.eval_every=0",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
+    stack = load_stack_config(None, OVERRIDES)
+    prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
+    return root / "cache"
+
+
+@pytest.fixture(scope="module")
+def run(cache, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("run") / "run"
+    stack = load_stack_config(None, [*OVERRIDES, "train.steps=30"])
+    return fit(stack, cache, workdir, progress=False), workdir
+
+
+def test_every_shape_is_compiled_once_and_never_again(run):
+    summary, _ = run
+    assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 2
+    assert summary["retraces_after_warmup"] == 0
+    assert summary["steps"] == 30
+    assert summary["nonfinite_skipped"] == 0
+
+
+def test_outputs_of_a_run(run):
+    summary, workdir = run
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [5, 10, 15, 20, 25, 30]
+    for line in lines:
+        assert {"step", "loss", "step_ms", "data_wait_ms"} <= set(line)
+    assert lines[-1]["loss"] < 0.75 * lines[0]["loss"]  # it learns
+    assert json.loads((workdir / "summary.json").read_text()) == summary
+    for key in ("step_ms_median", "step_ms_cv", "input_bound_fraction", "final_loss"):
+        assert summary[key] is not None
+    assert 0 <= summary["input_bound_fraction"] < 1
+    assert sorted(p.name for p in (workdir / "checkpoints").glob("*.index")) == [
+        "ckpt-10.index", "ckpt-20.index", "ckpt-30.index",
+    ]  # fmt: skip
+    assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
+    assert "model" in (workdir / "config.yaml").read_text()
+
+
+def test_the_same_command_resumes_from_the_last_checkpoint(run, cache):
+    summary, workdir = run
+    stack = load_stack_config(None, [*OVERRIDES, "train.steps=35"])
+    resumed = fit(stack, cache, workdir, progress=False)
+    assert resumed["steps"] == 35
+    assert resumed["steps_this_run"] == 5
+    steps = [
+        json.loads(line)["step"] for line in (workdir / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert steps[-2:] == [30, 35]
+    assert resumed["final_loss"] < 2 * summary["final_loss"]  # continues, not from scratch
+
+
+def test_a_workdir_of_another_model_is_refused(run, cache, capsys):
+    _, workdir = run
+    sets = [arg for override in OVERRIDES for arg in ("--set", override)]
+    code = main(["fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+                 "--set", "model.d_model=64", *sets])  # fmt: skip
+    assert code == 2
+    assert "another model config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("train.steps=0", "steps"), ("train.bogus=1", "bogus"), ("data.policy=round", "policy"),
+     ("nosuch.key=1", "section"), ("model.heads=3", "heads")],
+)  # fmt: skip
+def test_bad_config_exits_2_naming_the_key(override, key, tmp_path, capsys):
+    code = main(
+        ["fit", "--data", str(tmp_path), "--workdir", str(tmp_path / "r"), "--set", override]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert key in err
+    assert len(err.strip().splitlines()) == 1
+
+
+# -- the compiled steps, on a model smaller than tiny ---------------------------------------
+
+MICRO = ModelConfig.from_preset(
+    "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
+    prenet_dim=32, postnet_layers=1, postnet_channels=32, text_convs=1, cond_convs=1,
+)  # fmt: skip
+SPEC = DatasetSpec((BatchShape(8, 4, 2),), n_mels=80, cond_frames=8)
+
+
+@pytest.fixture(scope="module")
+def steps():
+    model = TextToMel(MICRO)
+    model(dummy_batch(MICRO))
+    optimizer = keras.optimizers.AdamW(1e-3)
+    optimizer.build(model.trainable_variables)
+    compiled = CompiledSteps(model, optimizer, SPEC, TrainConfig(max_nonfinite=2))
+    compiled.warm_up()
+    return compiled
+
+
+def _batch(*, nan: bool = False):
+    batch = dummy_batch(MICRO, batch_size=2, text_len=4, frames=8, cond_frames=8)
+    if nan:
+        batch["mel"] = tf.fill(batch["mel"].shape, float("nan"))
+    return batch
+
+
+def test_warm_up_changes_no_weight_and_counts_one_trace(steps):
+    assert steps.traces == {(2, 4, 8): 1}
+    assert int(steps.optimizer.iterations) == 0
+
+
+def test_a_nan_batch_is_skipped_and_counted(steps):
+    before = [v.numpy().copy() for v in steps.model.trainable_variables]
+    outputs = steps.train(_batch(nan=True))
+    assert not bool(outputs["finite"])
+    assert int(steps.nonfinite) == 1
+    assert int(steps.consecutive_nonfinite) == 1
+    for old, new in zip(before, steps.model.trainable_variables, strict=True):
+        np.testing.assert_array_equal(old, new.numpy())
+    assert bool(steps.train(_batch())["finite"])
+    assert int(steps.consecutive_nonfinite) == 0
+    assert int(steps.nonfinite) == 1
+    assert steps.traces == {(2, 4, 8): 1}  # still the one trace
+
+
+def test_a_shape_outside_the_spec_is_a_retrace_error(steps):
+    batch = dummy_batch(MICRO, batch_size=2, text_len=4, frames=16, cond_frames=8)
+    with pytest.raises(RetraceError, match=r"\(2, 4, 16\)"):
+        steps.train(batch)
+    assert steps.traces == {(2, 4, 8): 1}
