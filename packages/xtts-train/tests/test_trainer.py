@@ -10,10 +10,11 @@ import pytest
 import tensorflow as tf
 
 from xtts_data import BatchShape, DatasetSpec, prepare, write_demo_corpus
-from xtts_train import ModelConfig, TextToMel, dummy_batch
+from xtts_train import ModelConfig, TextToMel, XttsTrainError, dummy_batch
 from xtts_train.cli import main
 from xtts_train.config import TrainConfig, load_stack_config
 from xtts_train.steps import CompiledSteps, RetraceError
+from xtts_train.synthesize import synthesize
 from xtts_train.trainer import fit
 
 # Two small buckets, short utterances: each compiled step costs seconds, not minutes.
@@ -154,3 +155,59 @@ def test_a_shape_outside_the_spec_is_a_retrace_error(steps):
     with pytest.raises(RetraceError, match=r"\(2, 4, 16\)"):
         steps.train(batch)
     assert steps.traces == {(2, 4, 8): 1}
+
+
+def _compiled(config: TrainConfig) -> CompiledSteps:
+    model = TextToMel(MICRO)
+    model(dummy_batch(MICRO))
+    optimizer = keras.optimizers.AdamW(1e-3)
+    optimizer.build(model.trainable_variables)
+    compiled = CompiledSteps(model, optimizer, SPEC, config)
+    compiled.warm_up()
+    return compiled
+
+
+def test_gradient_accumulation_updates_once_per_batch():
+    compiled = _compiled(TrainConfig(grad_accum=2))
+    outputs = compiled.train(_batch())
+    assert bool(outputs["finite"])
+    assert int(compiled.optimizer.iterations) == 1  # two micro-batches, one update
+
+
+def test_mixed_float16_scales_the_loss_and_stays_finite():
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        compiled = _compiled(TrainConfig(precision="mixed_float16"))
+        outputs = compiled.train(_batch())
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert outputs["loss"].dtype == tf.float32
+    assert bool(outputs["finite"])
+    assert float(compiled.loss_scale) == 2.0**15
+    assert int(compiled.optimizer.iterations) == 1
+
+
+def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
+    _, workdir = run
+    out = tmp_path / "speech.wav"
+    result = synthesize(workdir, "Dr. Smith paid $5.", out, max_frames=48)
+    audio, rate = tf.audio.decode_wav(tf.io.read_file(str(out)))
+    assert int(rate) == 22050
+    assert audio.shape[0] > 1000
+    assert float(tf.math.reduce_std(audio)) > 0.01  # not silence
+    assert result.png.read_bytes()[:4] == b"\x89PNG"
+    assert 1 <= result.frames <= 48
+
+
+def test_synthesize_needs_a_trained_run(tmp_path):
+    with pytest.raises(XttsTrainError, match="not a training run"):
+        synthesize(tmp_path, "hello", tmp_path / "x.wav")
+
+
+def test_demo_runs_the_whole_stack(tmp_path, capsys):
+    assert main(["demo", "--workdir", str(tmp_path / "demo"), "--steps", "4",
+                 "--utterances", "24"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "retraces" in out
+    assert "0 retraces" in out
+    assert (tmp_path / "demo" / "run" / "demo.wav").stat().st_size > 1000

@@ -6,6 +6,7 @@ a `DatasetSpec`, with no Python op in the graph; `diagnose` tells whether input 
 bottleneck.
 """
 
+from xtts_data._audio_io import BadAudioError, load_audio
 from xtts_data.buckets import BatchShape, plan_shapes
 from xtts_data.cache import PrepareResult, format_summary, prepare
 from xtts_data.config import DataConfig, load_config
@@ -19,6 +20,7 @@ from xtts_data.service import start_dispatcher, start_worker
 from xtts_data.text import TextConfig, Tokenizer, normalize_text, text_to_ids
 
 __all__ = [
+    "BadAudioError",
     "BatchShape",
     "CacheError",
     "ConfigError",
@@ -39,6 +41,7 @@ __all__ = [
     "diagnose",
     "format_summary",
     "is_validation",
+    "load_audio",
     "load_config",
     "make_dataset",
     "normalize_text",

@@ -15,11 +15,12 @@ import soundfile
 import tensorflow as tf
 
 from xtts_audio import MelConfig, decode_wav, resample, to_mono, trim_silence
+from xtts_data.errors import XttsDataError
 
 __all__ = ["BadAudioError", "load_audio", "min_samples"]
 
 
-class BadAudioError(Exception):
+class BadAudioError(XttsDataError, ValueError):
     """The file cannot be used; `str(error)` is the reason written to the report."""
 
 

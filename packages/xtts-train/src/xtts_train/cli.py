@@ -16,7 +16,9 @@ from pathlib import Path
 from xtts_audio import XttsAudioError
 from xtts_data import XttsDataError
 from xtts_train.config import load_stack_config
+from xtts_train.demo import run_demo
 from xtts_train.errors import XttsTrainError
+from xtts_train.synthesize import synthesize
 from xtts_train.trainer import fit
 
 __all__ = ["main"]
@@ -52,7 +54,37 @@ def _parser() -> argparse.ArgumentParser:
         help="warn instead of stopping when a batch shape was not compiled",
     )  # fmt: skip
     fit_parser.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_synthesize(commands)
+    _add_demo(commands)
     return parser
+
+
+def _add_synthesize(commands) -> None:
+    p = commands.add_parser(
+        "synthesize", help="speak a text with a trained run",
+        description="Decode a mel for TEXT with the run's last checkpoint (one compiled "
+        "program: fixed frame buffer and stop token), turn it into audio with Griffin-Lim, "
+        "and write OUT (WAV) and OUT with .png (the mel).",
+    )  # fmt: skip
+    p.add_argument("--run", type=Path, required=True, help="the training run folder")
+    p.add_argument("--text", required=True)
+    p.add_argument("--out", type=Path, required=True, help="WAV file to write")
+    p.add_argument("--reference", type=Path,
+                   help="voice to condition on (default: the run's reference clip)")  # fmt: skip
+    p.add_argument("--max-frames", type=int, default=400, help="decoding buffer (default: 400)")
+
+
+def _add_demo(commands) -> None:
+    p = commands.add_parser(
+        "demo", help="demo corpus -> cache -> short training -> synthesis, on a CPU",
+        description="Write a synthetic speech-like corpus, build its feature cache, train "
+        "the tiny model for --steps steps (every batch shape compiled once, up front) and "
+        "synthesize a sentence; prints where everything went and a closing summary.",
+    )  # fmt: skip
+    p.add_argument("--workdir", type=Path, default=Path("xtts-demo"),
+                   help="folder for corpus, cache and run (default: %(default)s)")  # fmt: skip
+    p.add_argument("--steps", type=int, default=150, help="training steps (default: 150)")
+    p.add_argument("--utterances", type=int, default=96, help="demo corpus size (default: 96)")
 
 
 def _run_fit(args) -> int:
@@ -68,12 +100,28 @@ def _run_fit(args) -> int:
     return 0
 
 
+def _run_synthesize(args) -> int:
+    result = synthesize(args.run, args.text, args.out, reference=args.reference,
+                        max_frames=args.max_frames)  # fmt: skip
+    ending = "the stop token" if result.stopped else "a length limit (no stop token in range)"
+    print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames, ended by "
+          f"{ending}) and {result.png}")  # fmt: skip
+    return 0
+
+
+def _run_demo(args) -> int:
+    summary = run_demo(args.workdir, steps=args.steps, utterances=args.utterances)
+    print(summary)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-train` console script."""
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return {"fit": _run_fit}[args.command](args)
+        commands = {"fit": _run_fit, "synthesize": _run_synthesize, "demo": _run_demo}
+        return commands[args.command](args)
     except (XttsTrainError, XttsDataError, XttsAudioError) as error:
         print(f"xtts-train {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import math
+import shutil
 import signal
 import statistics
 import time
@@ -89,6 +90,7 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     )
     _check_workdir(workdir, stack)
+    shutil.copyfile(opened.path / "tokenizer.json", workdir / "tokenizer.json")  # synthesis
     start = latest_step(workdir)
     # A resumed run continues with freshly shuffled data, not the first epoch again.
     data = dataclasses.replace(stack.data, seed=stack.train.seed + start)
@@ -98,7 +100,11 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         val = xd.make_dataset(
             opened, dataclasses.replace(data, shuffle_buffer=0), "val", repeat=True
         )
-    return _Run(stack, train, val, workdir, progress).train(start)
+    previous = keras.mixed_precision.global_policy()
+    try:
+        return _Run(stack, train, val, workdir, progress).train(start)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
 
 
 class _Run:
@@ -155,6 +161,8 @@ class _Run:
                 before = time.perf_counter()
                 batch = next(iterator)
                 got = time.perf_counter()
+                if not waits:
+                    self._keep_reference(batch)
                 outputs = self.steps.train(batch)  # dispatched; no host sync here
                 self.step.assign_add(1)
                 now = time.perf_counter()
@@ -190,6 +198,12 @@ class _Run:
         self.steps.warm_up(report if self.progress else None)
         self.compile_seconds = time.perf_counter() - started
         self.warm_traces = sum(self.steps.traces.values())
+
+    def _keep_reference(self, batch) -> None:
+        """A conditioning clip for `synthesize` when no --reference is given."""
+        path = self.workdir / "reference.npy"
+        if not path.exists():
+            np.save(path, batch["cond_mel"][0, : int(batch["cond_lengths"][0])].numpy())
 
     def _on_signal(self, signum, frame) -> None:
         self.stop_signal = signum  # the loop saves a checkpoint and returns

@@ -1,0 +1,129 @@
+"""`synthesize`: text → mel with the trained model (compiled decoding) → waveform.
+
+Decoding is the model's `infer`: a fixed `max_frames` buffer, the stop token, one XLA
+program, no per-frame Python. The mel becomes audio with xtts-audio's Griffin-Lim.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+import yaml
+from matplotlib.figure import Figure
+
+import xtts_audio as xa
+from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
+from xtts_train.config import StackConfig, TrainConfig
+from xtts_train.errors import XttsTrainError
+from xtts_train.model import ModelConfig, TextToMel, dummy_batch
+
+__all__ = ["Synthesis", "load_run", "synthesize"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Synthesis:
+    """What `synthesize` wrote: the WAV, the mel picture, and how long the speech is."""
+
+    wav: Path
+    png: Path
+    frames: int
+    seconds: float
+    stopped: bool  # the stop token ended it (not max_frames or the two-frames-per-symbol floor)
+
+
+def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
+    """The config, the model with the last checkpoint's weights, and the tokenizer of a run.
+
+    Raises:
+        XttsTrainError: not a run folder, or no checkpoint yet.
+    """
+    workdir = Path(workdir)
+    try:
+        sections = yaml.safe_load((workdir / "config.yaml").read_text())
+        tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
+    except FileNotFoundError as error:
+        raise XttsTrainError(
+            f"{workdir} is not a training run ({error.filename} missing)"
+        ) from None
+    stack = StackConfig(
+        xa.MelConfig.from_dict(sections["audio"]), DataConfig.from_dict(sections["data"]),
+        ModelConfig.from_dict(sections["model"]), TrainConfig.from_dict(sections["train"]),
+    )  # fmt: skip
+    latest = tf.train.latest_checkpoint(str(workdir / "checkpoints"))
+    if latest is None:
+        raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
+    model = TextToMel(stack.model)
+    model(dummy_batch(stack.model))
+    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+    return stack, model, tokenizer
+
+
+def synthesize(workdir: str | Path, text: str, out: str | Path, *,
+               reference: str | Path | None = None, max_frames: int = 400,
+               griffin_lim_iters: int = 32) -> Synthesis:  # fmt: skip
+    """Speak `text` with the run's model; writes `out` (WAV) and `out` with `.png`.
+
+    Args:
+        workdir: the training run.
+        text: what to say (normalised with the run's text settings).
+        out: the WAV file to write.
+        reference: a WAV/FLAC/OGG of the voice to condition on; default: the reference
+            clip saved by `fit` (a crop of a training utterance).
+        max_frames: the decoding buffer; speech longer than this is cut.
+        griffin_lim_iters: Griffin-Lim iterations.
+    """
+    stack, model, tokenizer = load_run(workdir)
+    ids = text_to_ids(text, stack.data.text, tokenizer)[0]
+    if len(ids) <= 1:
+        raise XttsTrainError(f"no known symbols in the text {text!r} after normalisation")
+    cond = _reference(Path(workdir), stack, reference)  # (C, M)
+    decode = tf.function(
+        lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames), jit_compile=True
+    )
+    result = decode(
+        tf.constant([ids], tf.int32), tf.ones([1, len(ids)]),
+        tf.constant(cond[None], tf.float32), tf.constant([len(cond)], tf.int32),
+    )  # fmt: skip
+    # At least two frames per symbol: an undertrained stop head fires at once, and
+    # Griffin-Lim needs frames to invert.
+    shortest = min(2 * len(ids), max_frames)
+    frames = max(int(result["lengths"][0]), shortest)
+    features = result["mel"][0, :frames]  # (F, M) in the recipe's feature scale
+    wave = xa.griffin_lim(xa.denormalize(features, stack.audio), stack.audio,
+                          n_iter=griffin_lim_iters)  # fmt: skip
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    peak = float(tf.reduce_max(tf.abs(wave))) or 1.0
+    audio = tf.clip_by_value(wave / max(peak, 1e-6) * 0.9, -1.0, 1.0)[:, None]
+    tf.io.write_file(str(out), tf.audio.encode_wav(audio, stack.audio.sample_rate))
+    png = out.with_suffix(".png")
+    _plot(features.numpy(), png, text)
+    stopped = shortest < int(result["lengths"][0]) < max_frames
+    seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
+    return Synthesis(out, png, frames, seconds, stopped)
+
+
+def _reference(workdir: Path, stack: StackConfig, reference: str | Path | None) -> np.ndarray:
+    if reference is None:
+        path = workdir / "reference.npy"
+        if not path.exists():
+            raise XttsTrainError(f"{workdir} has no saved reference clip: pass --reference")
+        return np.load(path)
+    wave = load_audio(Path(reference), stack.audio)
+    mel = xa.mel_features(wave, stack.audio).numpy()
+    return mel[: stack.data.cond_frames]
+
+
+def _plot(mel: np.ndarray, path: Path, title: str) -> None:
+    figure = Figure(figsize=(8, 3))
+    axis = figure.subplots()
+    axis.imshow(mel.T, origin="lower", aspect="auto", interpolation="nearest")
+    axis.set_xlabel("frame")
+    axis.set_ylabel("mel band")
+    axis.set_title(title[:80], fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
