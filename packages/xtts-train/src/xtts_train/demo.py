@@ -54,6 +54,7 @@ def run_demo(workdir: str | Path, *, steps: int = 150, utterances: int = 96) -> 
         f"{summary['compiled_shapes']} shapes compiled in {summary['compile_seconds']:.0f} s, "
         f"{summary['retraces_after_warmup']} retraces; step {summary['step_ms_median']:.0f} ms "
         f"median; input-bound {summary['input_bound_fraction']:.1%} of the time",
-        f"speech   {speech.wav} ({speech.seconds:.2f} s) and {speech.png}",
+        f"speech   {speech.wav} ({speech.seconds:.2f} s) and {speech.png}; a few hundred "
+        f"CPU steps teach the tiny model the average spectrum, not yet speech: --steps more",
         f"total    {time.perf_counter() - started:.0f} s",
     ])  # fmt: skip
