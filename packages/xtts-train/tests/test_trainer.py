@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import keras
 import numpy as np
@@ -15,7 +20,7 @@ from xtts_train.cli import main
 from xtts_train.config import TrainConfig, load_stack_config
 from xtts_train.steps import CompiledSteps, RetraceError
 from xtts_train.synthesize import synthesize
-from xtts_train.trainer import fit
+from xtts_train.trainer import fit, latest_step
 
 # Two small buckets, short utterances: each compiled step costs seconds, not minutes.
 OVERRIDES = [
@@ -211,3 +216,43 @@ def test_demo_runs_the_whole_stack(tmp_path, capsys):
     assert "retraces" in out
     assert "0 retraces" in out
     assert (tmp_path / "demo" / "run" / "demo.wav").stat().st_size > 1000
+
+
+def test_check_reports_one_trace_per_shape(cache, capsys):
+    sets = [arg for override in OVERRIDES for arg in ("--set", override)]
+    assert main(["check", "--data", str(cache), *sets, "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "compiled 2 shape(s)" in out
+    assert "ok: one trace per shape, no retrace" in out
+    rows = [line for line in out.splitlines() if line[:1].isdigit()]
+    assert len(rows) == 2
+    assert all(line.split()[5] == "1" for line in rows)  # traces column
+
+
+def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
+    workdir = tmp_path / "run"
+    sets = [arg for override in OVERRIDES for arg in ("--set", override)]
+    command = [sys.executable, "-m", "xtts_train.cli", "fit", "--data", str(cache),
+               "--workdir", str(workdir), "--quiet", *sets]  # fmt: skip
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    first = subprocess.Popen([*command, "--steps", "500"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (workdir / "checkpoints" / "ckpt-20.index").exists():
+        assert first.poll() is None, first.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    killed_at = latest_step(workdir)
+    assert killed_at >= 20
+    resumed = subprocess.run([*command, "--steps", str(killed_at + 10)], env=env,
+                             capture_output=True, timeout=600)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["steps"] == killed_at + 10
+    assert summary["steps_this_run"] == 10
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    steps = [line["step"] for line in lines]
+    assert steps == sorted(set(steps))  # no step logged twice
+    assert lines[-1]["loss"] < lines[0]["loss"]  # the curve continues downwards

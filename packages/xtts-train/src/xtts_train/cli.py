@@ -15,6 +15,7 @@ from pathlib import Path
 
 from xtts_audio import XttsAudioError
 from xtts_data import XttsDataError
+from xtts_train.check import check
 from xtts_train.config import load_stack_config
 from xtts_train.demo import run_demo
 from xtts_train.errors import XttsTrainError
@@ -54,9 +55,23 @@ def _parser() -> argparse.ArgumentParser:
         help="warn instead of stopping when a batch shape was not compiled",
     )  # fmt: skip
     fit_parser.add_argument("--quiet", action="store_true", help="no progress output")
+    _add_check(commands)
     _add_synthesize(commands)
     _add_demo(commands)
     return parser
+
+
+def _add_check(commands) -> None:
+    p = commands.add_parser(
+        "check", help="static-shape and retracing diagnosis of the train step",
+        description="Compile the train step for every batch shape of the cache's pipeline, "
+        "run each shape --repeats times, and report traces, compile time and step-time "
+        "CV per shape. Exits 1 when a shape was traced more than once.",
+    )  # fmt: skip
+    p.add_argument("--data", type=Path, required=True, metavar="CACHE")
+    p.add_argument("--config", type=Path, help="YAML with sections audio, data, model, train")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
+    p.add_argument("--repeats", type=int, default=2, help="steps per shape (default: 2)")
 
 
 def _add_synthesize(commands) -> None:
@@ -100,6 +115,12 @@ def _run_fit(args) -> int:
     return 0
 
 
+def _run_check(args) -> int:
+    report = check(load_stack_config(args.config, args.set), args.data, repeats=args.repeats)
+    print(report.format())
+    return 1 if report.retraced else 0
+
+
 def _run_synthesize(args) -> int:
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames)  # fmt: skip
@@ -120,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        commands = {"fit": _run_fit, "synthesize": _run_synthesize, "demo": _run_demo}
+        commands = {"fit": _run_fit, "check": _run_check, "synthesize": _run_synthesize,
+                    "demo": _run_demo}  # fmt: skip
         return commands[args.command](args)
     except (XttsTrainError, XttsDataError, XttsAudioError) as error:
         print(f"xtts-train {args.command}: error: {error}", file=sys.stderr)

@@ -34,7 +34,7 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.steps import CompiledSteps
 
-__all__ = ["fit", "latest_step"]
+__all__ = ["build_steps", "fit", "latest_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,23 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
 
 
+def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
+                eval_spec: xd.DatasetSpec | None = None) -> CompiledSteps:  # fmt: skip
+    """The model (under the run's precision policy), AdamW, and their compiled steps.
+
+    Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
+    """
+    keras.mixed_precision.set_global_policy(stack.train.precision)
+    keras.utils.set_random_seed(stack.train.seed)
+    model = TextToMel(stack.model)
+    model(dummy_batch(stack.model))  # variables exist before any step is traced
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=_schedule(stack.train), weight_decay=stack.train.weight_decay
+    )
+    optimizer.build(model.trainable_variables)
+    return CompiledSteps(model, optimizer, spec, stack.train, eval_spec)
+
+
 class _Run:
     """The state of one training process."""
 
@@ -114,17 +131,8 @@ class _Run:
                  workdir: Path, progress: bool):  # fmt: skip
         self.stack, self.config, self.train_pipe, self.val_pipe = stack, stack.train, train, val
         self.workdir, self.progress = workdir, progress
-        keras.mixed_precision.set_global_policy(stack.train.precision)
-        keras.utils.set_random_seed(stack.train.seed)
-        self.model = TextToMel(stack.model)
-        self.model(dummy_batch(stack.model))
-        self.optimizer = keras.optimizers.AdamW(
-            learning_rate=_schedule(self.config), weight_decay=self.config.weight_decay
-        )
-        self.optimizer.build(self.model.trainable_variables)
-        self.steps = CompiledSteps(
-            self.model, self.optimizer, train.spec, self.config, val.spec if val else None
-        )
+        self.steps = build_steps(stack, train.spec, val.spec if val else None)
+        self.model, self.optimizer = self.steps.model, self.steps.optimizer
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
@@ -140,11 +148,12 @@ class _Run:
 
     def train(self, start: int) -> dict:
         if start:
-            self.checkpoint.restore(
-                self.manager.latest_checkpoint
-            ).assert_existing_objects_matched()
+            restored = self.checkpoint.restore(self.manager.latest_checkpoint)
+            restored.assert_existing_objects_matched()
+            self._forget_metrics_after(int(self.step))
             logger.info("resumed from step %d", int(self.step))
-        print(self.model.describe() if hasattr(self.model, "describe") else "", flush=True)
+        if self.progress:
+            print(self.model.describe(), flush=True)
         self._warm_up()
         iterator = iter(self.train_pipe.dataset)
         waits, walls, last_losses = [], [], {}
@@ -198,6 +207,14 @@ class _Run:
         self.steps.warm_up(report if self.progress else None)
         self.compile_seconds = time.perf_counter() - started
         self.warm_traces = sum(self.steps.traces.values())
+
+    def _forget_metrics_after(self, step: int) -> None:
+        """Drop lines a killed run logged after its last checkpoint: they are redone."""
+        path = self.workdir / "metrics.jsonl"
+        if path.exists():
+            lines = path.read_text().splitlines()
+            kept = [line for line in lines if json.loads(line)["step"] <= step]
+            path.write_text("".join(line + "\n" for line in kept))
 
     def _keep_reference(self, batch) -> None:
         """A conditioning clip for `synthesize` when no --reference is given."""
