@@ -18,6 +18,7 @@ from xtts_data import XttsDataError
 from xtts_train.check import check
 from xtts_train.config import load_stack_config
 from xtts_train.demo import run_demo
+from xtts_train.distribute import STRATEGIES
 from xtts_train.errors import XttsTrainError
 from xtts_train.synthesize import synthesize
 from xtts_train.trainer import fit
@@ -53,6 +54,12 @@ def _parser() -> argparse.ArgumentParser:
     fit_parser.add_argument(
         "--allow-retrace", action="store_true",
         help="warn instead of stopping when a batch shape was not compiled",
+    )  # fmt: skip
+    fit_parser.add_argument(
+        "--strategy", choices=STRATEGIES,
+        help="tf.distribute strategy (same as --set train.strategy=...; default: auto = "
+        "mirrored over all GPUs when there are several, else one device); multi-worker "
+        "reads the cluster from TF_CONFIG",
     )  # fmt: skip
     fit_parser.add_argument("--quiet", action="store_true", help="no progress output")
     _add_check(commands)
@@ -109,6 +116,8 @@ def _run_fit(args) -> int:
         train = dataclasses.replace(train, steps=args.steps)
     if args.allow_retrace:
         train = dataclasses.replace(train, allow_retrace=True)
+    if args.strategy is not None:
+        train = dataclasses.replace(train, strategy=args.strategy)
     summary = fit(dataclasses.replace(stack, train=train), args.data, args.workdir,
                   progress=not args.quiet)  # fmt: skip
     print(json.dumps(summary, indent=1))

@@ -12,6 +12,7 @@ import yaml
 from xtts_audio import MelConfig
 from xtts_data import DataConfig
 from xtts_data.config import read_sections
+from xtts_train.distribute import STRATEGIES
 from xtts_train.errors import ConfigError
 from xtts_train.model import ModelConfig
 
@@ -38,6 +39,8 @@ class TrainConfig:
         grad_accum: micro-batches per update, accumulated inside the compiled step (each
             static batch is split in `grad_accum` equal parts; batch sizes must divide).
         precision: `float32`, `mixed_float16` (with dynamic loss scaling) or `mixed_bfloat16`.
+        strategy: `auto`, `one-device`, `mirrored` or `multi-worker` (see
+            `xtts_train.distribute`); batch sizes must divide by replicas x `grad_accum`.
         stop_weight, stop_pos_weight: weight of the stop-token loss, and of its positives.
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
         eval_every: steps between validation passes (0: never); `eval_batches` per pass.
@@ -55,6 +58,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     grad_accum: int = 1
     precision: Precision = "float32"
+    strategy: str = "auto"
     stop_weight: float = 1.0
     stop_pos_weight: float = 5.0
     log_every: int = 10
@@ -86,6 +90,8 @@ class TrainConfig:
             _fail("min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
         if self.precision not in _PRECISIONS:
             _fail("precision", self.precision, f"one of {_PRECISIONS}")
+        if self.strategy not in STRATEGIES:
+            _fail("strategy", self.strategy, f"one of {STRATEGIES}")
         if not isinstance(self.allow_retrace, bool):
             _fail("allow_retrace", self.allow_retrace, "true or false")
 

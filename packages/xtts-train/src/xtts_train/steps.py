@@ -5,11 +5,16 @@ Each step is `tf.function(jit_compile=True)` traced with the exact `tf.TensorSpe
 trace after it is a retrace: an error naming the shape (or a warning with
 `allow_retrace`). The update is gated inside the graph: a non-finite loss or gradient
 skips it (counted), and warm-up runs with the gate closed so it changes nothing.
+
+With a `tf.distribute` strategy of several replicas, XLA compiles one program per device:
+each replica's gradients of its static slice of the batch are the XLA program, and the
+all-reduce and the gated update run around it in a `tf.function` of the same signature.
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 from collections.abc import Callable, Mapping
 
@@ -18,6 +23,7 @@ import tensorflow as tf
 
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train.config import TrainConfig
+from xtts_train.distribute import local_replicas, replica_slice
 from xtts_train.errors import XttsTrainError
 from xtts_train.losses import total_loss
 from xtts_train.model import TextToMel
@@ -44,6 +50,10 @@ def _key(shape: BatchShape) -> tuple[int, int, int]:
 class CompiledSteps:
     """Train and eval steps of `model` for every shape of `spec`.
 
+    Args:
+        strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
+            or `None` for one device (the whole step is then one XLA program).
+
     Attributes:
         traces: Python traces of the train step per (batch, text, frames).
         nonfinite: updates skipped because the loss or a gradient was not finite (a
@@ -52,8 +62,12 @@ class CompiledSteps:
 
     def __init__(self, model: TextToMel, optimizer: keras.optimizers.Optimizer,
                  spec: DatasetSpec, config: TrainConfig,
-                 eval_spec: DatasetSpec | None = None):  # fmt: skip
+                 eval_spec: DatasetSpec | None = None,
+                 strategy: tf.distribute.Strategy | None = None):  # fmt: skip
         self.model, self.optimizer, self.spec, self.config = model, optimizer, spec, config
+        self.strategy = strategy
+        self.replicas = local_replicas(strategy) if strategy is not None else 1
+        _check_divisible(spec, self.replicas * config.grad_accum, self.replicas)
         self.eval_spec = eval_spec  # validation batches have shapes of their own
         self.traces: collections.Counter = collections.Counter()
         self.eval_traces: collections.Counter = collections.Counter()
@@ -64,8 +78,16 @@ class CompiledSteps:
             self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
             self._good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
         self._warm = False
-        self._train = tf.function(self._train_step, jit_compile=True)
-        self._eval = tf.function(self._eval_step, jit_compile=True)
+        if strategy is None:
+            self._train = tf.function(self._train_step, jit_compile=True)
+            self._eval = tf.function(self._eval_step, jit_compile=True)
+        else:  # XLA per device; all-reduce and update outside it
+            self._gradients = tf.function(self._accumulated_gradients, jit_compile=True)
+            self._train = tf.function(self._replicated_train_step)
+            self._replica_losses = tf.function(
+                functools.partial(self._losses, training=False), jit_compile=True
+            )
+            self._eval = tf.function(self._replicated_eval_step)
         self._concrete: dict[tuple[int, int, int], Callable] = {}
         self._concrete_eval: dict[tuple[int, int, int], Callable] = {}
 
@@ -120,11 +142,34 @@ class CompiledSteps:
     # -- the graphs -----------------------------------------------------------------------
 
     def _train_step(self, batch, apply):
+        self._count_trace(batch)
+        scale = self.loss_scale if self.loss_scale is not None else tf.constant(1.0)
+        grads, losses = self._accumulated_gradients(batch, scale)
+        return self._update(grads, losses, apply)
+
+    def _replicated_train_step(self, batch, apply):
+        self._count_trace(batch)
+        scale = self.loss_scale.read_value() if self.loss_scale is not None else 1.0
+        scale = tf.convert_to_tensor(scale)  # an argument: XLA reads no other device's variable
+
+        def replica(batch):  # (B / replicas, ...) rows of this replica
+            grads, losses = self._gradients(replica_slice(batch, self.replicas), scale)
+            return tf.distribute.get_replica_context().all_reduce("MEAN", (grads, losses))
+
+        reduced = self.strategy.run(replica, args=(batch,))
+        # Every replica holds the same mean now; take this worker's first copy.
+        first = self.strategy.experimental_local_results
+        grads, losses = tf.nest.map_structure(lambda value: first(value)[0], reduced)
+        return self._update(grads, losses, apply)
+
+    def _count_trace(self, batch) -> None:
         self.traces[shape_of(batch)] += 1  # runs once per trace, never per step
         if self._warm:
             self._after_warm_up(batch)
+
+    def _update(self, grads, losses, apply):
+        """Clip, then apply unless `apply` is false or the loss or a gradient is not finite."""
         variables = self.model.trainable_variables
-        grads, losses = self._accumulated_gradients(batch, variables)
         norm = tf.linalg.global_norm(grads)
         finite = tf.math.is_finite(norm) & tf.math.is_finite(losses["loss"])
         grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
@@ -142,8 +187,13 @@ class CompiledSteps:
         self.consecutive_nonfinite.assign((self.consecutive_nonfinite + skipped) * skipped)
         return {**losses, "grad_norm": norm, "finite": finite}
 
-    def _accumulated_gradients(self, batch, variables):
-        """Mean gradients over `grad_accum` equal micro-batches, in the graph."""
+    def _accumulated_gradients(self, batch, scale):
+        """Mean gradients over `grad_accum` equal micro-batches, in the graph.
+
+        `scale` multiplies the loss before differentiation (float16 loss scaling; 1.0
+        otherwise) and divides the gradients after it.
+        """
+        variables = self.model.trainable_variables
         parts = self.config.grad_accum
         size = shape_of(batch)[0] // parts
         total_grads, total_losses = None, None
@@ -151,8 +201,9 @@ class CompiledSteps:
             micro = {k: v[i * size : (i + 1) * size] for k, v in batch.items()}
             with tf.GradientTape() as tape:
                 losses = self._losses(micro, training=True)
-                scaled = self._scale(losses["loss"])
-            grads = self._unscale(tape.gradient(scaled, variables))
+                scaled = tf.cast(losses["loss"], tf.float32) * scale
+            grads = [None if g is None else tf.cast(g, tf.float32) / scale
+                     for g in tape.gradient(scaled, variables)]  # fmt: skip
             grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
                      for g, v in zip(grads, variables, strict=True)]  # fmt: skip
             if total_grads is None:
@@ -166,18 +217,22 @@ class CompiledSteps:
         self.eval_traces[shape_of(batch)] += 1
         return self._losses(batch, training=False)
 
+    def _replicated_eval_step(self, batch):
+        self.eval_traces[shape_of(batch)] += 1
+
+        def replica(batch):
+            losses = self._replica_losses(replica_slice(batch, self.replicas))
+            return tf.distribute.get_replica_context().all_reduce("MEAN", losses)
+
+        reduced = self.strategy.run(replica, args=(batch,))
+        return tf.nest.map_structure(
+            lambda value: self.strategy.experimental_local_results(value)[0], reduced
+        )
+
     def _losses(self, batch, *, training: bool) -> dict[str, tf.Tensor]:
         outputs = self.model(batch, training=training)
         return total_loss(outputs, batch, stop_weight=self.config.stop_weight,
                           pos_weight=self.config.stop_pos_weight)  # fmt: skip
-
-    def _scale(self, loss):
-        return loss * self.loss_scale if self.loss_scale is not None else loss
-
-    def _unscale(self, grads):
-        if self.loss_scale is None:
-            return grads
-        return [None if g is None else tf.cast(g, tf.float32) / self.loss_scale for g in grads]
 
     def _scale_step(self, finite):
         """Dynamic loss scaling (float16): halve on overflow, double after 2000 good steps."""
@@ -191,6 +246,18 @@ class CompiledSteps:
 
     def _after_warm_up(self, batch) -> None:
         logger.warning("train step traced again after warm-up for shape %s", shape_of(batch))
+
+
+def _check_divisible(spec: DatasetSpec, multiple: int, replicas: int) -> None:
+    """Each replica, and each of its micro-batches, needs an equal static share."""
+    for shape in spec.shapes:
+        if shape.batch_size % multiple:
+            raise XttsTrainError(
+                f"batch shape {_key(shape)}: expected a batch size divisible by "
+                f"{multiple} ({replicas} replica(s) x train.grad_accum "
+                f"{multiple // replicas}), received: batch_size={shape.batch_size}; set "
+                f"data.batch_multiple={multiple} (buckets) or a data.batch_size that divides"
+            )
 
 
 def _placeholder_batch(signature: Mapping[str, tf.TensorSpec]) -> dict[str, tf.Tensor]:

@@ -19,6 +19,7 @@ import xtts_audio as xa
 from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
 from xtts_train.config import StackConfig, TrainConfig
 from xtts_train.errors import XttsTrainError
+from xtts_train.media import to_waveform
 from xtts_train.model import ModelConfig, TextToMel, dummy_batch
 
 __all__ = ["Synthesis", "load_run", "synthesize"]
@@ -93,13 +94,10 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     shortest = min(2 * len(ids), max_frames)
     frames = max(int(result["lengths"][0]), shortest)
     features = result["mel"][0, :frames]  # (F, M) in the recipe's feature scale
-    wave = xa.griffin_lim(xa.denormalize(features, stack.audio), stack.audio,
-                          n_iter=griffin_lim_iters)  # fmt: skip
+    wave = to_waveform(features, stack.audio, n_iter=griffin_lim_iters)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    peak = float(tf.reduce_max(tf.abs(wave))) or 1.0
-    audio = tf.clip_by_value(wave / max(peak, 1e-6) * 0.9, -1.0, 1.0)[:, None]
-    tf.io.write_file(str(out), tf.audio.encode_wav(audio, stack.audio.sample_rate))
+    tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
     png = out.with_suffix(".png")
     _plot(features.numpy(), png, text)
     stopped = shortest < int(result["lengths"][0]) < max_frames

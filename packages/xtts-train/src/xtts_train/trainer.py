@@ -12,6 +12,8 @@ model + AdamW ─ restore latest checkpoint ────┴─ warm-up: compile 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import json
 import logging
@@ -30,9 +32,12 @@ import yaml
 
 import xtts_data as xd
 from xtts_train.config import StackConfig
+from xtts_train.distribute import make_strategy, worker_index
 from xtts_train.errors import XttsTrainError
+from xtts_train.gpu import GpuMonitor
+from xtts_train.media import write_eval_media
 from xtts_train.model import TextToMel, dummy_batch
-from xtts_train.steps import CompiledSteps
+from xtts_train.steps import CompiledSteps, shape_of
 
 __all__ = ["build_steps", "fit", "latest_step"]
 
@@ -76,6 +81,10 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         progress: bool = True) -> dict:  # fmt: skip
     """Train (or resume training) on the feature cache `cache`, writing into `workdir`.
 
+    With `stack.train.strategy` multi-worker, every worker runs the same command; worker
+    0 writes `workdir`, worker i > 0 writes `workdir/worker-i` (its checkpoints hold the
+    same weights) and reads its own shuffle of the data.
+
     Returns:
         The summary (also written to `workdir/summary.json`).
 
@@ -83,7 +92,9 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         XttsTrainError: a retrace after warm-up (unless allowed), too many non-finite
             updates in a row, or a work dir of another model.
     """
-    workdir = Path(workdir)
+    strategy = make_strategy(stack.train.strategy)  # first: collectives start with it
+    worker = worker_index(strategy)
+    workdir = Path(workdir) / f"worker-{worker}" if worker else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     stack = dataclasses.replace(
@@ -93,7 +104,7 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
     shutil.copyfile(opened.path / "tokenizer.json", workdir / "tokenizer.json")  # synthesis
     start = latest_step(workdir)
     # A resumed run continues with freshly shuffled data, not the first epoch again.
-    data = dataclasses.replace(stack.data, seed=stack.train.seed + start)
+    data = dataclasses.replace(stack.data, seed=stack.train.seed + start + 7919 * worker)
     train = xd.make_dataset(opened, data, "train", repeat=True)
     val = None
     if stack.train.eval_every and stack.data.val_fraction:
@@ -102,36 +113,40 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         )
     previous = keras.mixed_precision.global_policy()
     try:
-        return _Run(stack, train, val, workdir, progress).train(start)
+        return _Run(stack, train, val, workdir, progress, strategy).train(start)
     finally:
         keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
 
 
 def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
-                eval_spec: xd.DatasetSpec | None = None) -> CompiledSteps:  # fmt: skip
+                eval_spec: xd.DatasetSpec | None = None,
+                strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
     """The model (under the run's precision policy), AdamW, and their compiled steps.
 
     Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
+    With a `strategy`, the model and optimizer variables are created in its scope.
     """
     keras.mixed_precision.set_global_policy(stack.train.precision)
     keras.utils.set_random_seed(stack.train.seed)
-    model = TextToMel(stack.model)
-    model(dummy_batch(stack.model))  # variables exist before any step is traced
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=_schedule(stack.train), weight_decay=stack.train.weight_decay
-    )
-    optimizer.build(model.trainable_variables)
-    return CompiledSteps(model, optimizer, spec, stack.train, eval_spec)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        model = TextToMel(stack.model)
+        model(dummy_batch(stack.model))  # variables exist before any step is traced
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=_schedule(stack.train), weight_decay=stack.train.weight_decay
+        )
+        optimizer.build(model.trainable_variables)
+    return CompiledSteps(model, optimizer, spec, stack.train, eval_spec, strategy)
 
 
 class _Run:
     """The state of one training process."""
 
     def __init__(self, stack: StackConfig, train: xd.DataPipeline, val: xd.DataPipeline | None,
-                 workdir: Path, progress: bool):  # fmt: skip
+                 workdir: Path, progress: bool,
+                 strategy: tf.distribute.Strategy | None = None):  # fmt: skip
         self.stack, self.config, self.train_pipe, self.val_pipe = stack, stack.train, train, val
         self.workdir, self.progress = workdir, progress
-        self.steps = build_steps(stack, train.spec, val.spec if val else None)
+        self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
         self.model, self.optimizer = self.steps.model, self.steps.optimizer
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(
@@ -143,6 +158,7 @@ class _Run:
         )
         self.writer = tf.summary.create_file_writer(str(workdir / "tensorboard"))
         self.stop_signal: int | None = None
+        self.gpu = GpuMonitor()
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -156,30 +172,26 @@ class _Run:
             print(self.model.describe(), flush=True)
         self._warm_up()
         iterator = iter(self.train_pipe.dataset)
-        waits, walls, last_losses = [], [], {}
-        interval = _Interval()
+        timings, last_losses, interval = _Timings(), {}, _Interval()
         previous = (
             signal.signal(signal.SIGINT, self._on_signal),
             signal.signal(signal.SIGTERM, self._on_signal),
         )
-        bar = tqdm.tqdm(total=self.config.steps, initial=int(self.step), unit="step",
+        step = int(self.step)  # a Python int: reading the variable each step would sync
+        bar = tqdm.tqdm(total=self.config.steps, initial=step, unit="step",
                         disable=not self.progress, desc="train")  # fmt: skip
+        self.gpu.start()
         try:
-            mark = time.perf_counter()
-            while int(self.step) < self.config.steps and self.stop_signal is None:
+            while step < self.config.steps and self.stop_signal is None:
                 before = time.perf_counter()
                 batch = next(iterator)
                 got = time.perf_counter()
-                if not waits:
+                if not timings.walls:
                     self._keep_reference(batch)
                 outputs = self.steps.train(batch)  # dispatched; no host sync here
-                self.step.assign_add(1)
-                now = time.perf_counter()
-                waits.append(got - before)
-                walls.append(now - mark)
-                mark = now
-                interval.add(got - before, now - before, outputs, batch)
-                step = int(self.step)
+                called = time.perf_counter()
+                step += 1
+                interval.add(got - before, called - before, outputs, batch)
                 bar.update(1)
                 if step % self.config.log_every == 0 or step == self.config.steps:
                     last_losses = self._log(step, interval.flush())
@@ -188,12 +200,14 @@ class _Run:
                     self._evaluate(step)
                 if step % self.config.checkpoint_every == 0:
                     self._save(step)
+                timings.add(shape_of(batch), before, got, called, time.perf_counter())
         finally:
+            self.gpu.stop()
             bar.close()
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
-        self._save(int(self.step))
-        summary = self._summary(waits, walls, last_losses)
+        self._save(step)
+        summary = self._summary(step, timings, last_losses)
         (self.workdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
         return summary
 
@@ -248,7 +262,9 @@ class _Run:
 
     def _evaluate(self, step: int) -> None:
         iterator = iter(self.val_pipe.dataset)
-        losses = [self.steps.evaluate(next(iterator)) for _ in range(self.config.eval_batches)]
+        batches = [next(iterator) for _ in range(self.config.eval_batches)]
+        losses = [self.steps.evaluate(batch) for batch in batches]
+        write_eval_media(self.writer, step, self.model, batches[0], self.stack.audio)
         mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
         with open(self.workdir / "metrics.jsonl", "a") as file:
             file.write(json.dumps({"step": step, **mean}) + "\n")
@@ -264,31 +280,71 @@ class _Run:
             return
         if self.manager.latest_checkpoint and latest_step(self.workdir) == step:
             return
+        self.step.assign(step)
         self.manager.save(checkpoint_number=step)
 
-    def _summary(self, waits: list[float], walls: list[float], losses: dict) -> dict:
-        steady = walls[len(walls) // 10 :] or walls  # the first steps fill buffers
-        step_ms = [w * 1e3 for w in steady]
-        median = statistics.median(step_ms) if step_ms else 0.0
+    def _summary(self, step: int, timings: _Timings, losses: dict) -> dict:
         total_traces = sum(self.steps.traces.values())
         return {
-            "steps": int(self.step),
-            "steps_this_run": len(walls),
+            "steps": step,
+            "steps_this_run": len(timings.walls),
             "traces": total_traces,
             "compiled_shapes": self.steps.compiled_shapes,
             "spec_shapes": len(self.train_pipe.spec.shapes),
             "retraces_after_warmup": total_traces - self.warm_traces,
             "compile_seconds": self.compile_seconds,
-            "step_ms_median": median,
-            "step_ms_cv": statistics.pstdev(step_ms) / median
-            if len(step_ms) > 1 and median
-            else 0.0,
-            "input_bound_fraction": sum(waits) / sum(walls) if walls else 0.0,
+            **timings.summary(),
             "nonfinite_skipped": int(self.steps.nonfinite),
             "final_loss": losses.get("loss"),
             "stopped_by_signal": self.stop_signal is not None,
-            "device_utilization": None,  # NVML sampling: only with a GPU
+            "replicas": self.steps.replicas,
+            "device_utilization": self.gpu.utilization,
+            "device_utilization_note": self.gpu.note,
         }
+
+
+class _Timings:
+    """Per step: data wait, the step call, host time around them; by batch shape.
+
+    `wall` runs from one `next(iterator)` to the next, so the walls sum to the loop's time;
+    host overhead is what is left after the data wait and the step call.
+    """
+
+    def __init__(self) -> None:
+        self.waits, self.walls, self.hosts = [], [], []
+        self.by_shape: dict[tuple[int, int, int], list[float]] = collections.defaultdict(list)
+
+    def add(self, shape, before: float, got: float, called: float, after: float) -> None:
+        self.waits.append(got - before)
+        self.walls.append(after - before)
+        self.hosts.append(after - called)  # bookkeeping after the step call returned
+        self.by_shape[shape].append(after - before)
+
+    def summary(self) -> dict:
+        skip = len(self.walls) // 10  # the first steps fill buffers and caches
+        walls = [w * 1e3 for w in self.walls[skip:]]
+        return {
+            "step_ms_median": statistics.median(walls) if walls else 0.0,
+            "step_ms_cv": _cv(walls),
+            "step_ms_by_shape": {
+                "x".join(map(str, shape)): {
+                    "steps": len(times),
+                    "median": statistics.median(times) * 1e3,
+                    "cv": _cv(times[len(times) // 10 :]),
+                }
+                for shape, times in sorted(self.by_shape.items())
+            },
+            "host_overhead_ms": statistics.median(self.hosts[skip:]) * 1e3 if walls else 0.0,
+            "input_bound_fraction": sum(self.waits) / sum(self.walls) if self.walls else 0.0,
+        }
+
+
+def _cv(values: list[float]) -> float:
+    """Coefficient of variation (population std / mean); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean else 0.0
 
 
 class _Interval:

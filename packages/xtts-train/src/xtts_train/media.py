@@ -1,0 +1,60 @@
+"""Mels as pictures and sound: for `synthesize` and for TensorBoard at eval intervals."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import tensorflow as tf
+
+import xtts_audio as xa
+from xtts_train.model import TextToMel
+
+__all__ = ["mel_image", "to_waveform", "write_eval_media"]
+
+
+def to_waveform(features: tf.Tensor, audio: xa.MelConfig, *, n_iter: int = 32) -> tf.Tensor:
+    """Model features → a waveform by Griffin-Lim, peak-normalised to 0.9.
+
+    Args:
+        features: float32 [frames, n_mels] in the recipe's feature scale.
+        audio: the recipe the features were made with.
+        n_iter: Griffin-Lim iterations.
+
+    Returns:
+        float32 [samples] in [-1, 1].
+    """
+    wave = xa.griffin_lim(xa.denormalize(features, audio), audio, n_iter=n_iter)
+    peak = tf.maximum(tf.reduce_max(tf.abs(wave)), 1e-6)
+    return tf.clip_by_value(wave / peak * 0.9, -1.0, 1.0)
+
+
+def mel_image(*mels: tf.Tensor) -> tf.Tensor:
+    """Mels side by side as one grey image, low bands at the bottom.
+
+    Args:
+        mels: float32 [frames_i, n_mels] each, on one feature scale.
+
+    Returns:
+        float32 [1, n_mels, sum of frames_i, 1] in [0, 1], for `tf.summary.image`.
+    """
+    joined = tf.concat([tf.cast(m, tf.float32) for m in mels], axis=0)  # (F, M)
+    low, high = tf.reduce_min(joined), tf.reduce_max(joined)
+    scaled = (joined - low) / tf.maximum(high - low, 1e-6)
+    return tf.reverse(tf.transpose(scaled), axis=[0])[None, :, :, None]
+
+
+def write_eval_media(writer: tf.summary.SummaryWriter, step: int, model: TextToMel,
+                     batch: Mapping[str, tf.Tensor], audio: xa.MelConfig, *,
+                     griffin_lim_iters: int = 32) -> None:  # fmt: skip
+    """The first utterance of a validation batch: target | teacher-forced mel, and audio.
+
+    Teacher-forced: each frame is predicted from the true frames before it, as in the
+    validation loss (free-running output is `xtts-train synthesize`'s job).
+    """
+    frames = int(batch["mel_lengths"][0])
+    predicted = model(batch, training=False)["mel_after"][0, :frames]  # (F, M)
+    target = batch["mel"][0, :frames]
+    with writer.as_default(step=step):
+        tf.summary.image("val/mel_target_then_predicted", mel_image(target, predicted))
+        wave = to_waveform(predicted, audio, n_iter=griffin_lim_iters)
+        tf.summary.audio("val/predicted_griffin_lim", wave[None, :, None], audio.sample_rate)

@@ -1,0 +1,18 @@
+"""One small feature cache for every xtts-train test of a session."""
+
+from __future__ import annotations
+
+import pytest
+from train_helpers import OVERRIDES
+
+from xtts_data import prepare, write_demo_corpus
+from xtts_train.config import load_stack_config
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
+    stack = load_stack_config(None, OVERRIDES)
+    prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
+    return root / "cache"

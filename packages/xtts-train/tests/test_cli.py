@@ -1,0 +1,26 @@
+"""`xtts-train demo` and `xtts-train check` end to end."""
+
+from __future__ import annotations
+
+from train_helpers import ONE_SHAPE, as_cli
+
+from xtts_train.cli import main
+
+
+def test_demo_runs_the_whole_stack(tmp_path, capsys):
+    assert main(["demo", "--workdir", str(tmp_path / "demo"), "--steps", "4",
+                 "--utterances", "24"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "retraces" in out
+    assert "0 retraces" in out
+    assert (tmp_path / "demo" / "run" / "demo.wav").stat().st_size > 1000
+
+
+def test_check_reports_one_trace_per_shape(cache, capsys):
+    assert main(["check", "--data", str(cache), *as_cli(ONE_SHAPE), "--repeats", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "compiled 1 shape(s)" in out
+    assert "ok: one trace per shape, no retrace" in out
+    rows = [line for line in out.splitlines() if line[:1].isdigit()]
+    assert len(rows) == 1
+    assert all(line.split()[5] == "1" for line in rows)  # traces column

@@ -1,0 +1,55 @@
+"""`--strategy mirrored` on two logical CPU devices, in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import tensorflow as tf
+from train_helpers import ONE_SHAPE, as_cli
+
+from xtts_train.trainer import latest_step
+
+# Logical devices must be configured before TensorFlow starts: a fresh process.
+TWO_CPUS = """
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from xtts_train.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
+    workdir = tmp_path / "mirrored"
+    evaluate = ["train.eval_every=5", "train.eval_batches=1", "data.val_fraction=0.25"]
+    result = subprocess.run(
+        [sys.executable, "-c", TWO_CPUS, "fit", "--data", str(cache), "--workdir", str(workdir),
+         "--quiet", *as_cli([*ONE_SHAPE, *evaluate]), "--strategy", "mirrored", "--steps", "10"],
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr.decode()
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["replicas"] == 2
+    assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 1
+    assert summary["retraces_after_warmup"] == 0
+    assert summary["steps"] == 10
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    train = [line for line in lines if "loss" in line]
+    assert train[-1]["loss"] < train[0]["loss"]  # the all-reduced updates train the model
+    assert latest_step(workdir) == 10
+    val = [line for line in lines if "val_loss" in line]
+    assert [line["step"] for line in val] == [5, 10]
+    assert all(math.isfinite(line["val_loss"]) for line in val)
+    tags = {
+        value.tag
+        for path in (workdir / "tensorboard").glob("events.out.tfevents.*")
+        for event in tf.compat.v1.train.summary_iterator(str(path))
+        for value in event.summary.value
+    }
+    assert {"loss", "val_loss", "val/mel_target_then_predicted",
+            "val/predicted_griffin_lim"} <= tags  # fmt: skip

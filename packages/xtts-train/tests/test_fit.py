@@ -1,0 +1,98 @@
+"""`fit` over a bucketed cache: one trace per shape, its outputs, config errors, synthesis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tensorflow as tf
+from train_helpers import OVERRIDES, as_cli
+
+from xtts_train import XttsTrainError
+from xtts_train.cli import main
+from xtts_train.config import load_stack_config
+from xtts_train.synthesize import synthesize
+from xtts_train.trainer import fit
+
+
+@pytest.fixture(scope="module")
+def run(cache, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("run") / "run"
+    stack = load_stack_config(None, [*OVERRIDES, "train.steps=30"])
+    return fit(stack, cache, workdir, progress=False), workdir
+
+
+def test_every_shape_is_compiled_once_and_never_again(run):
+    summary, _ = run
+    assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 2
+    assert summary["retraces_after_warmup"] == 0
+    assert summary["steps"] == 30
+    assert summary["nonfinite_skipped"] == 0
+
+
+def test_outputs_of_a_run(run):
+    summary, workdir = run
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in lines] == [5, 10, 15, 20, 25, 30]
+    for line in lines:
+        assert {"step", "loss", "step_ms", "data_wait_ms"} <= set(line)
+    losses = [line["loss"] for line in lines]
+    assert losses[-1] < 0.5 * losses[0], losses  # the tiny model learns: loss halves
+    assert json.loads((workdir / "summary.json").read_text()) == summary
+    for key in ("step_ms_median", "step_ms_cv", "input_bound_fraction", "final_loss",
+                "host_overhead_ms"):  # fmt: skip
+        assert summary[key] is not None
+    assert 0 <= summary["input_bound_fraction"] < 1
+    assert 0 <= summary["host_overhead_ms"] < summary["step_ms_median"]
+    by_shape = summary["step_ms_by_shape"]
+    assert len(by_shape) == 2
+    assert sum(entry["steps"] for entry in by_shape.values()) == 30
+    assert summary["replicas"] == 1
+    assert summary["device_utilization"] is None
+    assert "no GPU" in summary["device_utilization_note"]
+    assert sorted(p.name for p in (workdir / "checkpoints").glob("*.index")) == [
+        "ckpt-10.index", "ckpt-20.index", "ckpt-30.index",
+    ]  # fmt: skip
+    assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
+    assert "model" in (workdir / "config.yaml").read_text()
+
+
+def test_a_workdir_of_another_model_is_refused(run, cache, capsys):
+    _, workdir = run
+    code = main(["fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+                 "--set", "model.d_model=64", *as_cli(OVERRIDES)])  # fmt: skip
+    assert code == 2
+    assert "another model config" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [("train.steps=0", "steps"), ("train.bogus=1", "bogus"), ("data.policy=round", "policy"),
+     ("nosuch.key=1", "section"), ("model.heads=3", "heads"),
+     ("train.strategy=tpu", "strategy")],
+)  # fmt: skip
+def test_bad_config_exits_2_naming_the_key(override, key, tmp_path, capsys):
+    code = main(
+        ["fit", "--data", str(tmp_path), "--workdir", str(tmp_path / "r"), "--set", override]
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert key in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
+    _, workdir = run
+    out = tmp_path / "speech.wav"
+    result = synthesize(workdir, "Dr. Smith paid $5.", out, max_frames=48)
+    audio, rate = tf.audio.decode_wav(tf.io.read_file(str(out)))
+    assert int(rate) == 22050
+    assert audio.shape[0] > 1000
+    assert float(tf.math.reduce_std(audio)) > 0.01  # not silence
+    assert result.png.read_bytes()[:4] == b"\x89PNG"
+    assert 1 <= result.frames <= 48
+
+
+def test_synthesize_needs_a_trained_run(tmp_path):
+    with pytest.raises(XttsTrainError, match="not a training run"):
+        synthesize(tmp_path, "hello", tmp_path / "x.wav")

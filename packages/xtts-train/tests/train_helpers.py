@@ -1,0 +1,18 @@
+"""Settings shared by the xtts-train tests (on pytest's `pythonpath`)."""
+
+from __future__ import annotations
+
+# Small buckets, short utterances: each compiled step costs seconds, not minutes.
+OVERRIDES = [
+    "data.batch_size=4", "data.num_buckets=2", "data.cond_frames=16", "data.val_fraction=0.0",
+    "train.warmup_steps=4", "train.learning_rate=0.002", "train.log_every=5",
+    "train.checkpoint_every=10", "train.eval_every=0",
+]  # fmt: skip
+
+# One batch shape: for tests about something other than bucketing (one compile, not two).
+ONE_SHAPE = [*OVERRIDES, "data.num_buckets=1"]
+
+
+def as_cli(overrides: list[str]) -> list[str]:
+    """`--set` arguments of the command line for `overrides`."""
+    return [arg for override in overrides for arg in ("--set", override)]
