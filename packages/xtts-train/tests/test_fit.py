@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from train_helpers import OVERRIDES, as_cli
 
+from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
-from xtts_train.synthesize import synthesize
+from xtts_train.synthesize import load_run, synthesize
 from xtts_train.trainer import fit
 
 
@@ -96,3 +98,33 @@ def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
 def test_synthesize_needs_a_trained_run(tmp_path):
     with pytest.raises(XttsTrainError, match="not a training run"):
         synthesize(tmp_path, "hello", tmp_path / "x.wav")
+
+
+def test_export_writes_a_saved_model_that_decodes_like_the_run(run, tmp_path):
+    _, workdir = run
+    out = tmp_path / "saved"
+    assert main(["export", "--run", str(workdir), "--out", str(out), "--max-text", "32",
+                 "--max-frames", "24"]) == 0  # fmt: skip
+    assert {p.name for p in (out / "assets").iterdir()} == {
+        "tokenizer.json", "config.yaml", "reference.npy",
+    }  # fmt: skip
+    loaded = tf.saved_model.load(str(out))
+    stack, _, tokenizer = load_run(workdir)
+    ids = text_to_ids("a short test.", stack.data.text, tokenizer)[0]
+    reference = np.load(workdir / "reference.npy")
+    result = loaded.signatures["serving_default"](
+        tokens=tf.constant(ids, tf.int32), reference_mel=tf.constant(reference)
+    )
+    # The prenet's dropout is always on (as in Tacotron/XTTS): decoding is stochastic, so
+    # this checks shapes and values, not equality with `model.infer`.
+    assert result["mel"].shape == (24, stack.model.n_mels)
+    assert np.isfinite(result["mel"].numpy()).all()
+    assert 1 <= int(result["length"]) <= 24
+    assert result["waveform"].shape[0] > 0
+    assert np.isfinite(result["waveform"].numpy()).all()
+    assert main(["export", "--run", str(workdir), "--out", str(out)]) == 2  # exists: no --force
+
+
+def test_export_needs_a_checkpoint(tmp_path, capsys):
+    assert main(["export", "--run", str(tmp_path), "--out", str(tmp_path / "saved")]) == 2
+    assert "not a training run" in capsys.readouterr().err

@@ -20,6 +20,7 @@ from xtts_train.config import load_stack_config
 from xtts_train.demo import run_demo
 from xtts_train.distribute import STRATEGIES
 from xtts_train.errors import XttsTrainError
+from xtts_train.export import export
 from xtts_train.synthesize import synthesize
 from xtts_train.trainer import fit
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--quiet", action="store_true", help="no progress output")
     _add_check(commands)
     _add_synthesize(commands)
+    _add_export(commands)
     _add_demo(commands)
     return parser
 
@@ -94,6 +96,22 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--reference", type=Path,
                    help="voice to condition on (default: the run's reference clip)")  # fmt: skip
     p.add_argument("--max-frames", type=int, default=400, help="decoding buffer (default: 400)")
+
+
+def _add_export(commands) -> None:
+    p = commands.add_parser(
+        "export", help="write a trained run as a SavedModel for inference",
+        description="Write the run's last checkpoint as a SavedModel whose serving_default "
+        "signature takes token ids (int32 [T], T <= --max-text) and a reference mel "
+        "(float32 [frames, n_mels]) and returns mel, stop_probs, length and a Griffin-Lim "
+        "waveform; tokenizer.json, config.yaml and reference.npy are saved as assets.",
+    )  # fmt: skip
+    p.add_argument("--run", type=Path, required=True, help="the training run's work dir")
+    p.add_argument("--out", type=Path, required=True, help="the SavedModel folder to write")
+    p.add_argument("--max-text", type=int, default=256, help="longest token input (default: 256)")
+    p.add_argument("--max-frames", type=int, default=400,
+                   help="decoding buffer in frames (default: 400)")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="replace an existing --out")
 
 
 def _add_demo(commands) -> None:
@@ -139,6 +157,13 @@ def _run_synthesize(args) -> int:
     return 0
 
 
+def _run_export(args) -> int:
+    out = export(args.run, args.out, max_text=args.max_text, max_frames=args.max_frames,
+                 force=args.force)  # fmt: skip
+    print(f"wrote SavedModel {out} (signature serving_default)")
+    return 0
+
+
 def _run_demo(args) -> int:
     summary = run_demo(args.workdir, steps=args.steps, utterances=args.utterances)
     print(summary)
@@ -151,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         commands = {"fit": _run_fit, "check": _run_check, "synthesize": _run_synthesize,
-                    "demo": _run_demo}  # fmt: skip
+                    "export": _run_export, "demo": _run_demo}  # fmt: skip
         return commands[args.command](args)
     except (XttsTrainError, XttsDataError, XttsAudioError) as error:
         print(f"xtts-train {args.command}: error: {error}", file=sys.stderr)

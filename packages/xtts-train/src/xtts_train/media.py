@@ -9,7 +9,15 @@ import tensorflow as tf
 import xtts_audio as xa
 from xtts_train.model import TextToMel
 
-__all__ = ["mel_image", "to_waveform", "write_eval_media"]
+__all__ = ["decoded_frames", "mel_image", "to_waveform", "write_eval_media"]
+
+
+def decoded_frames(length, symbols, max_frames: int, audio: xa.MelConfig) -> tf.Tensor:
+    """Frames of a decoded mel to turn into sound: the decoded `length`, but at least two
+    per text symbol (an undertrained stop head fires at once) and enough for Griffin-Lim's
+    reflect padding; at most `max_frames`. Works on ints and on int32 scalar tensors."""
+    floor = tf.maximum(2 * symbols, audio.n_fft // audio.hop_length + 1)
+    return tf.maximum(length, tf.minimum(floor, max_frames))
 
 
 def to_waveform(features: tf.Tensor, audio: xa.MelConfig, *, n_iter: int = 32) -> tf.Tensor:

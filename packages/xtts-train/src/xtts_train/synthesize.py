@@ -19,7 +19,7 @@ import xtts_audio as xa
 from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
 from xtts_train.config import StackConfig, TrainConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.media import to_waveform
+from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.model import ModelConfig, TextToMel, dummy_batch
 
 __all__ = ["Synthesis", "load_run", "synthesize"]
@@ -89,10 +89,8 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         tf.constant([ids], tf.int32), tf.ones([1, len(ids)]),
         tf.constant(cond[None], tf.float32), tf.constant([len(cond)], tf.int32),
     )  # fmt: skip
-    # At least two frames per symbol: an undertrained stop head fires at once, and
-    # Griffin-Lim needs frames to invert.
-    shortest = min(2 * len(ids), max_frames)
-    frames = max(int(result["lengths"][0]), shortest)
+    decoded = int(result["lengths"][0])
+    frames = int(decoded_frames(decoded, len(ids), max_frames, stack.audio))
     features = result["mel"][0, :frames]  # (F, M) in the recipe's feature scale
     wave = to_waveform(features, stack.audio, n_iter=griffin_lim_iters)
     out = Path(out)
@@ -100,7 +98,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
     png = out.with_suffix(".png")
     _plot(features.numpy(), png, text)
-    stopped = shortest < int(result["lengths"][0]) < max_frames
+    stopped = frames == decoded < max_frames
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
     return Synthesis(out, png, frames, seconds, stopped)
 

@@ -1,0 +1,114 @@
+"""`export`: a trained run as a SavedModel that speaks without xtts installed.
+
+The SavedModel's `serving_default` takes one utterance's token ids (any length up to
+`max_text`) and a reference mel (any length; cropped or zero-padded to the run's
+`cond_frames`), pads them to static shapes, and runs the model's compiled decoding
+(`infer` under XLA, fixed `max_frames` buffer). It returns the mel features, the stop
+probabilities, the decoded length and a Griffin-Lim waveform (peak 0.9) of the decoded
+frames (at least two per symbol, as `synthesize`). The
+run's `tokenizer.json` (the symbol table), `config.yaml` and `reference.npy` travel along
+as assets.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import tensorflow as tf
+
+from xtts_train.errors import XttsTrainError
+from xtts_train.media import decoded_frames, to_waveform
+from xtts_train.synthesize import load_run
+
+__all__ = ["export"]
+
+_ASSETS = ("tokenizer.json", "config.yaml", "reference.npy")
+
+
+class _Speaker(tf.Module):
+    """The serving module: the model, its decoding, and the run's files as assets."""
+
+    def __init__(self, workdir: Path, *, max_text: int, max_frames: int,
+                 griffin_lim_iters: int) -> None:  # fmt: skip
+        super().__init__()
+        stack, self.model, _ = load_run(workdir)
+        self.audio, self.max_text, self.max_frames = stack.audio, max_text, max_frames
+        self.cond_frames, self.n_mels = stack.data.cond_frames, stack.model.n_mels
+        self.griffin_lim_iters = griffin_lim_iters
+        self.assets = {name: tf.saved_model.Asset(str(workdir / name)) for name in _ASSETS
+                       if (workdir / name).exists()}  # fmt: skip
+        self._decode = tf.function(self._infer, jit_compile=True)
+        self.speak = tf.function(self._speak, input_signature=[
+            tf.TensorSpec([None], tf.int32, name="tokens"),
+            tf.TensorSpec([None, self.n_mels], tf.float32, name="reference_mel"),
+        ])  # fmt: skip
+        # Keras keeps its dropout seed states outside `model.variables`: track every
+        # variable the traced decoding reads, or the SavedModel cannot hold them.
+        self.variables_read = list(self.speak.get_concrete_function().graph.variables)
+
+    def _infer(self, tokens, token_mask, cond_mel, cond_lengths):
+        return self.model.infer(tokens, token_mask, cond_mel, cond_lengths,
+                                max_frames=self.max_frames)  # fmt: skip
+
+    def _speak(self, tokens, reference_mel):
+        count = tf.shape(tokens)[0]
+        tf.debugging.assert_less_equal(
+            count, self.max_text, message=f"expected at most {self.max_text} tokens"
+        )
+        padded = tf.pad(tokens, [[0, self.max_text - count]])[None]  # (1, T)
+        padded.set_shape([1, self.max_text])
+        mask = tf.sequence_mask(count, self.max_text, tf.float32)[None]  # (1, T)
+        cond = reference_mel[: self.cond_frames]
+        cond_length = tf.shape(cond)[0]
+        cond = tf.pad(cond, [[0, self.cond_frames - cond_length], [0, 0]])[None]  # (1, C, M)
+        cond.set_shape([1, self.cond_frames, self.n_mels])
+        result = self._decode(padded, mask, cond, cond_length[None])
+        length = result["lengths"][0]
+        mel = result["mel"][0]  # (max_frames, M)
+        frames = decoded_frames(length, count, self.max_frames, self.audio)
+        wave = to_waveform(mel[:frames], self.audio, n_iter=self.griffin_lim_iters)
+        return {"mel": mel, "stop_probs": result["stop_probs"][0], "length": length,
+                "waveform": wave}  # fmt: skip
+
+
+def export(workdir: str | Path, out: str | Path, *, max_text: int = 256,
+           max_frames: int = 400, griffin_lim_iters: int = 32,
+           force: bool = False) -> Path:  # fmt: skip
+    """Write the run in `workdir` as a SavedModel at `out`.
+
+    Written into a temporary folder next to `out`, then renamed: `out` is either the old
+    export or the complete new one.
+
+    Args:
+        workdir: a training run (`config.yaml`, `tokenizer.json`, a checkpoint).
+        out: the SavedModel folder to create.
+        max_text: the longest token sequence the signature accepts.
+        max_frames: the decoding buffer; speech longer than this is cut.
+        griffin_lim_iters: Griffin-Lim iterations for the waveform output.
+        force: replace an existing `out`.
+
+    Raises:
+        XttsTrainError: not a run, no checkpoint, or `out` exists without `force`.
+    """
+    workdir, out = Path(workdir), Path(out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise XttsTrainError(f"{out} exists and is not empty; pass --force to replace it")
+    for name, value in (("max_text", max_text), ("max_frames", max_frames),
+                        ("griffin_lim_iters", griffin_lim_iters)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+    module = _Speaker(workdir, max_text=max_text, max_frames=max_frames,
+                      griffin_lim_iters=griffin_lim_iters)  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tf.saved_model.save(module, str(staging / "model"),
+                            signatures={"serving_default": module.speak})  # fmt: skip
+        if out.exists():
+            shutil.rmtree(out)
+        (staging / "model").rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
