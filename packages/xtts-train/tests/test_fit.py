@@ -109,7 +109,7 @@ def test_export_writes_a_saved_model_that_decodes_like_the_run(run, tmp_path):
         "tokenizer.json", "config.yaml", "reference.npy",
     }  # fmt: skip
     loaded = tf.saved_model.load(str(out))
-    stack, _, tokenizer = load_run(workdir)
+    stack, model, tokenizer = load_run(workdir)
     ids = text_to_ids("a short test.", stack.data.text, tokenizer)[0]
     reference = np.load(workdir / "reference.npy")
     result = loaded.signatures["serving_default"](
@@ -122,6 +122,14 @@ def test_export_writes_a_saved_model_that_decodes_like_the_run(run, tmp_path):
     assert 1 <= int(result["length"]) <= 24
     assert result["waveform"].shape[0] > 0
     assert np.isfinite(result["waveform"].numpy()).all()
+    # The trained weights, every one of them, are what the run and the SavedModel hold.
+    _, again, _ = load_run(workdir)
+    for mine, other in zip(model.get_weights(), again.get_weights(), strict=True):
+        np.testing.assert_array_equal(mine, other)
+    trained = [np.sum(w) for w in model.get_weights()]
+    saved = [np.sum(v.numpy()) for v in loaded.variables_read if v.dtype == tf.float32]
+    assert len(saved) > 50
+    assert all(np.isclose(trained, value, rtol=1e-5).any() for value in saved)
     assert main(["export", "--run", str(workdir), "--out", str(out)]) == 2  # exists: no --force
 
 

@@ -21,6 +21,7 @@ from xtts_train.config import StackConfig, TrainConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.model import ModelConfig, TextToMel, dummy_batch
+from xtts_train.trainer import make_optimizer
 
 __all__ = ["Synthesis", "load_run", "synthesize"]
 
@@ -59,7 +60,10 @@ def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
         raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
     model = TextToMel(stack.model)
     model(dummy_batch(stack.model))
-    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
+    # Most weights are reached through the optimizer's variable list (see make_optimizer).
+    optimizer = make_optimizer(stack.train, model)
+    restored = tf.train.Checkpoint(model=model, optimizer=optimizer).restore(latest)
+    restored.expect_partial()
     return stack, model, tokenizer
 
 

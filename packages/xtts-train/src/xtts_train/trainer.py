@@ -39,7 +39,7 @@ from xtts_train.media import write_eval_media
 from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.steps import CompiledSteps, shape_of
 
-__all__ = ["build_steps", "fit", "latest_step"]
+__all__ = ["build_steps", "fit", "latest_step", "make_optimizer"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +118,20 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
 
 
+def make_optimizer(config, model: TextToMel) -> keras.optimizers.Optimizer:
+    """AdamW with the run's schedule, built for `model`'s trainable variables.
+
+    Checkpoints reach most weights through this optimizer's list of the variables it
+    updates (Keras 3 layers nested in the model are not all checkpoint children), so a
+    reader restores with an optimizer built the same way.
+    """
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=_schedule(config), weight_decay=config.weight_decay
+    )
+    optimizer.build(model.trainable_variables)
+    return optimizer
+
+
 def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
                 eval_spec: xd.DatasetSpec | None = None,
                 strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
@@ -131,10 +145,7 @@ def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         model = TextToMel(stack.model)
         model(dummy_batch(stack.model))  # variables exist before any step is traced
-        optimizer = keras.optimizers.AdamW(
-            learning_rate=_schedule(stack.train), weight_decay=stack.train.weight_decay
-        )
-        optimizer.build(model.trainable_variables)
+        optimizer = make_optimizer(stack.train, model)
     return CompiledSteps(model, optimizer, spec, stack.train, eval_spec, strategy)
 
 
