@@ -1,0 +1,217 @@
+"""The building blocks of `TextToMel`: transformer block, encoders, decoder, postnet.
+
+Each layer creates its sublayers' weights on its first call (`LazyLayer`), so a model is
+built by calling it on a small batch (`model.dummy_batch`) instead of a symbolic trace.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import keras
+import tensorflow as tf
+
+if TYPE_CHECKING:
+    from xtts_train.model import ModelConfig
+
+__all__ = [
+    "Block",
+    "CondEncoder",
+    "Decoder",
+    "LazyLayer",
+    "Postnet",
+    "TextEncoder",
+    "key_mask",
+    "positions",
+]
+
+
+def positions(x: tf.Tensor) -> tf.Tensor:
+    """Sinusoidal position encodings for the static length of `x` (B, T, D) → (1, T, D)."""
+    length, dim = tf.shape(x)[1], x.shape[-1]
+    half = dim // 2
+    steps = tf.cast(tf.range(length), tf.float32)[:, None]  # (T, 1)
+    freqs = tf.exp(-math.log(10000.0) * tf.range(half, dtype=tf.float32) / half)[None, :]
+    angles = steps * freqs  # (T, D/2)
+    table = tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+    table = tf.pad(table, [[0, 0], [0, dim - 2 * half]])  # odd D: one zero channel
+    return tf.cast(table[None], x.dtype)
+
+
+def key_mask(mask: tf.Tensor) -> tf.Tensor:
+    """Attention mask letting every query see the real keys: (B, S) → bool (B, 1, S)."""
+    return mask[:, None, :] > 0
+
+
+class LazyLayer(keras.layers.Layer):
+    """A layer whose sublayers create their weights on the first call (no symbolic trace)."""
+
+    def build(self, input_shape: Any) -> None:
+        self.built = True
+
+
+class Block(LazyLayer):
+    """Pre-norm transformer block: self-attention, optional cross-attention, feed-forward."""
+
+    def __init__(self, config: ModelConfig, *, cross: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d, heads = config.d_model, config.heads
+        self.self_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.self_attn = keras.layers.MultiHeadAttention(heads, d // heads, dropout=config.dropout)
+        self.cross_norm = keras.layers.LayerNormalization(epsilon=1e-5) if cross else None
+        self.cross_attn = (
+            keras.layers.MultiHeadAttention(heads, d // heads, dropout=config.dropout)
+            if cross
+            else None
+        )
+        self.ff_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.ff_in = keras.layers.Dense(d * config.ff_mult, activation="gelu")
+        self.ff_out = keras.layers.Dense(d)
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, x, *, self_mask=None, causal=False, memory=None, memory_mask=None,
+             training=False):  # fmt: skip
+        """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S)."""
+        h = self.self_norm(x)
+        h = self.self_attn(
+            h, h, attention_mask=self_mask, use_causal_mask=causal, training=training
+        )
+        x = x + self.drop(h, training=training)
+        if self.cross_attn is not None:
+            h = self.cross_norm(x)
+            h = self.cross_attn(h, memory, attention_mask=memory_mask, training=training)
+            x = x + self.drop(h, training=training)
+        h = self.drop(self.ff_in(self.ff_norm(x)), training=training)
+        return x + self.drop(self.ff_out(h), training=training)  # (B, T, D)
+
+
+class TextEncoder(LazyLayer):
+    """Token ids → encodings: embedding, masked residual convs, transformer blocks."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d = config.d_model
+        self.scale = math.sqrt(d)
+        self.embedding = keras.layers.Embedding(config.vocab_size, d)
+        self.conv_norms = [
+            keras.layers.LayerNormalization(epsilon=1e-5) for _ in range(config.text_convs)
+        ]
+        self.convs = [
+            keras.layers.Conv1D(d, config.conv_kernel, padding="same", activation="relu")
+            for _ in range(config.text_convs)
+        ]
+        self.blocks = [Block(config, name=f"block_{i}") for i in range(config.text_layers)]
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, tokens, token_mask, training=False):
+        """tokens: int32 (B, T); token_mask: (B, T) → (B, T, D), zero at padding."""
+        x = self.embedding(tokens) * self.scale  # (B, T, D)
+        keep = tf.cast(token_mask, x.dtype)[:, :, None]  # (B, T, 1)
+        x = x * keep
+        for norm, conv in zip(self.conv_norms, self.convs, strict=True):
+            # Zero the padding before each conv so real positions never see pad tokens.
+            x = (x + self.drop(conv(norm(x) * keep), training=training)) * keep
+        x = x + positions(x)
+        for block in self.blocks:
+            x = block(x, self_mask=key_mask(token_mask), training=training)
+        return self.norm(x) * keep
+
+
+class CondEncoder(LazyLayer):
+    """Reference mel → `cond_latents` speaker latents: convs, transformer, attention pooling."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        d, heads = config.d_model, config.heads
+        self.convs = [
+            keras.layers.Conv1D(d, config.conv_kernel, padding="same", activation="relu")
+            for _ in range(config.cond_convs)
+        ]
+        self.blocks = [Block(config, name=f"block_{i}") for i in range(config.cond_layers)]
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.latents = self.add_weight(
+            shape=(config.cond_latents, d),
+            initializer=keras.initializers.RandomNormal(stddev=0.02),
+            name="latents",
+        )
+        self.pool = keras.layers.MultiHeadAttention(heads, d // heads)
+        self.pool_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, cond_mel, cond_mask, training=False):
+        """cond_mel: standardised (B, C, M); cond_mask: (B, C) → latents (B, L, D)."""
+        x = cond_mel
+        keep = tf.cast(cond_mask, x.dtype)[:, :, None]  # (B, C, 1)
+        for conv in self.convs:
+            x = self.drop(conv(x * keep), training=training)  # (B, C, D)
+        x = x * keep + positions(x)
+        mask = key_mask(cond_mask)  # (B, 1, C)
+        for block in self.blocks:
+            x = block(x, self_mask=mask, training=training)
+        x = self.norm(x)
+        latents = tf.cast(self.latents, x.dtype)[None]  # (1, L, D)
+        queries = tf.tile(latents, [tf.shape(x)[0], 1, 1])  # (B, L, D)
+        pooled = self.pool(queries, x, attention_mask=mask, training=training)
+        return self.pool_norm(queries + pooled)  # (B, L, D)
+
+
+class Decoder(LazyLayer):
+    """Previous frames + memory → hidden states: prenet, causal cross-attending blocks."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rate = config.prenet_dropout
+        self.prenet_dim = config.prenet_dim
+        self.prenet = [keras.layers.Dense(config.prenet_dim, activation="relu") for _ in range(2)]
+        self.seed = keras.random.SeedGenerator()
+        self.project = keras.layers.Dense(config.d_model)
+        self.blocks = [
+            Block(config, cross=True, name=f"block_{i}") for i in range(config.decoder_layers)
+        ]
+        self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+
+    def prenet_keep(self, batch: int, frames: int) -> tf.Tensor:
+        """Scaled dropout keep-masks of the two prenet layers: (2, B, F, prenet_dim).
+
+        Drawn once per sequence, so inference re-running the decoder over its frame
+        buffer sees each past frame with the noise it had when it was predicted.
+        """
+        shape = (2, batch, frames, self.prenet_dim)
+        if self.rate == 0.0:
+            return tf.ones(shape, self.compute_dtype)
+        draws = keras.random.uniform(shape, seed=self.seed)
+        return tf.cast(draws >= self.rate, self.compute_dtype) / (1.0 - self.rate)
+
+    def call(self, frames_in, memory, memory_mask, keep, training=False):
+        """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
+        keep: `prenet_keep` (2, B, F, P) → hidden (B, F, D)."""
+        x = frames_in
+        for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
+            x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
+        x = self.project(x)  # (B, F, D)
+        x = x + positions(x)
+        memory = tf.cast(memory, x.dtype)
+        for block in self.blocks:
+            x = block(x, causal=True, memory=memory, memory_mask=memory_mask, training=training)
+        return self.norm(x)
+
+
+class Postnet(LazyLayer):
+    """Residual conv postnet: (B, F, M) → correction (B, F, M)."""
+
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        k, channels = config.postnet_kernel, config.postnet_channels
+        self.convs = [
+            keras.layers.Conv1D(channels, k, padding="same", activation="tanh")
+            for _ in range(config.postnet_layers - 1)
+        ]
+        self.out = keras.layers.Conv1D(config.n_mels, k, padding="same", dtype="float32")
+        self.drop = keras.layers.Dropout(config.dropout)
+
+    def call(self, x, training=False):
+        for conv in self.convs:
+            x = self.drop(conv(x), training=training)
+        return self.out(x)
