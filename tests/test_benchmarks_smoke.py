@@ -14,6 +14,17 @@ import pytest
 os.environ.setdefault("XTTS_BENCH_CLIPS", "2")
 os.environ.setdefault("XTTS_BENCH_UTTERANCES", "40")  # one batch of 32 per epoch
 os.environ.setdefault("XTTS_BENCH_BATCHES", "3")
+# One bucket shape of a one-layer model: benchmarks_train compiles its step once (~20-40 s).
+os.environ.setdefault("XTTS_BENCH_TRAIN_UTTERANCES", "12")
+os.environ.setdefault("XTTS_BENCH_TRAIN_BUCKETS", "1")
+os.environ.setdefault("XTTS_BENCH_TRAIN_BATCH_SIZE", "4")
+os.environ.setdefault("XTTS_BENCH_TRAIN_STEPS", "3")
+os.environ.setdefault(
+    "XTTS_BENCH_TRAIN_SET",
+    "model.d_model=32,model.heads=1,model.ff_mult=1,model.text_convs=1,model.text_layers=1,"
+    "model.cond_convs=1,model.cond_layers=1,model.cond_latents=1,model.decoder_layers=1,"
+    "model.prenet_dim=16,model.postnet_layers=1,model.postnet_channels=16",
+)
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 

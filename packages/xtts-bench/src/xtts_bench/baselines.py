@@ -1,7 +1,8 @@
-"""The input pipelines xtts replaces, written the way TTS repositories write them.
+"""The input pipelines and the train step xtts replaces, written the way TTS repositories
+write them.
 
-Three baselines, straightforward and untuned, for side-by-side benchmarks on the same corpus
-and batch settings as `xtts_data`:
+Straightforward, untuned baselines for side-by-side benchmarks on the same corpus and batch
+settings as `xtts_data` and `xtts_train`:
 
 - `librosa_cache_build`: the preprocessing script. `soundfile.read`, `librosa.resample`,
   librosa's mel and the recipe's log scaling per file in a thread pool, one `.npy` per
@@ -11,24 +12,30 @@ and batch settings as `xtts_data`:
   their features with `tf.numpy_function(np.load, ...)`).
 - `librosa_dataset`: the "on the fly" training input. The whole decode → resample → mel
   recipe in NumPy/librosa inside `tf.numpy_function`, per sample.
+- `dynamic_train_step`: the training step. `tf.function(jit_compile=True)` with no
+  `input_signature`, fed batches padded to their own longest row (`trim_to_longest`, what
+  `padded_batch` without `padded_shapes` emits): every new batch shape retraces the Python
+  function and recompiles the XLA program, in the middle of training.
 
-Why they starve an accelerator: each element crosses into Python, and the Python body runs
-holding the GIL (NumPy and librosa release it only inside a few large kernels), so
-`num_parallel_calls` adds threads that mostly wait for each other. Per-element interpreter
-overhead caps throughput near a thousand samples/s for the `.npy` case, and the librosa case
-spends milliseconds of GIL-bound work per sample: the device waits on input, and its
-utilisation swings with how long each batch's files happen to be.
+Why the input pipelines starve an accelerator: each element crosses into Python, and the
+Python body runs holding the GIL (NumPy and librosa release it only inside a few large
+kernels), so `num_parallel_calls` adds threads that mostly wait for each other.
+Per-element interpreter overhead caps throughput near a thousand samples/s for the `.npy`
+case, and the librosa case spends milliseconds of GIL-bound work per sample: the device
+waits on input, and its utilisation swings with how long each batch's files happen to be.
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import math
 import pathlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+import keras
 import librosa
 import numpy as np
 import soundfile
@@ -36,13 +43,18 @@ import tensorflow as tf
 
 import xtts_audio as xa
 from xtts_bench.audio import librosa_mel
+from xtts_train import TextToMel, total_loss
+from xtts_train.config import TrainConfig
 
 __all__ = [
     "BuildStats",
+    "DynamicStep",
     "Utterance",
+    "dynamic_train_step",
     "librosa_cache_build",
     "librosa_dataset",
     "npy_dataset",
+    "trim_to_longest",
 ]
 
 
@@ -294,3 +306,78 @@ def _batched(
     }
     ds = ds.padded_batch(batch_size, padded_shapes=shapes, drop_remainder=True)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def trim_to_longest(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """`batch` cut to its own longest text and mel: what `padded_batch` with no
+    `padded_shapes` emits, so the shape changes from batch to batch.
+
+    Args:
+        batch: `DatasetSpec` fields; `tokens`, `token_mask` [B, T] are cut to
+            `max(token_lengths)`, `mel` [B, F, M], `mel_mask`, `stop_targets` [B, F] to
+            `max(mel_lengths)`; the rest (lengths, `cond_mel`, `speaker`) is kept.
+    """
+    text = int(tf.reduce_max(batch["token_lengths"]))
+    frames = int(tf.reduce_max(batch["mel_lengths"]))
+    cut = {"tokens": text, "token_mask": text, "mel": frames, "mel_mask": frames,
+           "stop_targets": frames}  # fmt: skip
+    return {name: value[:, : cut[name]] if name in cut else value for name, value in batch.items()}
+
+
+class DynamicStep:
+    """A train step compiled per input shape as it arrives; see `dynamic_train_step`.
+
+    Attributes:
+        traces: Python traces per (batch, text, frames).
+    """
+
+    def __init__(self, model: TextToMel, optimizer: keras.optimizers.Optimizer,
+                 config: TrainConfig, *, jit_compile: bool) -> None:  # fmt: skip
+        self.model, self.optimizer, self.config = model, optimizer, config
+        self.traces: collections.Counter = collections.Counter()
+        self._step = tf.function(self._train_step, jit_compile=jit_compile)
+
+    def __call__(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """One update on `batch` (any shapes); returns the float32 scalar losses."""
+        return self._step(dict(batch))
+
+    def _train_step(self, batch):
+        b, t = batch["tokens"].shape
+        self.traces[(b, t, batch["mel"].shape[1])] += 1  # runs once per trace
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(batch, training=True)
+            losses = total_loss(outputs, batch, stop_weight=self.config.stop_weight,
+                                pos_weight=self.config.stop_pos_weight)  # fmt: skip
+        grads = tape.gradient(losses["loss"], variables)
+        grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm)
+        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        return losses
+
+
+def dynamic_train_step(
+    model: TextToMel,
+    optimizer: keras.optimizers.Optimizer,
+    config: TrainConfig,
+    *,
+    jit_compile: bool = True,
+) -> DynamicStep:
+    """The train step as training scripts in the wild write it: a `tf.function` with no
+    `input_signature`.
+
+    The same model, losses, clipping and optimizer as `xtts_train`'s compiled step, minus
+    its non-finite gate. Every batch of a shape not seen before traces the Python function
+    again and, with `jit_compile`, compiles a new XLA program before it runs; without it
+    the new graph runs op by op. (`reduce_retracing=True` cannot help here: `TextToMel`
+    needs static shapes, and a trace with unknown dimensions fails.)
+
+    Args:
+        model: a built `TextToMel`.
+        optimizer: built on `model.trainable_variables`.
+        config: reads `clip_norm`, `stop_weight` and `stop_pos_weight`.
+        jit_compile: compile each traced shape with XLA.
+
+    Returns:
+        The step: call it on a batch of `DatasetSpec` fields; its `traces` counts traces.
+    """
+    return DynamicStep(model, optimizer, config, jit_compile=jit_compile)

@@ -11,6 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from xtts_bench.audio import AudioBenchConfig, format_table, run_audio_benchmarks
 from xtts_bench.data import DataBenchConfig, format_data_table, run_data_benchmarks
+from xtts_bench.train import TrainBenchConfig, format_train_table, run_train_benchmarks
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="print the figures as JSON instead of a table"
     )
     _add_data(commands)
+    _add_train(commands)
     return parser  # fmt: skip
 
 
@@ -124,6 +126,63 @@ def _add_data(commands) -> None:
     data.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_train(commands) -> None:
+    train = commands.add_parser(
+        "train",
+        help="xtts-train's static-shape XLA step vs a dynamic-shape tf.function step; fit",
+        description=(
+            "On a demo corpus of short clips, run the same batches of the bucketed pipeline "
+            "through xtts-train's CompiledSteps (every shape compiled in a warm-up) and "
+            "through a tf.function(jit_compile=True) step with no input_signature fed batches "
+            "padded to their own longest row (and, with --graph, the same step without XLA); "
+            "report total time with compiles, traces and shapes. "
+            "Then fit for --fit-steps steps and report step-time median and CV, host "
+            "overhead and input-bound fraction. Compiles cost tens of seconds per shape on a "
+            "CPU: --dynamic-budget caps each dynamic side (the defaults take about half an "
+            "hour on 2 cores; with --dynamic-budget 0, well over an hour)."
+        ),
+    )
+    t = TrainBenchConfig()
+    for flag, value, text in [
+        ("--batches", t.batches, "batches per side of the compile + steps comparison"),
+        ("--utterances", t.utterances, "demo corpus size"),
+        ("--batch-size", t.batch_size, "batch size of the longest bucket"),
+        ("--num-buckets", t.num_buckets, "bucket shapes of the pipeline"),
+        ("--cond-frames", t.cond_frames, "frames of the conditioning mel"),
+        ("--fit-steps", t.fit_steps, "steps of the steady-state fit"),
+        ("--threads", t.threads, "TensorFlow intra/inter-op threads"),
+        ("--seed", t.seed, "corpus, shuffle and weight seed"),
+    ]:
+        train.add_argument(flag, type=int, default=value, help=f"{text} (default: %(default)s)")
+    train.add_argument("--min-seconds", type=float, default=t.min_seconds)
+    train.add_argument("--max-seconds", type=float, default=t.max_seconds)
+    train.add_argument("--preset", default=t.preset, help="model preset (default: %(default)s)")
+    train.add_argument(
+        "--dynamic-budget",
+        type=float,
+        default=t.dynamic_budget,
+        metavar="X",
+        help="stop a dynamic side once it has run X times the static side's total; its "
+        "ratio is then a lower bound, reported with a projection for every batch "
+        "(0: no limit; default: %(default)s)",
+    )
+    train.add_argument(
+        "--graph",
+        action=argparse.BooleanOptionalAction,
+        default=t.graph,
+        help="also run the dynamic step without XLA (default: %(default)s)",
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="stack-config override applied last, as xtts-train --set (repeatable)",
+    )
+    train.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _run_audio(args) -> str | dict:
     bench = AudioBenchConfig(
         clips=args.clips, min_seconds=args.min_seconds, max_seconds=args.max_seconds,
@@ -143,10 +202,26 @@ def _run_data(args) -> str | dict:
     return results if args.json else format_data_table(results)
 
 
+def _run_train(args) -> str | dict:
+    bench = TrainBenchConfig(
+        batches=args.batches, utterances=args.utterances, min_seconds=args.min_seconds,
+        max_seconds=args.max_seconds, batch_size=args.batch_size, num_buckets=args.num_buckets,
+        cond_frames=args.cond_frames, preset=args.preset, fit_steps=args.fit_steps,
+        threads=args.threads, graph=args.graph, dynamic_budget=args.dynamic_budget,
+        overrides=tuple(args.overrides),
+        seed=args.seed,
+    )  # fmt: skip
+    results = run_train_benchmarks(bench, progress=True)  # on stderr: JSON stays clean
+    return results if args.json else format_train_table(results)
+
+
+_COMMANDS = {"audio": _run_audio, "data": _run_data, "train": _run_train}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-bench` console script; returns the exit code."""
     args = _parser().parse_args(argv)
-    run = _run_audio if args.command == "audio" else _run_data
+    run = _COMMANDS[args.command]
     try:
         output = run(args)
     except ValueError as error:  # bad settings (including an unknown preset or corpus)

@@ -1,0 +1,151 @@
+"""`xtts-bench train` on tiny settings: traces and shapes on each side, every figure
+reported (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xtts_bench.cli import main
+from xtts_bench.train import _run_steps, _side, format_train_table
+
+# One bucket shape, two batches, a one-layer model: four compiles (static, up to two
+# dynamic shapes, fit's warm-up) of a few seconds to half a minute each.
+TINY = [
+    "--batches", "2", "--utterances", "12", "--num-buckets", "1", "--batch-size", "4",
+    "--fit-steps", "3", "--no-graph", "--dynamic-budget", "0",
+    *[arg for override in (
+        "model.d_model=32", "model.heads=1", "model.ff_mult=1", "model.text_convs=1",
+        "model.text_layers=1", "model.cond_convs=1", "model.cond_layers=1",
+        "model.cond_latents=1", "model.decoder_layers=1", "model.prenet_dim=16",
+        "model.postnet_layers=1", "model.postnet_channels=16",
+    ) for arg in ("--set", override)],
+]  # fmt: skip
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    # A fresh process: the benchmark sets TensorFlow's thread pools before TF starts. LLVM
+    # at -O0 halves each XLA compile; nothing asserted here depends on it.
+    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    command = [sys.executable, "-m", "xtts_bench.cli", "train", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+
+
+@pytest.fixture(scope="module")
+def results() -> dict:
+    done = _bench(*TINY, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_static_side_traces_once_per_compiled_shape(results):
+    static = results["static"]
+    assert static["traces"] == static["compiled_shapes"] == len(results["spec_shapes"]) == 1
+    assert static["distinct_shapes"] == 1
+    assert static["compile_seconds"] > 0
+    assert static["step_ms_median"] > 0
+
+
+def test_dynamic_side_traces_once_per_distinct_shape(results):
+    dynamic = results["dynamic_xla"]
+    assert dynamic["traces"] == dynamic["distinct_shapes"] >= 1
+    # Cut to its longest row, a batch pads at most as much as the bucket shape does.
+    assert dynamic["padding_efficiency"] >= results["static"]["padding_efficiency"]
+    assert dynamic["total_seconds"] == pytest.approx(
+        dynamic["compile_seconds"] + dynamic["steps_seconds"]
+    )
+    assert results["ratio"]["dynamic_xla_vs_static"] > 0
+    assert dynamic["complete"]  # --dynamic-budget 0
+    assert dynamic["batches_run"] == 2
+    assert dynamic["projected_total_seconds"] == dynamic["total_seconds"]
+    assert "dynamic_graph" not in results  # --no-graph
+
+
+def test_steady_state_reports_fit_figures(results):
+    steady = results["steady_state"]
+    assert steady["steps"] == 3
+    assert steady["traces"] == 1
+    assert steady["retraces_after_warmup"] == 0
+    assert steady["step_ms_median"] > 0
+    assert steady["step_ms_cv"] >= 0
+    assert steady["host_overhead_ms"] >= 0
+    assert 0 <= steady["input_bound_fraction"] <= 1
+
+
+def test_table_names_each_row_and_figure(results):
+    table = format_train_table(results)
+    for label in ("CompiledSteps", "tf.function XLA, no signature", "dynamic_xla / static",
+                  "steady state", "host overhead", "input-bound"):  # fmt: skip
+        assert label in table
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--batches", "0"], "TrainBenchConfig.batches: expected an int >= 1"),
+        (["--min-seconds", "2", "--max-seconds", "1"], "expected 0 < min_seconds <= max_seconds"),
+        (["--preset", "huge"], "TrainBenchConfig.preset: expected one of"),
+        (["--set", "model.bogus=1"], "unknown field(s) ['bogus']"),
+        (["--dynamic-budget", "-1"], "TrainBenchConfig.dynamic_budget: expected a number >= 0"),
+    ],
+)
+def test_bad_settings_exit_2_before_any_work(args, message, capsys):
+    assert main(["train", *args]) == 2  # in this process: settings fail before TF is set up
+    assert message in capsys.readouterr().err
+
+
+def _batch(frames: int) -> dict[str, tf.Tensor]:
+    return {"mel": tf.zeros([2, frames, 4]), "tokens": tf.zeros([2, 3], tf.int32),
+            "mel_lengths": tf.constant([frames, frames - 1])}  # fmt: skip
+
+
+class _FakeStep:
+    """Costs 200 ms on a shape not seen before (a trace and compile), 1 ms otherwise."""
+
+    def __init__(self) -> None:
+        self.traces: dict = {}
+
+    def __call__(self, batch):
+        shape = tuple(batch["mel"].shape)
+        if shape not in self.traces:
+            self.traces[shape] = 1
+            time.sleep(0.2)
+        else:
+            time.sleep(0.001)
+        return {"loss": tf.constant(1.0)}
+
+
+def test_budget_stops_a_side_and_projects_the_rest():
+    # Shapes 10, 10, 11, 11, 12, 10, 13: four distinct; a 0.3 s budget stops after the
+    # second compile (step 3), before shapes 12 and 13 are seen.
+    batches = [_batch(f) for f in (10, 10, 11, 11, 12, 10, 13)]
+    step = _FakeStep()
+    seconds, traced, _ = _run_steps(step, batches, step.traces, "fake", False, 0.3)
+    assert traced == [True, False, True]
+    side = _side(batches, seconds, traced, sum(step.traces.values()), 0.0, 1.0)
+    assert not side["complete"]
+    assert side["batches_run"] == 3
+    assert side["distinct_shapes"] == 2
+    assert side["distinct_shapes_all_batches"] == 4
+    compile_mean = (seconds[0] + seconds[2]) / 2
+    expected = sum(seconds) + 2 * compile_mean + 2 * seconds[1]  # 12, 13 new; 11, 10 seen
+    assert side["projected_total_seconds"] == pytest.approx(expected)
+    assert side["padding_efficiency"] == pytest.approx((19 + 19 + 21) / (20 + 20 + 22))
+    assert np.isfinite(side["frames_per_s"])
+
+
+def test_no_budget_runs_every_batch():
+    batches = [_batch(f) for f in (10, 11, 10)]
+    step = _FakeStep()
+    seconds, traced, _ = _run_steps(step, batches, step.traces, "fake", False)
+    side = _side(batches, seconds, traced, sum(step.traces.values()), 0.0, 1.0)
+    assert side["complete"]
+    assert side["traces"] == side["distinct_shapes"] == 2
+    assert side["projected_total_seconds"] == side["total_seconds"]
