@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 from train_helpers import OVERRIDES, as_cli
 
 from xtts_data import text_to_ids
@@ -131,6 +133,17 @@ def test_export_writes_a_saved_model_that_decodes_like_the_run(run, tmp_path):
     assert len(saved) > 50
     assert all(np.isclose(trained, value, rtol=1e-5).any() for value in saved)
     assert main(["export", "--run", str(workdir), "--out", str(out)]) == 2  # exists: no --force
+
+
+def test_load_run_rejects_a_config_the_checkpoint_does_not_fit(run, tmp_path):
+    _, workdir = run
+    other = tmp_path / "other"
+    shutil.copytree(workdir, other)
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    config["model"]["decoder_layers"] += 1  # a block the checkpoint has no weights for
+    (other / "config.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(XttsTrainError, match="does not hold every weight of the model"):
+        load_run(other)
 
 
 def test_export_needs_a_checkpoint(tmp_path, capsys):

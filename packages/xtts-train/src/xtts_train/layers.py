@@ -45,10 +45,27 @@ def key_mask(mask: tf.Tensor) -> tf.Tensor:
 
 
 class LazyLayer(keras.layers.Layer):
-    """A layer whose sublayers create their weights on the first call (no symbolic trace)."""
+    """A layer whose sublayers create their weights on the first call (no symbolic trace).
+
+    Sublayers kept in lists are checkpoint children too, as `{attribute}_{index}`: Keras 3
+    tracks list attributes for its own weight lists but does not give them to TensorFlow's
+    checkpoint graph, so without this a `tf.train.Checkpoint` of the model would miss
+    their weights.
+    """
 
     def build(self, input_shape: Any) -> None:
         self.built = True
+
+    def _trackable_children(self, save_type: str = "checkpoint", **kwargs: Any) -> dict:
+        children = super()._trackable_children(save_type, **kwargs)
+        if save_type == "checkpoint":
+            for name in self._tracked:
+                value = getattr(self, name)
+                if isinstance(value, list | tuple):
+                    for index, item in enumerate(value):
+                        if isinstance(item, tf.__internal__.tracking.Trackable):
+                            children.setdefault(f"{name}_{index}", item)
+        return children
 
 
 class Block(LazyLayer):

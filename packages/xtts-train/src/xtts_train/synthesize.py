@@ -21,7 +21,6 @@ from xtts_train.config import StackConfig, TrainConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.model import ModelConfig, TextToMel, dummy_batch
-from xtts_train.trainer import make_optimizer
 
 __all__ = ["Synthesis", "load_run", "synthesize"]
 
@@ -60,10 +59,15 @@ def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
         raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
     model = TextToMel(stack.model)
     model(dummy_batch(stack.model))
-    # Most weights are reached through the optimizer's variable list (see make_optimizer).
-    optimizer = make_optimizer(stack.train, model)
-    restored = tf.train.Checkpoint(model=model, optimizer=optimizer).restore(latest)
-    restored.expect_partial()
+    try:
+        restored = tf.train.Checkpoint(model=model).restore(latest)
+        restored.expect_partial()  # the optimizer and step are training state
+        restored.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:  # a weight missing, or of another shape
+        raise XttsTrainError(
+            f"{latest} does not hold every weight of the model in {workdir / 'config.yaml'} "
+            f"(written by another model configuration or an older xtts-train?): {error}"
+        ) from None
     return stack, model, tokenizer
 
 

@@ -119,12 +119,7 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
 
 
 def make_optimizer(config, model: TextToMel) -> keras.optimizers.Optimizer:
-    """AdamW with the run's schedule, built for `model`'s trainable variables.
-
-    Checkpoints reach most weights through this optimizer's list of the variables it
-    updates (Keras 3 layers nested in the model are not all checkpoint children), so a
-    reader restores with an optimizer built the same way.
-    """
+    """AdamW with the run's schedule, built for `model`'s trainable variables."""
     optimizer = keras.optimizers.AdamW(
         learning_rate=_schedule(config), weight_decay=config.weight_decay
     )
