@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
 
 from xtts_bench.audio import AudioBenchConfig, format_table, run_audio_benchmarks
 from xtts_bench.data import DataBenchConfig, format_data_table, run_data_benchmarks
+from xtts_bench.gate import GateConfig, run_gate
 from xtts_bench.train import TrainBenchConfig, format_train_table, run_train_benchmarks
 
 
@@ -68,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_data(commands)
     _add_train(commands)
+    _add_gate(commands)
     return parser  # fmt: skip
 
 
@@ -183,6 +186,46 @@ def _add_train(commands) -> None:
     train.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_gate(commands) -> None:
+    gate = commands.add_parser(
+        "gate",
+        help="fail when HEAD is slower than a base commit or compiles/traces more (asv)",
+        description=(
+            "Run `asv continuous --factor F BASE HEAD` (asv builds and installs each commit's "
+            "packages into its own virtualenv, runs the benchmarks of benchmarks/ on both, "
+            "and fails on any benchmark worse by more than F), then fail on any count "
+            "benchmark (track_traces, track_compiled_shapes, track_retraces...) that grew at "
+            "all. Exit code 0: passed; 1: a regression; 2: bad arguments. Run it from the "
+            "repository root."
+        ),
+    )
+    g = GateConfig()
+    gate.add_argument(
+        "base", nargs="?", default=g.base, help="base revision (default: %(default)s)"
+    )
+    gate.add_argument(
+        "head", nargs="?", default=g.head, help="revision measured (default: %(default)s)"
+    )
+    gate.add_argument("--factor", type=float, default=g.factor,
+                      help="allowed slowdown ratio (default: %(default)s)")  # fmt: skip
+    gate.add_argument("--bench", action="append", default=[], metavar="REGEX",
+                      help="only benchmarks matching (repeatable; default: all)")  # fmt: skip
+    gate.add_argument(
+        "--machine", default=g.machine, help="asv machine name (default: %(default)s)"
+    )
+    gate.add_argument("--quick", action="store_true",
+                      help="one sample per benchmark (asv --quick): noisy")  # fmt: skip
+    gate.add_argument("--config", default=str(g.config), help="asv config (default: %(default)s)")
+
+
+def _run_gate(args) -> tuple[int, str]:
+    config = GateConfig(base=args.base, head=args.head, factor=args.factor,
+                        bench=tuple(args.bench), machine=args.machine,
+                        config=pathlib.Path(args.config),
+                        extra=("--quick",) if args.quick else ())  # fmt: skip
+    return run_gate(config)
+
+
 def _run_audio(args) -> str | dict:
     bench = AudioBenchConfig(
         clips=args.clips, min_seconds=args.min_seconds, max_seconds=args.max_seconds,
@@ -221,9 +264,12 @@ _COMMANDS = {"audio": _run_audio, "data": _run_data, "train": _run_train}
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-bench` console script; returns the exit code."""
     args = _parser().parse_args(argv)
-    run = _COMMANDS[args.command]
     try:
-        output = run(args)
+        if args.command == "gate":
+            code, verdict = _run_gate(args)
+            print(verdict)
+            return code
+        output = _COMMANDS[args.command](args)
     except ValueError as error:  # bad settings (including an unknown preset or corpus)
         print(f"xtts-bench: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,169 @@
+"""`xtts-bench gate` on planted regressions: a throwaway git repository whose benchmarks
+get slower, trace more or lose throughput between two commits, measured by real `asv
+continuous` runs.
+
+asv runs the benchmark suite of the working tree against each commit's installed project,
+so the regression is planted in the toy project (`toy.py`, copied into each commit's
+environment: no build, so each asv run takes seconds); the gate code under test is the
+same that runs on this repository.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xtts_bench.cli import main
+from xtts_bench.gate import GateConfig, Measurement, regressions, run_gate
+
+PROJECT = """
+import time
+
+TRACES = {traces}
+SAMPLES_PER_S = {rate}
+
+
+def step():
+    time.sleep({sleep})
+"""
+
+SUITE = """
+import toy
+
+
+def time_step():
+    toy.step()
+
+
+def track_traces():
+    return toy.TRACES
+
+
+def track_samples_per_s():
+    return toy.SAMPLES_PER_S
+"""
+
+# The "build" keeps the commit's toy.py in asv's build cache; the install copies it into
+# the environment (asv formats the {...} fields; the commands run without a shell).
+BUILD = "python -c \"import shutil; shutil.copy('{build_dir}/toy.py', '{build_cache_dir}')\""
+INSTALL = (
+    'python -c "import shutil, sysconfig; '
+    "shutil.copy('{build_cache_dir}/toy.py', sysconfig.get_paths()['purelib'])\""
+)
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _commit(repo: Path, message: str, *, traces: int = 2, sleep: float = 0.001,
+            rate: float = 1000.0) -> str:  # fmt: skip
+    (repo / "toy.py").write_text(PROJECT.format(traces=traces, sleep=sleep, rate=rate))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "--allow-empty", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    repo = tmp_path / "toy"
+    (repo / "benchmarks").mkdir(parents=True)
+    (repo / "benchmarks" / "__init__.py").write_text("")
+    (repo / "benchmarks" / "benchmarks_toy.py").write_text(SUITE)
+    conf = {
+        "version": 1, "project": "toy", "repo": ".", "branches": ["main"],
+        "environment_type": "virtualenv",
+        "pythons": [f"{sys.version_info.major}.{sys.version_info.minor}"],
+        "build_command": [BUILD], "install_command": [INSTALL], "uninstall_command": [],
+        "env_dir": ".asv/env", "results_dir": ".asv/results", "html_dir": ".asv/html",
+    }  # fmt: skip
+    (repo / "asv.conf.json").write_text(json.dumps(conf))
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "config", "user.email", "gate@test")
+    _git(repo, "config", "user.name", "gate test")
+    _commit(repo, "base")
+    return repo
+
+
+def _gate(repo: Path, **kwargs) -> tuple[int, str]:
+    # One sample per benchmark (asv compares them by the factor alone): fast, and enough to
+    # tell 1 ms from 30 ms.
+    config = GateConfig(machine="gate-test", extra=("--quick",), **kwargs)
+    return run_gate(config, repo=repo)
+
+
+def test_gate_passes_an_unchanged_suite_and_a_throughput_gain(repo):
+    _commit(repo, "faster pipeline", rate=2000.0)  # higher is better: not a regression
+    code, verdict = _gate(repo)
+    assert code == 0, verdict
+    assert verdict.startswith("gate passed")
+    assert "3 benchmarks" in verdict
+
+
+def test_gate_fails_a_planted_slowdown(repo):
+    _commit(repo, "slower step", sleep=0.03)
+    code, verdict = _gate(repo)
+    assert code == 1
+    assert "benchmarks_toy.time_step: " in verdict
+    assert "(worse)" in verdict
+    assert "track_traces" not in verdict
+
+
+def test_gate_fails_a_throughput_drop(repo):
+    _commit(repo, "slower pipeline", rate=500.0)
+    code, verdict = _gate(repo)
+    assert code == 1
+    assert "benchmarks_toy.track_samples_per_s: 1000 -> 500 (worse)" in verdict
+
+
+def test_gate_fails_one_more_trace_that_the_factor_lets_through(repo):
+    # 20 -> 21 traces is 5%, under the 1.1 factor: a count must not grow at all.
+    _commit(repo, "base with 20 traces", traces=20)
+    _commit(repo, "one retrace", traces=21)
+    code, verdict = _gate(repo)
+    assert code == 1
+    assert "benchmarks_toy.track_traces: 20 -> 21 (count grew)" in verdict
+
+
+def _m(value: float | None, version: str = "v1") -> Measurement:
+    return Measurement(value, (None, None), version)
+
+
+def test_regressions_by_kind_of_benchmark():
+    base = {"a.track_traces": _m(3), "b.track_compiled_shapes(16)": _m(2),
+            "c.time_step": _m(1.0), "d.track_device_utilization_20ms": _m(0.9),
+            "e.time_other": _m(1.0), "f.time_changed": _m(1.0),
+            "g.track_padding_efficiency": _m(0.8)}  # fmt: skip
+    head = {"a.track_traces": _m(2), "b.track_compiled_shapes(16)": _m(4),
+            "c.time_step": _m(1.05), "d.track_device_utilization_20ms": _m(0.7),
+            "e.time_other": _m(None), "f.time_changed": _m(9.0, "v2"),
+            "g.track_padding_efficiency": _m(0.95), "h.track_traces": _m(9)}  # fmt: skip
+    assert regressions(base, head, 1.1) == [
+        "b.track_compiled_shapes(16): 2 -> 4 (count grew)",
+        "d.track_device_utilization_20ms: 0.9 -> 0.7 (worse)",
+        "e.time_other: failed at head (ran at base: 1)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["gate", "--factor", "0.9"], "GateConfig.factor: expected a number >= 1.0"),
+        (["gate", "no-such-revision"], "not a commit of the repository"),
+    ],
+)
+def test_bad_gate_arguments_exit_2(repo, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(repo)
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_gate_needs_an_asv_config(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["gate"]) == 2
+    assert "no asv configuration" in capsys.readouterr().err
