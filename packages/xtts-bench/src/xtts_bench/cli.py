@@ -141,8 +141,8 @@ def _add_train(commands) -> None:
             "report total time with compiles, traces and shapes. "
             "Then fit for --fit-steps steps and report step-time median and CV, host "
             "overhead and input-bound fraction. Compiles cost tens of seconds per shape on a "
-            "CPU: --dynamic-budget caps each dynamic side (the defaults take about half an "
-            "hour on 2 cores; with --dynamic-budget 0, well over an hour)."
+            "CPU: --dynamic-budget caps each dynamic side (the defaults take about 45 minutes "
+            "on 2 cores; with --dynamic-budget 0, hours)."
         ),
     )
     t = TrainBenchConfig()

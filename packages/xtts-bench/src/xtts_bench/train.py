@@ -65,9 +65,10 @@ class TrainBenchConfig:
         threads: TensorFlow intra- and inter-op threads.
         graph: also run the dynamic step without XLA (the third row).
         dynamic_budget: a dynamic side stops once its elapsed time exceeds this many times
-            the static side's total (0: run every batch). Compiling ~100 shapes takes
-            about an hour on 2 CPU cores; stopped early, its ratio is a lower bound and a
-            projection for every batch is reported beside it.
+            the static side's total (0: run every batch). At the defaults a new shape
+            costs about a minute on 2 CPU cores and most batches bring one; stopped early,
+            a side's ratio is a lower bound and a projection for every batch is reported
+            beside it.
         overrides: `section.key=value` stack-config overrides applied last (as
             `xtts-train --set`), e.g. `model.decoder_layers=1`.
         seed: corpus, shuffling and weight initialisation seed.
@@ -84,7 +85,7 @@ class TrainBenchConfig:
     fit_steps: int = 200
     threads: int = 2
     graph: bool = True
-    dynamic_budget: float = 10.0
+    dynamic_budget: float = 4.0
     overrides: tuple[str, ...] = ()
     seed: int = 0
 
