@@ -77,7 +77,8 @@ def _pipeline(kind: str, corpus, cache, **overrides) -> tf.data.Dataset:
 
 def test_public_surface():
     assert set(bl.__all__) == {
-        "BuildStats", "Utterance", "librosa_cache_build", "librosa_dataset", "npy_dataset",
+        "BuildStats", "DynamicStep", "Utterance", "dynamic_train_step", "librosa_cache_build",
+        "librosa_dataset", "npy_dataset", "trim_to_longest",
     }  # fmt: skip
 
 

@@ -338,7 +338,6 @@ def mixed_float16():
     keras.mixed_precision.set_global_policy("float32")
 
 
-@pytest.mark.usefixtures("mixed_float16")
 def test_a_checkpoint_of_the_model_alone_holds_every_weight(tmp_path):
     # Keras 3 does not make list-held sublayers checkpoint children; `LazyLayer` does.
     model = tiny_model()
@@ -355,6 +354,7 @@ def test_a_checkpoint_of_the_model_alone_holds_every_weight(tmp_path):
         np.testing.assert_array_equal(mine, restored)
 
 
+@pytest.mark.usefixtures("mixed_float16")
 def test_mixed_precision_forward_gives_float32_outputs_and_losses():
     model = tiny_model()
     batch = make_batch(model.config)
