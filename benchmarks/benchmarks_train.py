@@ -1,9 +1,10 @@
 """asv benchmarks for xtts-train: the compiled step, its traces, compile time, step-time CV.
 
-A demo corpus of short clips (`XTTS_BENCH_TRAIN_UTTERANCES`, default 64) is cached and the
-train step of every bucket shape (`XTTS_BENCH_TRAIN_BUCKETS` buckets, longest of batch
-`XTTS_BENCH_TRAIN_BATCH_SIZE`) is compiled once per process, in `setup`: `time_*` measures
-steady-state updates, and the warm-up's duration is reported by `track_compile_seconds`.
+A demo corpus of short clips (`XTTS_BENCH_TRAIN_UTTERANCES`, default 64) is cached once per
+asv run (`setup_cache`); in each benchmark's process (asv runs every benchmark in its own)
+the train step of every bucket shape (`XTTS_BENCH_TRAIN_BUCKETS` buckets, longest of batch
+`XTTS_BENCH_TRAIN_BATCH_SIZE`) is compiled in `setup`: `time_*` measures steady-state
+updates, and the warm-up's duration is reported by `track_compile_seconds`.
 `XTTS_BENCH_TRAIN_STEPS` (default 20) steps are timed for the step-time figures, and
 `XTTS_BENCH_TRAIN_SET` takes comma-separated stack overrides (`model.decoder_layers=1,...`).
 The dynamic-shape baseline, which compiles per batch, is in `xtts-bench train`.
@@ -12,15 +13,13 @@ The dynamic-shape baseline, which compiles per batch, is in `xtts-bench train`.
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import os
 import pathlib
 import statistics
-import tempfile
 import time
 
-from xtts_bench.train import TrainBenchConfig, TrainInputs, prepare_inputs
+from xtts_bench.train import TrainBenchConfig, read_inputs, write_cache
 from xtts_train.steps import CompiledSteps, shape_of
 from xtts_train.trainer import build_steps
 
@@ -29,20 +28,35 @@ _BUCKETS = int(os.environ.get("XTTS_BENCH_TRAIN_BUCKETS", "2"))
 _BATCH_SIZE = int(os.environ.get("XTTS_BENCH_TRAIN_BATCH_SIZE", "16"))
 _STEPS = int(os.environ.get("XTTS_BENCH_TRAIN_STEPS", "20"))
 _SET = tuple(o for o in os.environ.get("XTTS_BENCH_TRAIN_SET", "").split(",") if o)
+BENCH = TrainBenchConfig(
+    batches=_STEPS, utterances=_UTTERANCES, batch_size=_BATCH_SIZE, num_buckets=_BUCKETS,
+    overrides=_SET, graph=False,
+)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1)
-def _warm() -> tuple[TrainInputs, CompiledSteps, float]:
-    """(inputs, steps compiled for every bucket shape, warm-up seconds), once per process."""
-    bench = TrainBenchConfig(
-        batches=_STEPS, utterances=_UTTERANCES, batch_size=_BATCH_SIZE, num_buckets=_BUCKETS,
-        overrides=_SET, graph=False,
-    )  # fmt: skip
-    inputs = prepare_inputs(bench, pathlib.Path(tempfile.mkdtemp(prefix="xtts-asv-train-")))
-    steps = build_steps(inputs.stack, inputs.spec)
-    started = time.perf_counter()
-    steps.warm_up()
-    return inputs, steps, time.perf_counter() - started
+def build_cache(benchmark: object) -> str:
+    """The demo corpus and its cache in the current folder (asv's setup_cache folder).
+
+    The `setup_cache` of every class here (asv calls it bound to a benchmark instance).
+    """
+    return str(write_cache(BENCH, pathlib.Path.cwd()))
+
+
+build_cache.timeout = 1800
+
+
+class _Compiled:
+    """Reads the batches and compiles the step of every bucket shape (timed) in `setup`."""
+
+    timeout = 1800
+    setup_cache = build_cache
+
+    def setup(self, cache: str) -> None:
+        self.inputs = read_inputs(BENCH, pathlib.Path(cache))
+        self.steps = build_steps(self.inputs.stack, self.inputs.spec)
+        started = time.perf_counter()
+        self.steps.warm_up()
+        self.compile_seconds = time.perf_counter() - started
 
 
 def _step(steps: CompiledSteps, batch) -> float:
@@ -56,79 +70,56 @@ def _cv(values: list[float]) -> float:
     return statistics.pstdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
 
 
-class CompiledStep:
+class CompiledStep(_Compiled):
     """One update of the compiled step (XLA, one program per bucket shape), batches cycled."""
 
-    timeout = 1800
+    def setup(self, cache: str) -> None:
+        super().setup(cache)
+        self.batches = itertools.cycle(self.inputs.batches)
 
-    def setup(self) -> None:
-        inputs, self.steps, _ = _warm()
-        self.batches = itertools.cycle(inputs.batches)
-
-    def time_static_step(self) -> None:
+    def time_static_step(self, cache: str) -> None:
         _step(self.steps, next(self.batches))
 
 
-class Traces:
-    """Traces and compiled shapes after warm-up and a pass over every batch: constant."""
+class Traces(_Compiled):
+    """Traces and compiled shapes after warm-up and a pass over every batch: constant (a
+    retrace after warm-up raises in `CompiledSteps`; with it allowed, traces would grow)."""
 
-    timeout = 1800
-
-    def setup(self) -> None:
-        inputs, self.steps, _ = _warm()
-        for batch in inputs.batches:
+    def setup(self, cache: str) -> None:
+        super().setup(cache)
+        for batch in self.inputs.batches:
             _step(self.steps, batch)
 
-    def track_traces(self) -> int:
+    def track_traces(self, cache: str) -> int:
         return sum(self.steps.traces.values())
 
-    def track_compiled_shapes(self) -> int:
+    def track_compiled_shapes(self, cache: str) -> int:
         return self.steps.compiled_shapes
 
-    def track_retraces_after_warm_up(self) -> int:
-        return sum(self.steps.traces.values()) - self.steps.compiled_shapes
 
+class StepTime(_Compiled):
+    """Step-time CV over `XTTS_BENCH_TRAIN_STEPS` updates after one untimed pass: over all
+    steps (bucket shapes differ in cost) and the worst within one shape."""
 
-class StepTime:
-    """Step time over `XTTS_BENCH_TRAIN_STEPS` updates after one untimed pass: median, CV
-    over all steps (bucket shapes differ in cost) and the worst CV within one shape."""
-
-    timeout = 1800
-
-    def setup(self) -> None:
-        inputs, steps, _ = _warm()
-        for batch in inputs.batches:
-            _step(steps, batch)
-        self.ms = [(shape_of(b), _step(steps, b)) for b in inputs.batches]
+    def setup(self, cache: str) -> None:
+        super().setup(cache)
+        for batch in self.inputs.batches:
+            _step(self.steps, batch)
         self.by_shape = collections.defaultdict(list)
-        for shape, ms in self.ms:
-            self.by_shape[shape].append(ms)
+        for batch in self.inputs.batches:
+            self.by_shape[shape_of(batch)].append(_step(self.steps, batch))
 
-    def track_step_ms_median(self) -> float:
-        return statistics.median(ms for _, ms in self.ms)
+    def track_step_ms_cv(self, cache: str) -> float:
+        return _cv([ms for times in self.by_shape.values() for ms in times])
 
-    def track_step_ms_cv(self) -> float:
-        return _cv([ms for _, ms in self.ms])
-
-    def track_step_ms_cv_worst_shape(self) -> float:
+    def track_step_ms_cv_worst_shape(self, cache: str) -> float:
         return max(_cv(times) for times in self.by_shape.values())
 
-    track_step_ms_median.unit = "ms"
 
-
-class CompileTime:
+class CompileTime(_Compiled):
     """Warm-up: trace and XLA-compile the train step of every bucket shape."""
 
-    timeout = 1800
-
-    def setup(self) -> None:
-        _, self.steps, self.seconds = _warm()
-
-    def track_compile_seconds(self) -> float:
-        return self.seconds
-
-    def track_compile_seconds_per_shape(self) -> float:
-        return self.seconds / self.steps.compiled_shapes
+    def track_compile_seconds(self, cache: str) -> float:
+        return self.compile_seconds
 
     track_compile_seconds.unit = "s"
-    track_compile_seconds_per_shape.unit = "s"

@@ -1,10 +1,16 @@
-"""Every asv benchmark in benchmarks/ runs once on tiny inputs, so the suite cannot rot."""
+"""Every asv benchmark in benchmarks/ runs once on tiny inputs, so the suite cannot rot.
+
+Called the way asv calls them: `setup_cache` once (in its own folder), its result passed
+to `setup`, each benchmark method and `teardown`, after the parameters; every `track_`
+must return a finite number.
+"""
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
 import itertools
+import math
 import os
 import pathlib
 
@@ -35,21 +41,43 @@ def _benchmark_classes():
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         for name, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ == module.__name__:
+            if cls.__module__ == module.__name__ and not name.startswith("_"):
                 yield pytest.param(cls, id=f"{path.stem}.{name}")
 
 
+_CACHES: dict = {}  # setup_cache results, once per function (asv: once per run)
+
+
+def _setup_cache(cls, folder: pathlib.Path) -> tuple:
+    build = getattr(cls, "setup_cache", None)
+    if build is None:
+        return ()
+    if build not in _CACHES:
+        folder.mkdir()
+        cwd = os.getcwd()
+        os.chdir(folder)
+        try:
+            _CACHES[build] = build(cls())  # asv calls it as a method
+        finally:
+            os.chdir(cwd)
+    return (_CACHES[build],)
+
+
 @pytest.mark.parametrize("cls", list(_benchmark_classes()))
-def test_benchmark_runs(cls):
+def test_benchmark_runs(cls, tmp_path_factory):
     params = getattr(cls, "params", ((),))
     combos = list(itertools.product(*params)) if params != ((),) else [()]
     methods = [m for m in dir(cls) if m.startswith(("time_", "track_"))]
     assert methods, f"{cls.__name__} has no benchmark methods"
+    cache = _setup_cache(cls, tmp_path_factory.mktemp("setup_cache") / "cache")
     for combo in combos:
         bench = cls()
-        bench.setup(*combo)
+        bench.setup(*cache, *combo)
         try:
             for method in methods:
-                getattr(bench, method)(*combo)
+                value = getattr(bench, method)(*cache, *combo)
+                if method.startswith("track_"):
+                    assert isinstance(value, int | float), f"{method}{combo}: {value!r}"
+                    assert math.isfinite(value), f"{method}{combo}: {value!r}"
         finally:
-            getattr(bench, "teardown", lambda *a: None)(*combo)
+            getattr(bench, "teardown", lambda *a: None)(*cache, *combo)

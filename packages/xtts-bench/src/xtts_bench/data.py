@@ -31,6 +31,7 @@ from xtts_data.doctor import time_batches
 __all__ = [
     "DataBenchConfig",
     "baseline_utterances",
+    "corpus_summary",
     "format_data_table",
     "run_data_benchmarks",
 ]
@@ -201,6 +202,18 @@ def _median(summaries: list[dict], key: str) -> float:
     return statistics.median(summary[key] for summary in summaries)
 
 
+def corpus_summary(cache: pathlib.Path, audio: xa.MelConfig) -> dict:
+    """Utterance count and min/mean/max seconds of a feature cache's utterances."""
+    frames = xd.FeatureCache.open(cache).samples()["frames"]
+    seconds = frames * audio.hop_length / audio.sample_rate
+    return {
+        "utterances": len(frames),
+        "mean_seconds": float(np.mean(seconds)),
+        "min_seconds": float(np.min(seconds)),
+        "max_seconds": float(np.max(seconds)),
+    }
+
+
 def run_data_benchmarks(bench: DataBenchConfig) -> dict:
     """Build both caches (timed), then compare the pipelines; returns all figures."""
     audio = xa.MelConfig.from_preset(bench.preset)
@@ -222,16 +235,10 @@ def run_data_benchmarks(bench: DataBenchConfig) -> dict:
             baseline_utterances(corpus, xd.DataConfig()),
         )
         pipelines = bench_pipelines(inputs, bench)
-        frames = xd.FeatureCache.open(inputs.cache).samples()["frames"]
-    seconds = frames * audio.hop_length / audio.sample_rate
+        corpus = corpus_summary(inputs.cache, audio)
     return {
         "settings": dataclasses.asdict(bench),
-        "corpus": {
-            "utterances": len(frames),
-            "mean_seconds": float(np.mean(seconds)),
-            "min_seconds": float(np.min(seconds)),
-            "max_seconds": float(np.max(seconds)),
-        },
+        "corpus": corpus,
         "cache_build": build,
         "pipelines": pipelines,
         "tensorflow": tf.__version__,

@@ -34,6 +34,7 @@ import tqdm
 
 import xtts_data as xd
 from xtts_bench import baselines
+from xtts_bench.data import corpus_summary
 from xtts_train import PRESETS
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.steps import shape_of
@@ -47,7 +48,9 @@ __all__ = [
     "bench_steady_state",
     "format_train_table",
     "prepare_inputs",
+    "read_inputs",
     "run_train_benchmarks",
+    "write_cache",
 ]
 
 
@@ -150,17 +153,28 @@ class TrainInputs:
 
 def prepare_inputs(bench: TrainBenchConfig, work: pathlib.Path) -> TrainInputs:
     """Write the demo corpus and its feature cache into `work`, and read the batches."""
+    return read_inputs(bench, write_cache(bench, work))
+
+
+def write_cache(bench: TrainBenchConfig, work: pathlib.Path) -> pathlib.Path:
+    """Write the demo corpus and its feature cache into `work`; returns the cache folder."""
     stack = bench.stack()
     xd.write_demo_corpus(work / "corpus", n=bench.utterances, min_seconds=bench.min_seconds,
                          max_seconds=bench.max_seconds, seed=bench.seed)  # fmt: skip
     xd.prepare(work / "corpus", work / "cache", audio=stack.audio, data=stack.data,
                workers=bench.threads)  # fmt: skip
-    opened = xd.FeatureCache.open(work / "cache", audio=stack.audio, data=stack.data)
+    return work / "cache"
+
+
+def read_inputs(bench: TrainBenchConfig, cache: pathlib.Path) -> TrainInputs:
+    """The first `bench.batches` batches of the bucketed pipeline over `cache`."""
+    stack = bench.stack()
+    opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     stack = dataclasses.replace(stack, model=model)
     pipeline = xd.make_dataset(opened, stack.data, "train", repeat=True)
     batches = list(itertools.islice(pipeline.dataset, bench.batches))
-    return TrainInputs(stack, work / "cache", pipeline.spec, batches)
+    return TrainInputs(stack, cache, pipeline.spec, batches)
 
 
 def _run_steps(
@@ -319,20 +333,13 @@ def run_train_benchmarks(bench: TrainBenchConfig, *, progress: bool = False) -> 
                     inputs, jit_compile=False, progress=progress, budget_seconds=budget
                 )
             steady = bench_steady_state(inputs, pathlib.Path(folder) / "run")
-            frames = xd.FeatureCache.open(inputs.cache).samples()["frames"]
+            corpus = corpus_summary(inputs.cache, inputs.stack.audio)
     finally:
         keras.mixed_precision.set_global_policy(previous)
-    audio = inputs.stack.audio
-    seconds = frames * audio.hop_length / audio.sample_rate
     static = sides["static"]["total_seconds"]
     return {
         "settings": dataclasses.asdict(bench),
-        "corpus": {
-            "utterances": len(frames),
-            "min_seconds": float(np.min(seconds)),
-            "max_seconds": float(np.max(seconds)),
-            "mean_seconds": float(np.mean(seconds)),
-        },
+        "corpus": corpus,
         "spec_shapes": [[s.batch_size, s.text_len, s.frames] for s in inputs.spec.shapes],
         **sides,
         # Measured: a lower bound when the side stopped early. Projected: every batch.
