@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from xtts_bench.cli import main
-from xtts_bench.train import _run_steps, _side, format_train_table
+from xtts_bench.train import _cv_within_shape, _run_steps, _side, format_train_table
 
 # One bucket shape, two batches, a one-layer model: four compiles (static, up to two
 # dynamic shapes, fit's warm-up) of a few seconds to half a minute each.
@@ -82,7 +82,7 @@ def test_steady_state_reports_fit_figures(results):
 def test_table_names_each_row_and_figure(results):
     table = format_train_table(results)
     for label in ("CompiledSteps", "tf.function XLA, no signature", "dynamic_xla / static",
-                  "steady state", "host overhead", "input-bound"):  # fmt: skip
+                  "steady state", "host overhead", "input-bound", "CV within a shape"):  # fmt: skip
         assert label in table
 
 
@@ -149,3 +149,15 @@ def test_no_budget_runs_every_batch():
     assert side["complete"]
     assert side["traces"] == side["distinct_shapes"] == 2
     assert side["projected_total_seconds"] == side["total_seconds"]
+
+
+def test_cv_within_shape_takes_out_the_cost_of_each_shape():
+    # Shape 10 steps cost 1, 1.1, 0.9 s; shape 20 steps 2, 2.2, 1.8 s: the same 10%
+    # spread around each shape's mean, whatever the shapes' costs. Traced steps are left
+    # out, and so is shape 30 (two steps).
+    frames = (10, 10, 10, 10, 20, 20, 20, 30, 30)
+    seconds = [60.0, 1.0, 1.1, 0.9, 2.0, 2.2, 1.8, 3.0, 5.0]
+    traced = [True] + [False] * 8
+    cv = _cv_within_shape([_batch(f) for f in frames], seconds, traced)
+    assert cv == pytest.approx(np.std([1.0, 1.1, 0.9] * 2))
+    assert _cv_within_shape([_batch(10)] * 2, [1.0, 2.0], [False, False]) is None

@@ -18,6 +18,7 @@ training scripts in the wild, and the steady state of `fit`, in one process.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import os
@@ -210,7 +211,10 @@ def _side(batches: list, seconds: list[float], traced: list[bool], traces: int,
     cost at the measured rates: the mean traced step for each batch of a shape not yet
     seen, the median steady step for every other batch. `frames_per_s` is padded mel
     frames per second of the steps that did not trace: step speed with the batches'
-    different sizes taken out.
+    different sizes taken out. `step_cv_within_shape` is the coefficient of variation of
+    those steps, each divided by the mean of its shape's: how steady a step of fixed work
+    is, run back to back on stored batches (for the static side, the reference for the
+    step-time CV of `fit`, which adds the pipeline and the host loop).
     """
     ran = batches[: len(seconds)]
     steady = [s for s, t in zip(seconds, traced, strict=True) if not t]
@@ -241,10 +245,27 @@ def _side(batches: list, seconds: list[float], traced: list[bool], traces: int,
         "projected_total_seconds": projected,
         "step_ms_median": 1e3 * statistics.median(steady) if steady else None,
         "frames_per_s": steady_frames / sum(steady) if steady else None,
+        "step_cv_within_shape": _cv_within_shape(ran, seconds, traced),
         "padding_efficiency": real / sum(padded),
         "final_loss": loss,
         "load_average": os.getloadavg()[0],
     }
+
+
+def _cv_within_shape(batches: list, seconds: list[float], traced: list[bool]) -> float | None:
+    """CV of the steps that did not trace, each relative to its shape's mean (shapes with
+    fewer than 3 such steps left out); None when no shape has 3."""
+    by_shape = collections.defaultdict(list)
+    for batch, second, was_traced in zip(batches, seconds, traced, strict=True):
+        if not was_traced:
+            by_shape[shape_of(batch)].append(second)
+    ratios = [
+        second / statistics.fmean(times)
+        for times in by_shape.values()
+        if len(times) >= 3
+        for second in times
+    ]
+    return statistics.pstdev(ratios) if len(ratios) >= 3 else None  # their mean is 1
 
 
 def bench_static(inputs: TrainInputs, *, progress: bool = False) -> dict:
@@ -406,12 +427,14 @@ def format_train_table(results: dict) -> str:
             )
         lines.append(line)
     f = results["steady_state"]
-    lines.append(
+    lines += [
         f"steady state (fit, {f['steps']} steps): step {f['step_ms_median']:.1f} ms median, "
         f"CV {f['step_ms_cv']:.1%} (worst shape {_percent(f['step_ms_cv_worst_shape'])}), "
         f"host overhead {_number(f['host_overhead_ms'], '.3f')} ms, input-bound "
-        f"{f['input_bound_fraction']:.2%}, {f['retraces_after_warmup']} retraces"
-    )
+        f"{f['input_bound_fraction']:.2%}, {f['retraces_after_warmup']} retraces",
+        f"reference: the same compiled steps on stored batches, back to back (static side): "
+        f"CV within a shape {_percent(results['static']['step_cv_within_shape'])}",
+    ]
     return "\n".join(lines)
 
 
