@@ -1,10 +1,16 @@
-"""`xtts-bench audio` produces every figure (a run on tiny inputs; no timing is asserted)."""
+"""`xtts-bench audio` and `compare` produce every figure (runs on tiny inputs; no timing
+is asserted)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+
+import pytest
+
+from xtts_bench.data import format_data_table
+from xtts_data import write_demo_corpus
 
 TINY = [
     "--clips",
@@ -50,3 +56,53 @@ def test_bad_settings_exit_2():
     done = _bench("--clips", "1", "--batch-size", "4")
     assert done.returncode == 2
     assert "expected clips >= batch_size" in done.stderr
+
+
+# `xtts-bench compare`: every pipeline and figure, on a tiny corpus given as CORPUS.
+COMPARE = ["--batch-size", "4", "--batches", "4", "--rounds", "1", "--device-ms", "5"]
+PIPELINES = ("xtts buckets", "xtts fixed", "xtts on the fly", "npy + numpy_function",
+             "librosa + numpy_function")  # fmt: skip
+
+
+def _compare(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "xtts_bench.cli", "compare", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("compare") / "corpus"
+    write_demo_corpus(folder, n=12, min_seconds=0.5, max_seconds=1.5)
+    done = _compare(str(folder), *COMPARE, "--json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_compare_reports_every_pipeline_against_both_baselines(compared):
+    results = compared
+    assert results["corpus"]["utterances"] == 12
+    assert results["cache_build"]["ratio"] > 0
+    assert set(results["pipelines"]) == set(PIPELINES)
+    for figures in results["pipelines"].values():
+        assert figures["samples_per_s"] > 0
+        assert figures["batch_ms_mean"] >= 0
+        assert figures["batch_ms_cv"] >= 0
+        assert 0 < figures["device_utilization"] <= 1
+        assert figures["cpu_ms_per_sample"] > 0
+        assert figures["ratio_vs_npy"] > 0
+        assert figures["ratio_vs_librosa"] > 0
+    assert results["pipelines"]["npy + numpy_function"]["ratio_vs_npy"] == 1.0
+    assert results["pipelines"]["librosa + numpy_function"]["ratio_vs_librosa"] == 1.0
+
+
+def test_compare_table_names_each_pipeline_and_figure(compared):
+    table = format_data_table(compared)
+    for label in (*PIPELINES, "samples/s", "vs npy", "vs librosa", "CPU ms/sample",
+                  "device busy", "cache build"):  # fmt: skip
+        assert label in table
+
+
+def test_compare_on_a_missing_corpus_exits_2(tmp_path):
+    done = _compare(str(tmp_path / "nowhere"), *COMPARE)
+    assert done.returncode == 2
+    assert "nowhere (not found)" in done.stderr

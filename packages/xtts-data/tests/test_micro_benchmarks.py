@@ -1,7 +1,7 @@
 """Micro-benchmarks (pytest-benchmark) of the input pipeline over the shared test cache.
 
 Marked `benchmark`: skipped by the default test command; `hatch run bench-micro` runs them.
-Side-by-side figures against the baselines are in `xtts-bench data`.
+Side-by-side figures against the baselines are in `xtts-bench compare`.
 """
 
 from __future__ import annotations

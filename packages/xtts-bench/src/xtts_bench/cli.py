@@ -68,31 +68,38 @@ def _parser() -> argparse.ArgumentParser:
     audio.add_argument(
         "--json", action="store_true", help="print the figures as JSON instead of a table"
     )
-    _add_data(commands)
+    _add_compare(commands)
     _add_train(commands)
     _add_gate(commands)
     return parser  # fmt: skip
 
 
-def _add_data(commands) -> None:
+def _add_compare(commands) -> None:
     data = commands.add_parser(
-        "data",
-        help="xtts-data vs librosa-pool cache build and the npy + numpy_function pipeline",
+        "compare",
+        help="xtts-data vs the pipelines it replaces (librosa or .npy through numpy_function)",
         description=(
-            "On one corpus (default: a demo corpus with LJSpeech-like lengths), measure side "
-            "by side: cache build (audio seconds per wall second) of xtts-data prepare vs "
-            "librosa in a thread pool; samples/s, batch latency and its CV of make_dataset "
-            "(buckets, fixed) vs .npy mels loaded through tf.numpy_function; and the "
-            "utilization of a simulated device needing --device-ms per batch."
+            "On one corpus, side by side in one process: cache build (audio seconds per "
+            "wall second) of xtts-data prepare vs librosa in a thread pool; then every input "
+            "pipeline (xtts-data from its cache with buckets and fixed padding, xtts-data on "
+            "the fly, .npy mels through tf.numpy_function, librosa through "
+            "tf.numpy_function per sample) alone and feeding a simulated device that needs "
+            "--device-ms per batch. One table: samples/s and the ratio to each baseline, "
+            "batch latency mean and CV, device utilization, CPU-ms per sample, padding."
         ),
     )
     d = DataBenchConfig()
-    data.add_argument("--corpus", help="a corpus to use instead of a demo corpus")
+    data.add_argument(
+        "corpus",
+        nargs="?",
+        help="a corpus xtts-data reads (LJSpeech folder, speaker folders or a filelist); "
+        "omitted, a demo corpus of --utterances clips with LJSpeech-like lengths is written",
+    )
     data.add_argument(
         "--utterances",
         type=int,
         default=d.utterances,
-        help="demo corpus size (default: %(default)s)",
+        help="demo corpus size, without CORPUS (default: %(default)s)",
     )
     data.add_argument("--min-seconds", type=float, default=d.min_seconds)
     data.add_argument("--max-seconds", type=float, default=d.max_seconds)
@@ -235,7 +242,7 @@ def _run_audio(args) -> str | dict:
     return results if args.json else format_table(results)
 
 
-def _run_data(args) -> str | dict:
+def _run_compare(args) -> str | dict:
     bench = DataBenchConfig(
         corpus=args.corpus, utterances=args.utterances, min_seconds=args.min_seconds,
         max_seconds=args.max_seconds, batch_size=args.batch_size, batches=args.batches,
@@ -258,7 +265,7 @@ def _run_train(args) -> str | dict:
     return results if args.json else format_train_table(results)
 
 
-_COMMANDS = {"audio": _run_audio, "data": _run_data, "train": _run_train}
+_COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,13 @@
-"""xtts-data side by side with the pipelines it replaces, on one corpus, in one process.
+"""`xtts-bench compare`: xtts-data side by side with the pipelines it replaces, on one
+corpus, in one process.
 
 - cache build: `xtts_data.prepare` vs `baselines.librosa_cache_build` (librosa in a thread
   pool), in seconds of audio per wall second;
-- input pipeline from the cache: `make_dataset` (buckets and fixed) vs `baselines.npy_dataset`
-  (`np.load` through `tf.numpy_function`), alone (samples/s, batch latency and its CV) and
-  fed to a simulated device that needs `device_ms` per batch (utilization);
+- input pipelines: `make_dataset` from the cache (buckets and fixed) and on the fly, vs
+  `baselines.npy_dataset` (`np.load` through `tf.numpy_function`) and
+  `baselines.librosa_dataset` (librosa through `tf.numpy_function` per sample), alone
+  (samples/s, batch latency and its CV, CPU-ms per sample) and fed to a simulated device
+  that needs `device_ms` per batch (utilization);
 - padding efficiency of buckets vs fixed padding.
 
 Every pipeline is timed with `xtts_data.doctor.time_batches`, the same yardstick.
@@ -39,7 +42,7 @@ __all__ = [
 
 @dataclasses.dataclass(frozen=True)
 class DataBenchConfig:
-    """Settings of `xtts-bench data`.
+    """Settings of `xtts-bench compare`.
 
     Attributes:
         corpus: a corpus to measure on; `None` writes a demo corpus of `utterances`
@@ -187,14 +190,17 @@ def bench_pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict:
             "samples_per_s": _median(alone, "samples_per_s"),
             "batch_ms_mean": _median(alone, "batch_ms_mean"),
             "batch_ms_cv": _median(alone, "batch_ms_cv"),
+            "cpu_ms_per_sample": _median(alone, "cpu_ms_per_sample"),
             "device_utilization": _median(device, "device_utilization"),
             "device_wait_ms_cv": _median(device, "batch_ms_cv"),
             "padding_efficiency": alone[0]["padding_efficiency"],
             "shapes": pipelines[name][1],
         }
     npy = results["npy + numpy_function"]["samples_per_s"]
+    librosa = results["librosa + numpy_function"]["samples_per_s"]
     for result in results.values():
         result["ratio_vs_npy"] = result["samples_per_s"] / npy
+        result["ratio_vs_librosa"] = result["samples_per_s"] / librosa
     return results
 
 
@@ -254,15 +260,16 @@ def format_data_table(results: dict) -> str:
         f"{s['device_ms']:g} ms",
         f"cache build   xtts {b['ours_audio_s_per_s']:.0f} vs librosa pool "
         f"{b['baseline_audio_s_per_s']:.0f} audio s per s: {b['ratio']:.2f}x",
-        f"{'pipeline':<26}{'1st epoch':>10}{'samples/s':>10}{'vs npy':>8}{'batch ms':>10}"
-        f"{'CV':>6}{'device busy':>13}{'padding':>9}{'shapes':>7}",
+        f"{'pipeline':<26}{'1st epoch':>10}{'samples/s':>10}{'vs npy':>8}{'vs librosa':>11}"
+        f"{'batch ms':>10}{'CV':>6}{'device busy':>13}{'CPU ms/sample':>14}{'padding':>9}"
+        f"{'shapes':>7}",
     ]
     for name, r in results["pipelines"].items():
         lines.append(
             f"{name:<26}{_number(r['first_epoch_samples_per_s']):>10}{r['samples_per_s']:>10.0f}"
-            f"{r['ratio_vs_npy']:>7.2f}x"
-            f"{r['batch_ms_mean']:>10.2f}{r['batch_ms_cv']:>6.2f}{r['device_utilization']:>12.1%}"
-            f"{r['padding_efficiency']:>9.1%}{r['shapes']:>7}"
+            f"{r['ratio_vs_npy']:>7.2f}x{r['ratio_vs_librosa']:>10.1f}x"
+            f"{r['batch_ms_mean']:>10.2f}{r['batch_ms_cv']:>6.2f}{r['device_utilization']:>13.1%}"
+            f"{r['cpu_ms_per_sample']:>14.2f}{r['padding_efficiency']:>9.1%}{r['shapes']:>7}"
         )
     return "\n".join(lines)
 

@@ -180,7 +180,10 @@ def _run_doctor(args) -> int:
         f"source             {pipeline.source} ({pipeline.split}: {pipeline.num_samples} "
         f"utterances, {pipeline.filtered} too long)"
     )
-    print(f"throughput         {values['samples_per_s']:.0f} samples/s")
+    print(
+        f"throughput         {values['samples_per_s']:.0f} samples/s, "
+        f"{values['cpu_ms_per_sample']:.2f} CPU-ms per sample"
+    )
     print(
         f"batch latency      mean {values['batch_ms_mean']:.2f} ms, p99 "
         f"{values['batch_ms_p99']:.2f} ms, CV {values['batch_ms_cv']:.2f}"

@@ -67,9 +67,11 @@ class Timing:
     busy: float = 0.0  # seconds of simulated device steps
     span: float = 0.0  # seconds from the first step's start to the last step's end
     device_starts: np.ndarray | None = None  # step start times, seconds since the pass began
+    cpu: float = 0.0  # CPU seconds of the whole process (every thread) during the pass
 
     def summary(self) -> dict[str, float | None]:
-        """samples/s, batch wait mean / p50 / p99 / CV, device utilization, padding."""
+        """samples/s, batch wait mean / p50 / p99 / CV, device utilization, padding, and
+        the process's CPU milliseconds per sample (the input pipeline's threads, mostly)."""
         waits_ms = self.waits * 1e3
         mean = float(waits_ms.mean())
         return {
@@ -80,6 +82,7 @@ class Timing:
             "batch_ms_cv": float(waits_ms.std() / mean) if mean else 0.0,
             "device_utilization": min(self.busy / self.span, 1.0) if self.device_ms else None,
             "padding_efficiency": self.real_frames / max(self.padded_frames, 1),
+            "cpu_ms_per_sample": 1e3 * self.cpu / self.samples if self.samples else None,
         }
 
 
@@ -97,7 +100,7 @@ def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> T
     device = _Device(device_ms / 1e3) if device_ms else None
     waits, ends, shapes = [], [], []
     samples = real = padded = 0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(batches):
         before = time.perf_counter()
         batch = next(iterator)
@@ -113,12 +116,13 @@ def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> T
         ends.append(time.perf_counter() - start)
     if device is not None:
         device.finish()
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     if device is None:
-        return Timing(np.array(waits), np.array(ends), samples, real, padded, shapes, wall)
+        return Timing(np.array(waits), np.array(ends), samples, real, padded, shapes, wall,
+                      cpu=cpu)  # fmt: skip
     return Timing(
         np.array(waits), np.array(ends), samples, real, padded, shapes, wall, device_ms,
-        device.busy, device.span, np.array(device.starts) - start,
+        device.busy, device.span, np.array(device.starts) - start, cpu,
     )  # fmt: skip
 
 
