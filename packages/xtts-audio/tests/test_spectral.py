@@ -125,12 +125,13 @@ def test_leading_batch_dims_are_kept(speech):
     np.testing.assert_allclose(out[1, 1], single * 0.5, rtol=1e-4, atol=1e-6)
 
 
-def test_compiled_batches_are_chunked_and_give_the_same_mel():
+@pytest.mark.parametrize(("seconds", "rows"), [(3, 1), (1, 4)])
+def test_compiled_batches_are_chunked_and_give_the_same_mel(seconds, rows):
     """In a graph, big static batches go through the filterbank a few rows at a time."""
     from xtts_audio.spectral import _rows_per_chunk
 
     config = MelConfig.from_preset("xtts")
-    spec = tf.TensorSpec([8, 3 * 22050], tf.float32)
+    spec = tf.TensorSpec([8, seconds * 22050], tf.float32)
     chosen = {}
 
     def mel(w):
@@ -140,11 +141,57 @@ def test_compiled_batches_are_chunked_and_give_the_same_mel():
     batch = np.random.default_rng(0).standard_normal(spec.shape).astype(np.float32) * 0.1
     compiled = tf.function(mel, jit_compile=True, input_signature=[spec])
     got = compiled(batch).numpy()
-    assert 2 <= chosen["rows"] < 8
-    assert 8 % chosen["rows"] == 0
+    # ~1 MiB of frames per 3 s row: one row per chunk; 1 s rows: the largest divisor of 8
+    # whose frames fit 2 MiB.
+    assert chosen["rows"] == rows
     assert _rows_per_chunk(tf.constant(batch), config) is None  # eagerly: whole batch
     expected = xtts_audio.mel_spectrogram(batch, config).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6 * expected.max())
+
+
+@pytest.mark.parametrize(
+    ("n_fft", "hop", "samples"),
+    [(1024, 256, 22050), (1024, 256, 1024), (1024, 256, 1279), (2048, 512, 5000),
+     (1024, 1024, 4096), (1000, 300, 5000)],
+)  # fmt: skip
+def test_compiled_frames_are_the_signals_frames(n_fft, hop, samples):
+    """Under XLA, frames that are whole hops are cut as shifted slices: same frames."""
+    from xtts_audio.spectral import _frames, _in_xla
+
+    config = MelConfig(
+        sample_rate=22050, n_fft=n_fft, hop_length=hop, win_length=n_fft, n_mels=40,
+        center=False,
+    )  # fmt: skip
+    y = np.random.default_rng(0).standard_normal((2, 3, samples)).astype(np.float32)
+    seen = {}
+
+    def frames(w):
+        seen["xla"] = _in_xla()
+        return _frames(w, config)
+
+    got = tf.function(frames, jit_compile=True)(y).numpy()
+    assert seen["xla"]
+    assert not _in_xla()  # eagerly
+    np.testing.assert_array_equal(got, tf.signal.frame(y, n_fft, hop).numpy())
+    assert got.shape[-2] == xtts_audio.num_frames(samples, config)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_mel_blocks_hold_every_filter_weight_once(name):
+    from xtts_audio._filters import mel_blocks, mel_filterbank, used_bins
+
+    config = MelConfig.from_preset(name)
+    bank = mel_filterbank(config)
+    blocks = mel_blocks(config)
+    assert [b[2] for b in blocks] == [0] + [b[3] for b in blocks[:-1]]  # mels in order, once
+    assert blocks[-1][3] == config.n_mels
+    rebuilt = np.zeros_like(bank)
+    for lo, hi, first, last in blocks:
+        assert 0 <= lo < hi <= used_bins(config)
+        rebuilt[lo:hi, first:last] = bank[lo:hi, first:last]
+    np.testing.assert_array_equal(rebuilt, bank)  # nothing outside the blocks
+    dense = used_bins(config) * config.n_mels
+    assert sum((hi - lo) * (last - first) for lo, hi, first, last in blocks) < dense / 3
 
 
 @pytest.mark.parametrize("center", [True, False])

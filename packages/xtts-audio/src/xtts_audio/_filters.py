@@ -100,3 +100,19 @@ def used_bins(config: MelConfig) -> int:
     """Number of leading FFT bins any mel filter touches (the rest need not be computed)."""
     nonzero = np.flatnonzero(mel_filterbank(config).max(axis=1) > 0)
     return int(nonzero[-1]) + 1
+
+
+@functools.lru_cache(maxsize=32)
+def mel_blocks(config: MelConfig, blocks: int = 4) -> tuple[tuple[int, int, int, int], ...]:
+    """The filterbank cut into `blocks` runs of neighbouring mels, with the bins they read.
+
+    Returns:
+        (first bin, end bin, first mel, end mel) per block, ends exclusive; the blocks
+        cover every mel once, in order, and each holds every nonzero weight of its mels.
+    """
+    bank = mel_filterbank(config)
+    out = []
+    for mels in np.array_split(np.arange(config.n_mels), min(blocks, config.n_mels)):
+        rows = np.flatnonzero(bank[:, mels].max(axis=1) > 0)
+        out.append((int(rows[0]), int(rows[-1]) + 1, int(mels[0]), int(mels[-1]) + 1))
+    return tuple(out)
