@@ -101,8 +101,18 @@ def _add_compare(commands) -> None:
         default=d.utterances,
         help="demo corpus size, without CORPUS (default: %(default)s)",
     )
-    data.add_argument("--min-seconds", type=float, default=d.min_seconds)
-    data.add_argument("--max-seconds", type=float, default=d.max_seconds)
+    data.add_argument(
+        "--min-seconds",
+        type=float,
+        default=d.min_seconds,
+        help="shortest demo clip, without CORPUS (default: %(default)s)",
+    )
+    data.add_argument(
+        "--max-seconds",
+        type=float,
+        default=d.max_seconds,
+        help="longest demo clip, without CORPUS (default: %(default)s)",
+    )
     data.add_argument(
         "--batch-size",
         type=int,
@@ -164,8 +174,18 @@ def _add_train(commands) -> None:
         ("--seed", t.seed, "corpus, shuffle and weight seed"),
     ]:
         train.add_argument(flag, type=int, default=value, help=f"{text} (default: %(default)s)")
-    train.add_argument("--min-seconds", type=float, default=t.min_seconds)
-    train.add_argument("--max-seconds", type=float, default=t.max_seconds)
+    train.add_argument(
+        "--min-seconds",
+        type=float,
+        default=t.min_seconds,
+        help="shortest demo clip (default: %(default)s)",
+    )
+    train.add_argument(
+        "--max-seconds",
+        type=float,
+        default=t.max_seconds,
+        help="longest demo clip (default: %(default)s)",
+    )
     train.add_argument("--preset", default=t.preset, help="model preset (default: %(default)s)")
     train.add_argument(
         "--dynamic-budget",
@@ -213,8 +233,12 @@ def _add_gate(commands) -> None:
     gate.add_argument(
         "head", nargs="?", default=g.head, help="revision measured (default: %(default)s)"
     )
-    gate.add_argument("--factor", type=float, default=g.factor,
-                      help="allowed slowdown ratio (default: %(default)s)")  # fmt: skip
+    gate.add_argument(
+        "--factor",
+        type=float,
+        default=g.factor,
+        help="allowed slowdown ratio (default: %(default)s)",
+    )
     gate.add_argument("--bench", action="append", default=[], metavar="REGEX",
                       help="only benchmarks matching (repeatable; default: all)")  # fmt: skip
     gate.add_argument(
