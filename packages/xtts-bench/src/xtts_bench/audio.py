@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import pathlib
 import statistics
 import tempfile
@@ -194,6 +195,24 @@ def _compiled_mel(config: xa.MelConfig) -> Callable[[tf.Tensor], tf.Tensor]:
     return tf.function(lambda w: xa.mel_spectrogram(w, config), jit_compile=True)
 
 
+def _compiled_mel_per_shape(
+    config: xa.MelConfig, batches: list[tf.Tensor]
+) -> Callable[[tf.Tensor], tf.Tensor]:
+    """One compiled mel per batch shape (each with its `input_signature`), as a bucketed
+    pipeline compiles them. TensorFlow counts traces per Python code object, so lambdas
+    would share one count and draw its "triggered tf.function retracing" warning; partials
+    are counted apart."""
+    compiled = {
+        shape: tf.function(
+            functools.partial(xa.mel_spectrogram, config=config),
+            input_signature=[tf.TensorSpec(shape, tf.float32)],
+            jit_compile=True,
+        )
+        for shape in {tuple(batch.shape) for batch in batches}
+    }
+    return lambda batch: compiled[tuple(batch.shape)](batch)
+
+
 def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchConfig) -> dict:
     """Sorted, padded batches through the XLA mel, `threads` in flight, vs librosa per file.
 
@@ -203,7 +222,7 @@ def bench_mel(clips: list[np.ndarray], config: xa.MelConfig, bench: AudioBenchCo
     padded = padded_batches(clips, bench.batch_size, step=config.sample_rate // 4)
     # Longest first: the cores finish together instead of one waiting on the last, longest batch.
     batches = [tf.constant(b) for b in reversed(padded)]
-    compiled = _compiled_mel(config)
+    compiled = _compiled_mel_per_shape(config, batches)
     executor = concurrent.futures.ThreadPoolExecutor(bench.threads)
     in_flight = _wall(lambda: list(executor.map(lambda b: compiled(b).numpy(), batches)))
     librosa_mel_of = librosa_mel(config)
