@@ -41,7 +41,7 @@ class CheckReport:
             mean = statistics.mean(times)
             cv = statistics.pstdev(times) / mean if mean else 0.0
             label = " x ".join(map(str, shape))
-            lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{mean:>10.1f}{cv:>7.2f}")
+            lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{mean:>10.1f}{cv:>7.1%}")
         lines.append("RETRACED: a shape was traced more than once" if self.retraced
                      else "ok: one trace per shape, no retrace")  # fmt: skip
         return "\n".join(lines)
