@@ -233,12 +233,8 @@ def _add_gate(commands) -> None:
     gate.add_argument(
         "head", nargs="?", default=g.head, help="revision measured (default: %(default)s)"
     )
-    gate.add_argument(
-        "--factor",
-        type=float,
-        default=g.factor,
-        help="allowed slowdown ratio (default: %(default)s)",
-    )
+    gate.add_argument("--factor", type=float, default=g.factor,
+                      help="allowed slowdown ratio (default: %(default)s)")  # fmt: skip
     gate.add_argument("--bench", action="append", default=[], metavar="REGEX",
                       help="only benchmarks matching (repeatable; default: all)")  # fmt: skip
     gate.add_argument(
