@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import soundfile
 
-from xtts_audio.cli import main, synthetic_utterance
+from xtts_audio.cli import main
+from xtts_audio.demo import synthetic_utterance
 
 
 def test_synthetic_utterance_is_finite_at_every_rate():

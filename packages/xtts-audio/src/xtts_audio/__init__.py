@@ -3,23 +3,31 @@
 Every op is a pure function of tensors plus a frozen config; each runs eagerly, in
 `tf.function`, under `jit_compile=True` and inside `tf.data` (WAV decoding excepted from
 XLA: strings cannot enter it).
+
+Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_audio` does not
+import TensorFlow; `xtts_audio.mel_spectrogram` does.
 """
 
-from xtts_audio.config import PRESETS, MelConfig
-from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
-from xtts_audio.errors import ConfigError, InputError, XttsAudioError
-from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
-from xtts_audio.resample import resample, to_mono
-from xtts_audio.spectral import (
-    denormalize,
-    mel_features,
-    mel_spectrogram,
-    normalize,
-    num_frames,
-    spectrogram,
-    stft,
-)
-from xtts_audio.wav import decode_wav, load_wav
+from typing import TYPE_CHECKING
+
+from xtts_audio.startup import lazy_exports
+
+if TYPE_CHECKING:
+    from xtts_audio.config import PRESETS, MelConfig
+    from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
+    from xtts_audio.errors import ConfigError, InputError, XttsAudioError
+    from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
+    from xtts_audio.resample import resample, to_mono
+    from xtts_audio.spectral import (
+        denormalize,
+        mel_features,
+        mel_spectrogram,
+        normalize,
+        num_frames,
+        spectrogram,
+        stft,
+    )
+    from xtts_audio.wav import decode_wav, load_wav
 
 __all__ = [
     "PRESETS",
@@ -46,3 +54,20 @@ __all__ = [
     "to_mono",
     "trim_silence",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(["PRESETS", "MelConfig"], "config"),
+        **dict.fromkeys(["deemphasis", "preemphasis", "silence_bounds", "trim_silence"], "effects"),
+        **dict.fromkeys(["ConfigError", "InputError", "XttsAudioError"], "errors"),
+        **dict.fromkeys(["griffin_lim", "istft", "mel_to_magnitude"], "griffin_lim"),
+        **dict.fromkeys(["resample", "to_mono"], "resample"),
+        **dict.fromkeys(
+            ["denormalize", "mel_features", "mel_spectrogram", "normalize", "num_frames",
+             "spectrogram", "stft"],
+            "spectral",
+        ),
+        **dict.fromkeys(["decode_wav", "load_wav"], "wav"),
+    },
+)  # fmt: skip

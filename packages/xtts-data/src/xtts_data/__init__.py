@@ -4,20 +4,28 @@
 `make_dataset` reads them back in batches of at most K static shapes, listed up front by
 a `DatasetSpec`, with no Python op in the graph; `diagnose` tells whether input is the
 bottleneck.
+
+Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_data` does not
+import TensorFlow.
 """
 
-from xtts_data._audio_io import BadAudioError, load_audio
-from xtts_data.buckets import BatchShape, plan_shapes
-from xtts_data.cache import PrepareResult, format_summary, prepare
-from xtts_data.config import DataConfig, load_config
-from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
-from xtts_data.demo_corpus import DemoCorpus, write_demo_corpus
-from xtts_data.doctor import DoctorReport, diagnose, python_ops
-from xtts_data.errors import CacheError, ConfigError, CorpusError, XttsDataError
-from xtts_data.manifest import FeatureCache, verify_cache
-from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
-from xtts_data.service import start_dispatcher, start_worker
-from xtts_data.text import TextConfig, Tokenizer, normalize_text, text_to_ids
+from typing import TYPE_CHECKING
+
+from xtts_audio.startup import lazy_exports
+
+if TYPE_CHECKING:
+    from xtts_data._audio_io import BadAudioError, load_audio
+    from xtts_data.buckets import BatchShape, plan_shapes
+    from xtts_data.cache import PrepareResult, format_summary, prepare
+    from xtts_data.config import DataConfig, load_config
+    from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
+    from xtts_data.demo_corpus import DemoCorpus, write_demo_corpus
+    from xtts_data.doctor import DoctorReport, diagnose, python_ops
+    from xtts_data.errors import CacheError, ConfigError, CorpusError, XttsDataError
+    from xtts_data.manifest import FeatureCache, verify_cache
+    from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
+    from xtts_data.service import start_dispatcher, start_worker
+    from xtts_data.text import TextConfig, Tokenizer, normalize_text, text_to_ids
 
 __all__ = [
     "BadAudioError",
@@ -55,3 +63,22 @@ __all__ = [
     "verify_cache",
     "write_demo_corpus",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(["BadAudioError", "load_audio"], "_audio_io"),
+        **dict.fromkeys(["BatchShape", "plan_shapes"], "buckets"),
+        **dict.fromkeys(["PrepareResult", "format_summary", "prepare"], "cache"),
+        **dict.fromkeys(["DataConfig", "load_config"], "config"),
+        **dict.fromkeys(["Corpus", "Row", "Skipped", "read_corpus"], "corpus"),
+        **dict.fromkeys(["DemoCorpus", "write_demo_corpus"], "demo_corpus"),
+        **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
+        **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "XttsDataError"], "errors"),
+        **dict.fromkeys(["FeatureCache", "verify_cache"], "manifest"),
+        **dict.fromkeys(["DataPipeline", "DatasetSpec", "is_validation", "make_dataset"],
+                        "pipeline"),
+        **dict.fromkeys(["start_dispatcher", "start_worker"], "service"),
+        **dict.fromkeys(["TextConfig", "Tokenizer", "normalize_text", "text_to_ids"], "text"),
+    },
+)  # fmt: skip

@@ -1,7 +1,8 @@
 """`xtts-data`: build and check feature caches, diagnose input pipelines, serve tf.data.
 
 User errors (bad paths, configs, damaged caches) print one line and exit 2; `verify`
-exits 1 when it finds damage.
+exits 1 when it finds damage. TensorFlow's start-up notices are kept off stderr
+(`xtts_audio.startup.quiet_tensorflow`); `--verbose` shows them, and INFO logging.
 """
 
 from __future__ import annotations
@@ -9,20 +10,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import sys
 from pathlib import Path
 
-from xtts_audio import XttsAudioError
-from xtts_data.cache import format_summary, prepare
-from xtts_data.config import load_config
-from xtts_data.corpus import read_corpus
-from xtts_data.demo_corpus import write_demo_corpus
-from xtts_data.doctor import diagnose, plot
+from xtts_audio.errors import XttsAudioError
+from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
-from xtts_data.manifest import verify_cache
-from xtts_data.pipeline import make_dataset
-from xtts_data.service import start_dispatcher, start_worker
 
 __all__ = ["main"]
 
@@ -45,6 +38,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_prepare(commands) -> None:
     p = commands.add_parser(
         "prepare",
+        parents=[verbose_flag()],
         help="compute mel features and tokens once, into a sharded cache",
         description="Read CORPUS (LJSpeech layout, speaker folders, or a path|text|speaker "
         "filelist), decode and resample its audio, compute mel features with xtts-audio and "
@@ -78,6 +72,7 @@ def _add_prepare(commands) -> None:
 def _add_verify(commands) -> None:
     p = commands.add_parser(
         "verify",
+        parents=[verbose_flag()],
         help="check every shard of a cache against its checksums",
         description="Exit 0 when every shard is present and matches the manifest's sha256, "
         "1 naming each missing or damaged shard.",
@@ -88,6 +83,7 @@ def _add_verify(commands) -> None:
 def _add_doctor(commands) -> None:
     p = commands.add_parser(
         "doctor",
+        parents=[verbose_flag()],
         help="measure the input pipeline: is it the bottleneck?",
         description="Time the pipeline over a cache (or a WAV corpus, on the fly) alone and "
         "fed to a simulated device that needs --device-ms per batch; print throughput, "
@@ -106,6 +102,7 @@ def _add_doctor(commands) -> None:
 def _add_serve(commands) -> None:
     p = commands.add_parser(
         "serve",
+        parents=[verbose_flag()],
         help="run a tf.data service dispatcher or worker",
         description="Start a tf.data service dispatcher, or a worker that registers with "
         "one, and serve until interrupted. Point a pipeline at the dispatcher with "
@@ -120,6 +117,7 @@ def _add_serve(commands) -> None:
 def _add_demo_corpus(commands) -> None:
     p = commands.add_parser(
         "demo-corpus",
+        parents=[verbose_flag()],
         help="write a synthetic speech-like corpus (LJSpeech layout)",
         description="Write a deterministic corpus that needs no download: a small "
         "synthesised language where each character has a sound and a duration. "
@@ -141,7 +139,16 @@ def _positive(text: str) -> int:
     return value
 
 
+# Each handler imports what it runs: building the parser (and `--help`) must not load
+# TensorFlow, which takes seconds, and `main` quiets TensorFlow before it loads. Not an
+# import cycle.
+
+
 def _run_prepare(args) -> int:
+    from xtts_data.cache import format_summary, prepare
+    from xtts_data.config import load_config
+    from xtts_data.corpus import read_corpus
+
     audio, data = load_config(args.config)
     corpus = read_corpus(args.corpus, layout=args.layout)
     result = prepare(
@@ -158,6 +165,8 @@ def _run_prepare(args) -> int:
 
 
 def _run_verify(args) -> int:
+    from xtts_data.manifest import verify_cache
+
     problems = verify_cache(args.cache)
     for problem in problems:
         print(f"{args.cache}: {problem}")
@@ -167,6 +176,10 @@ def _run_verify(args) -> int:
 
 
 def _run_doctor(args) -> int:
+    from xtts_data.config import load_config
+    from xtts_data.doctor import diagnose, plot
+    from xtts_data.pipeline import make_dataset
+
     audio, data = load_config(args.config)
     pipeline = make_dataset(args.source, data, args.split, audio=audio, repeat=True)
     report = diagnose(pipeline, batches=args.batches, device_ms=args.device_ms)
@@ -203,6 +216,8 @@ def _run_doctor(args) -> int:
 
 
 def _run_serve(args) -> int:
+    from xtts_data.service import start_dispatcher, start_worker
+
     if args.role == "worker":
         if not args.dispatcher:
             raise XttsDataError("a worker needs --dispatcher grpc://HOST:PORT")
@@ -217,6 +232,8 @@ def _run_serve(args) -> int:
 
 
 def _run_demo_corpus(args) -> int:
+    from xtts_data.demo_corpus import write_demo_corpus
+
     corpus = write_demo_corpus(
         args.out,
         n=args.n,
@@ -246,7 +263,7 @@ _COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-data` console script."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    start_cli(verbose=args.verbose, console=argv is None)
     try:
         return _COMMANDS[args.command](args)
     except (XttsDataError, XttsAudioError) as error:
