@@ -19,7 +19,8 @@ import pathlib
 import statistics
 import time
 
-from xtts_bench.train import TrainBenchConfig, read_inputs, write_cache
+from xtts_bench.settings import TrainBenchConfig
+from xtts_bench.train import read_inputs, write_cache
 from xtts_train.steps import CompiledSteps, shape_of
 from xtts_train.trainer import build_steps
 
@@ -62,7 +63,7 @@ class _Compiled:
 def _step(steps: CompiledSteps, batch) -> float:
     """One update, waiting for its loss; returns milliseconds."""
     started = time.perf_counter()
-    float(steps.train(batch)["loss"])
+    float(steps.train(batch, step=0)["loss"])
     return 1e3 * (time.perf_counter() - started)
 
 

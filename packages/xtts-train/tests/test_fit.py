@@ -23,7 +23,7 @@ from xtts_train.trainer import fit
 def run(cache, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("run") / "run"
     stack = load_stack_config(None, [*OVERRIDES, "train.steps=30"])
-    return fit(stack, cache, workdir, progress=False), workdir
+    return fit(stack, cache, workdir, progress=False, profile_steps=(3, 5)), workdir
 
 
 def test_every_shape_is_compiled_once_and_never_again(run):
@@ -59,6 +59,47 @@ def test_outputs_of_a_run(run):
     ]  # fmt: skip
     assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
     assert "model" in (workdir / "config.yaml").read_text()
+
+
+def test_start_up_figures(run):
+    summary, _ = run
+    parts = summary["startup_s"]
+    assert {"data", "model", "trace", "compile", "first_step"} <= set(parts)
+    assert all(seconds >= 0 for seconds in parts.values())
+    assert parts["trace"] > 0
+    assert parts["compile"] > 0
+    assert sum(parts.values()) == pytest.approx(summary["time_to_first_step_s"], rel=0.05)
+    warm = summary["warm_up"]
+    assert sorted(warm["programs"]) == sorted(f"train {key}" for key in summary["step_ms_by_shape"])
+    assert all(p["trace_s"] > 0 and p["compile_s"] > 0 for p in warm["programs"].values())
+    assert warm["compiled"] is None  # no compile cache in this process
+    assert summary["compile_cache"] is None
+    assert summary["compile_seconds"] == warm["seconds"]
+    assert 100 < summary["peak_rss_mb"] < 24 * 1024
+
+
+def test_the_profiled_steps_are_written_for_tensorboard(run):
+    _, workdir = run
+    profiles = list((workdir / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(profiles) == 1
+    assert profiles[0].stat().st_size > 0
+
+
+@pytest.mark.parametrize("steps", ["0:3", "4:2", "x:y", "7"])
+def test_malformed_profile_steps_are_argument_errors(cache, tmp_path, capsys, steps):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"),
+              "--profile-steps", steps])  # fmt: skip
+    assert exit_info.value.code == 2
+    assert "expected FIRST:LAST" in capsys.readouterr().err
+
+
+def test_profile_steps_past_the_run_are_refused(cache, tmp_path, capsys):
+    code = main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+                 "--steps", "30", "--profile-steps", "5:100", *as_cli(OVERRIDES)])  # fmt: skip
+    assert code == 2
+    assert "LAST <= train.steps (30), received: 5:100" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_workdir_of_another_model_is_refused(run, cache, capsys):

@@ -30,7 +30,8 @@ import tensorflow as tf
 import threadpoolctl
 
 import xtts_audio as xa
-from xtts_audio.cli import synthetic_utterance
+from xtts_audio.demo import synthetic_utterance
+from xtts_bench.settings import AudioBenchConfig
 
 __all__ = [
     "AudioBenchConfig",
@@ -41,36 +42,6 @@ __all__ = [
     "run_audio_benchmarks",
     "write_wavs",
 ]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class AudioBenchConfig:
-    """What to measure: `clips` utterances of `min_seconds`-`max_seconds` at the preset's rate."""
-
-    clips: int = 128
-    min_seconds: float = 2.0
-    max_seconds: float = 10.0
-    batch_size: int = 16
-    rounds: int = 9
-    threads: int = 2
-    preset: str = "xtts"
-
-    def __post_init__(self) -> None:
-        for name in ("clips", "batch_size", "rounds", "threads"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"AudioBenchConfig.{name}: expected >= 1, received: {getattr(self, name)}"
-                )
-        if self.clips < self.batch_size:
-            raise ValueError(
-                f"AudioBenchConfig: expected clips >= batch_size, received: "
-                f"clips={self.clips}, batch_size={self.batch_size}"
-            )
-        if not 0 < self.min_seconds <= self.max_seconds:
-            raise ValueError(
-                f"AudioBenchConfig: expected 0 < min_seconds <= max_seconds, received: "
-                f"min_seconds={self.min_seconds}, max_seconds={self.max_seconds}"
-            )
 
 
 def make_clips(bench: AudioBenchConfig, sample_rate: int) -> list[np.ndarray]:

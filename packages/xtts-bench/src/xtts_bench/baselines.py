@@ -35,7 +35,6 @@ import pathlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-import keras
 import librosa
 import numpy as np
 import soundfile
@@ -45,6 +44,7 @@ import xtts_audio as xa
 from xtts_bench.audio import librosa_mel
 from xtts_train import TextToMel, total_loss
 from xtts_train.config import TrainConfig
+from xtts_train.optim import AdamW, warmup_cosine
 
 __all__ = [
     "BuildStats",
@@ -331,17 +331,23 @@ class DynamicStep:
         traces: Python traces per (batch, text, frames).
     """
 
-    def __init__(self, model: TextToMel, optimizer: keras.optimizers.Optimizer,
+    def __init__(self, model: TextToMel, optimizer: AdamW,
                  config: TrainConfig, *, jit_compile: bool) -> None:  # fmt: skip
         self.model, self.optimizer, self.config = model, optimizer, config
+        self.schedule = warmup_cosine(
+            peak=config.learning_rate,
+            warmup_steps=config.warmup_steps,
+            total_steps=config.steps,
+            min_ratio=config.min_lr_ratio,
+        )
         self.traces: collections.Counter = collections.Counter()
         self._step = tf.function(self._train_step, jit_compile=jit_compile)
 
-    def __call__(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """One update on `batch` (any shapes); returns the float32 scalar losses."""
-        return self._step(dict(batch))
+    def __call__(self, batch: Mapping[str, tf.Tensor], *, step: int) -> dict[str, tf.Tensor]:
+        """Update `step` + 1 on `batch` (any shapes); returns the float32 scalar losses."""
+        return self._step(dict(batch), tf.constant(self.schedule(step), tf.float32))
 
-    def _train_step(self, batch):
+    def _train_step(self, batch, learning_rate):
         b, t = batch["tokens"].shape
         self.traces[(b, t, batch["mel"].shape[1])] += 1  # runs once per trace
         variables = self.model.trainable_variables
@@ -351,13 +357,15 @@ class DynamicStep:
                                 pos_weight=self.config.stop_pos_weight)  # fmt: skip
         grads = tape.gradient(losses["loss"], variables)
         grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm)
-        self.optimizer.apply_gradients(zip(grads, variables, strict=True))
+        self.optimizer.apply(
+            grads, variables, learning_rate=learning_rate, weight_decay=self.config.weight_decay
+        )
         return losses
 
 
 def dynamic_train_step(
     model: TextToMel,
-    optimizer: keras.optimizers.Optimizer,
+    optimizer: AdamW,
     config: TrainConfig,
     *,
     jit_compile: bool = True,

@@ -1,19 +1,27 @@
-"""`xtts-bench`: side-by-side measurements of the xtts packages against what they replace."""
+"""`xtts-bench`: side-by-side measurements of the xtts packages against what they replace.
+
+Bad settings print one line and exit 2. TensorFlow's start-up notices are kept off stderr
+(`xtts_audio.startup.quiet_tensorflow`); `--verbose` shows them, and INFO logging.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import os
 import pathlib
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads
+from xtts_audio.startup import start_cli, verbose_flag
+from xtts_bench.settings import (
+    AudioBenchConfig,
+    DataBenchConfig,
+    GateConfig,
+    StartupBenchConfig,
+    TrainBenchConfig,
+)
 
-from xtts_bench.audio import AudioBenchConfig, format_table, run_audio_benchmarks
-from xtts_bench.data import DataBenchConfig, format_data_table, run_data_benchmarks
-from xtts_bench.gate import GateConfig, run_gate
-from xtts_bench.train import TrainBenchConfig, format_train_table, run_train_benchmarks
+__all__ = ["main"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     audio = commands.add_parser(
         "audio",
+        parents=[verbose_flag()],
         help="xtts-audio vs librosa and tf.audio.decode_wav (mel, end to end, decode)",
         description=(
             "Measure, side by side in this process, seconds of audio processed per wall "
@@ -70,6 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_compare(commands)
     _add_train(commands)
+    _add_startup(commands)
     _add_gate(commands)
     return parser  # fmt: skip
 
@@ -77,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 def _add_compare(commands) -> None:
     data = commands.add_parser(
         "compare",
+        parents=[verbose_flag()],
         help="xtts-data vs the pipelines it replaces (librosa or .npy through numpy_function)",
         description=(
             "On one corpus, side by side in one process: cache build (audio seconds per "
@@ -149,6 +160,7 @@ def _add_compare(commands) -> None:
 def _add_train(commands) -> None:
     train = commands.add_parser(
         "train",
+        parents=[verbose_flag()],
         help="xtts-train's static-shape XLA step vs a dynamic-shape tf.function step; fit",
         description=(
             "On a demo corpus of short clips, run the same batches of the bucketed pipeline "
@@ -174,18 +186,10 @@ def _add_train(commands) -> None:
         ("--seed", t.seed, "corpus, shuffle and weight seed"),
     ]:
         train.add_argument(flag, type=int, default=value, help=f"{text} (default: %(default)s)")
-    train.add_argument(
-        "--min-seconds",
-        type=float,
-        default=t.min_seconds,
-        help="shortest demo clip (default: %(default)s)",
-    )
-    train.add_argument(
-        "--max-seconds",
-        type=float,
-        default=t.max_seconds,
-        help="longest demo clip (default: %(default)s)",
-    )
+    train.add_argument("--min-seconds", type=float, default=t.min_seconds,
+                       help="shortest demo clip (default: %(default)s)")  # fmt: skip
+    train.add_argument("--max-seconds", type=float, default=t.max_seconds,
+                       help="longest demo clip (default: %(default)s)")  # fmt: skip
     train.add_argument("--preset", default=t.preset, help="model preset (default: %(default)s)")
     train.add_argument(
         "--dynamic-budget",
@@ -210,12 +214,38 @@ def _add_train(commands) -> None:
         metavar="SECTION.KEY=VALUE",
         help="stack-config override applied last, as xtts-train --set (repeatable)",
     )
-    train.add_argument("--json", action="store_true", help="print the figures as JSON")
+    train.add_argument("--json", action="store_true", default=False,
+                       help="print the figures as JSON")  # fmt: skip
+
+
+def _add_startup(commands) -> None:
+    startup = commands.add_parser(
+        "startup",
+        parents=[verbose_flag()],
+        help="xtts-train's time to first step: cold, cold with concurrent compiles, warm",
+        description=(
+            "Run `xtts-train fit --steps 1` as new processes and read their summary.json: "
+            "with an empty compile cache and one compile thread, with an empty cache and "
+            "one compile thread per core, and again on the filled cache; for the demo's "
+            "training and for the default 8-shape configuration. Prints time to first step "
+            "and its parts, programs compiled and loaded, peak RSS, and the cold time "
+            "projected for other core counts."
+        ),
+    )
+    t = StartupBenchConfig()
+    startup.add_argument("--workload", action="append", choices=["demo", "default"],
+                         help="workloads to run (repeatable; default: both)")  # fmt: skip
+    startup.add_argument("--corpus", type=pathlib.Path,
+                         help="the default workload's corpus (default: synthetic)")  # fmt: skip
+    startup.add_argument("--utterances", type=int, default=t.utterances,
+                         help="clips of the synthetic corpus (default: %(default)s)")  # fmt: skip
+    startup.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
 def _add_gate(commands) -> None:
     gate = commands.add_parser(
         "gate",
+        parents=[verbose_flag()],
         help="fail when HEAD is slower than a base commit or compiles/traces more (asv)",
         description=(
             "Run `asv continuous --factor F BASE HEAD` (asv builds and installs each commit's "
@@ -245,7 +275,14 @@ def _add_gate(commands) -> None:
     gate.add_argument("--config", default=str(g.config), help="asv config (default: %(default)s)")
 
 
+# Each runner imports its benchmark: building the parser (and `--help`) must not load
+# TensorFlow, librosa or asv, which take seconds, and `main` quiets TensorFlow before it
+# loads. Not an import cycle.
+
+
 def _run_gate(args) -> tuple[int, str]:
+    from xtts_bench.gate import run_gate
+
     config = GateConfig(base=args.base, head=args.head, factor=args.factor,
                         bench=tuple(args.bench), machine=args.machine,
                         config=pathlib.Path(args.config),
@@ -254,6 +291,8 @@ def _run_gate(args) -> tuple[int, str]:
 
 
 def _run_audio(args) -> str | dict:
+    from xtts_bench.audio import format_table, run_audio_benchmarks
+
     bench = AudioBenchConfig(
         clips=args.clips, min_seconds=args.min_seconds, max_seconds=args.max_seconds,
         batch_size=args.batch_size, rounds=args.rounds, threads=args.threads, preset=args.preset,
@@ -263,6 +302,8 @@ def _run_audio(args) -> str | dict:
 
 
 def _run_compare(args) -> str | dict:
+    from xtts_bench.data import format_data_table, run_data_benchmarks
+
     bench = DataBenchConfig(
         corpus=args.corpus, utterances=args.utterances, min_seconds=args.min_seconds,
         max_seconds=args.max_seconds, batch_size=args.batch_size, batches=args.batches,
@@ -273,24 +314,32 @@ def _run_compare(args) -> str | dict:
 
 
 def _run_train(args) -> str | dict:
-    bench = TrainBenchConfig(
-        batches=args.batches, utterances=args.utterances, min_seconds=args.min_seconds,
-        max_seconds=args.max_seconds, batch_size=args.batch_size, num_buckets=args.num_buckets,
-        cond_frames=args.cond_frames, preset=args.preset, fit_steps=args.fit_steps,
-        threads=args.threads, graph=args.graph, dynamic_budget=args.dynamic_budget,
-        overrides=tuple(args.overrides),
-        seed=args.seed,
-    )  # fmt: skip
+    from xtts_bench.train import format_train_table, run_train_benchmarks
+
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(TrainBenchConfig)}
+    bench = TrainBenchConfig(**{**fields, "overrides": tuple(args.overrides)})
     results = run_train_benchmarks(bench, progress=True)  # on stderr: JSON stays clean
     return results if args.json else format_train_table(results)
 
 
-_COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train}
+def _run_startup(args) -> str | dict:
+    from xtts_bench.startup import format_startup_table, run_startup_benchmarks
+
+    workloads = tuple(args.workload) if args.workload else StartupBenchConfig().workloads
+    bench = StartupBenchConfig(workloads=workloads, corpus=args.corpus,
+                               utterances=args.utterances)  # fmt: skip
+    results = run_startup_benchmarks(bench)
+    return results if args.json else format_startup_table(results)
+
+
+_COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
+             "startup": _run_startup}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-bench` console script; returns the exit code."""
     args = _parser().parse_args(argv)
+    start_cli(verbose=args.verbose, console=argv is None)
     try:
         if args.command == "gate":
             code, verdict = _run_gate(args)

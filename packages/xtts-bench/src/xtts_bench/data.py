@@ -29,6 +29,7 @@ import tensorflow as tf
 import xtts_audio as xa
 import xtts_data as xd
 from xtts_bench import baselines
+from xtts_bench.settings import DataBenchConfig
 from xtts_data.doctor import time_batches
 
 __all__ = [
@@ -38,42 +39,6 @@ __all__ = [
     "format_data_table",
     "run_data_benchmarks",
 ]
-
-
-@dataclasses.dataclass(frozen=True)
-class DataBenchConfig:
-    """Settings of `xtts-bench compare`.
-
-    Attributes:
-        corpus: a corpus to measure on; `None` writes a demo corpus of `utterances`
-            utterances of `min_seconds`..`max_seconds` (LJSpeech-like: mean ~6.5 s for 1-10).
-        batch_size: utterances per batch (the longest bucket's, for buckets).
-        batches: batches timed per pipeline and pass.
-        device_ms: simulated device step per batch.
-        rounds: alternating rounds per comparison (medians are reported).
-        workers: cache-build threads, ours and the baseline's.
-        preset: the mel recipe.
-    """
-
-    corpus: str | None = None
-    utterances: int = 1000
-    min_seconds: float = 1.0
-    max_seconds: float = 10.0
-    batch_size: int = 32
-    batches: int = 100
-    device_ms: float = 20.0
-    rounds: int = 3
-    workers: int = 2
-    preset: str = "xtts"
-
-    def __post_init__(self) -> None:
-        for name in ("utterances", "batch_size", "batches", "rounds", "workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(
-                    f"DataBenchConfig.{name}: expected >= 1, received: {getattr(self, name)}"
-                )
-        if not self.device_ms > 0:
-            raise ValueError(f"DataBenchConfig.device_ms: expected > 0, received: {self.device_ms}")
 
 
 def baseline_utterances(corpus: xd.Corpus, data: xd.DataConfig) -> list[baselines.Utterance]:

@@ -18,8 +18,6 @@ several samples), and a benchmark that ran at the base but failed at HEAD fails 
 
 from __future__ import annotations
 
-import dataclasses
-import platform
 import re
 import subprocess
 import sys
@@ -30,6 +28,8 @@ from typing import NamedTuple
 from asv.commands.compare import _is_result_better, unroll_result
 from asv.config import Config
 from asv.results import iter_results_for_machine_and_hash
+
+from xtts_bench.settings import GateConfig
 
 __all__ = [
     "COUNT",
@@ -43,40 +43,6 @@ __all__ = [
 
 COUNT = re.compile(r"\.track_(traces|compiled_shapes|retraces\w*|static_shapes|python_ops)$")
 HIGHER_IS_BETTER = re.compile(r"\.track_\w*(per_s|utilization\w*|efficiency)$")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class GateConfig:
-    """Settings of `xtts-bench gate`.
-
-    Attributes:
-        base, head: git revisions compared (`head` is measured against `base`).
-        factor: a benchmark worse by more than this ratio fails (counts: any increase).
-        bench: `asv --bench` regular expressions selecting benchmarks (all if empty).
-        machine: the asv machine name (default: this host's name), recorded with
-            `asv machine --yes` before the run.
-        config: the asv.conf.json, relative to the repository.
-        extra: further `asv continuous` arguments (e.g. `--quick`, `-a repeat=3`).
-    """
-
-    base: str = "HEAD~1"
-    head: str = "HEAD"
-    factor: float = 1.1
-    bench: tuple[str, ...] = ()
-    machine: str = dataclasses.field(default_factory=platform.node)
-    config: Path = Path("asv.conf.json")
-    extra: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if isinstance(self.factor, bool) or not (
-            isinstance(self.factor, int | float) and self.factor >= 1.0
-        ):
-            raise ValueError(
-                f"GateConfig.factor: expected a number >= 1.0, received: factor={self.factor!r}"
-            )
-        if not self.base or not self.head:
-            raise ValueError(f"GateConfig: expected two revisions, received: base={self.base!r}, "
-                             f"head={self.head!r}")  # fmt: skip
 
 
 class Measurement(NamedTuple):

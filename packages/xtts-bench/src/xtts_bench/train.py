@@ -36,13 +36,12 @@ import tqdm
 import xtts_data as xd
 from xtts_bench import baselines
 from xtts_bench.data import corpus_summary
-from xtts_train import PRESETS
-from xtts_train.config import StackConfig, load_stack_config
+from xtts_bench.settings import TrainBenchConfig
+from xtts_train.config import StackConfig
 from xtts_train.steps import shape_of
 from xtts_train.trainer import build_steps, fit
 
 __all__ = [
-    "TrainBenchConfig",
     "TrainInputs",
     "bench_dynamic",
     "bench_static",
@@ -53,86 +52,6 @@ __all__ = [
     "run_train_benchmarks",
     "write_cache",
 ]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainBenchConfig:
-    """Settings of `xtts-bench train`.
-
-    Attributes:
-        batches: batches each side of the compile + steps comparison runs.
-        utterances, min_seconds, max_seconds: the demo corpus written for the run.
-        batch_size, num_buckets, cond_frames: `DataConfig` batching (`buckets` policy:
-            `batch_size` is the longest bucket's batch size).
-        preset: the `ModelConfig` preset.
-        fit_steps: steps of the steady-state `fit` run.
-        threads: TensorFlow intra- and inter-op threads.
-        graph: also run the dynamic step without XLA (the third row).
-        dynamic_budget: a dynamic side stops once its elapsed time exceeds this many times
-            the static side's total (0: run every batch). At the defaults a new shape
-            costs about a minute on 2 CPU cores and most batches bring one; stopped early,
-            a side's ratio is a lower bound and a projection for every batch is reported
-            beside it.
-        overrides: `section.key=value` stack-config overrides applied last (as
-            `xtts-train --set`), e.g. `model.decoder_layers=1`.
-        seed: corpus, shuffling and weight initialisation seed.
-    """
-
-    batches: int = 200
-    utterances: int = 256
-    min_seconds: float = 0.4
-    max_seconds: float = 1.6
-    batch_size: int = 32
-    num_buckets: int = 2
-    cond_frames: int = 32
-    preset: str = "tiny"
-    fit_steps: int = 200
-    threads: int = 2
-    graph: bool = True
-    dynamic_budget: float = 4.0
-    overrides: tuple[str, ...] = ()
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for name in ("batches", "utterances", "batch_size", "num_buckets", "cond_frames",
-                     "fit_steps", "threads"):  # fmt: skip
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TrainBenchConfig.{name}: expected an int >= 1, received: "
-                                 f"{name}={value!r}")  # fmt: skip
-        if isinstance(self.dynamic_budget, bool) or not (
-            isinstance(self.dynamic_budget, int | float) and self.dynamic_budget >= 0
-        ):
-            raise ValueError(
-                f"TrainBenchConfig.dynamic_budget: expected a number >= 0 (0: no limit), "
-                f"received: dynamic_budget={self.dynamic_budget!r}"
-            )
-        if not 0 < self.min_seconds <= self.max_seconds:
-            raise ValueError(
-                f"TrainBenchConfig: expected 0 < min_seconds <= max_seconds, received: "
-                f"min_seconds={self.min_seconds}, max_seconds={self.max_seconds}"
-            )
-        if self.preset not in PRESETS:
-            raise ValueError(f"TrainBenchConfig.preset: expected one of {sorted(PRESETS)}, "
-                             f"received: preset={self.preset!r}")  # fmt: skip
-        if isinstance(self.overrides, str) or not all(isinstance(o, str) for o in self.overrides):
-            raise ValueError(
-                f"TrainBenchConfig.overrides: expected a tuple of 'section.key=value' "
-                f"strings, received: {self.overrides!r}"
-            )
-        self.stack()  # an unknown key or invalid value fails here, before any work
-
-    def stack(self) -> StackConfig:
-        """The stack config of every run of the benchmark (vocabulary size not yet set)."""
-        settings = [
-            f"model.preset={self.preset}", f"data.batch_size={self.batch_size}",
-            f"data.num_buckets={self.num_buckets}", f"data.cond_frames={self.cond_frames}",
-            "data.val_fraction=0.0", f"data.seed={self.seed}", f"train.seed={self.seed}",
-            f"train.steps={self.fit_steps}", "train.warmup_steps=10", "train.eval_every=0",
-            f"train.log_every={min(50, self.fit_steps)}",
-            f"train.checkpoint_every={self.fit_steps}",
-        ]  # fmt: skip
-        return load_stack_config(None, [*settings, *self.overrides])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,10 +109,10 @@ def _run_steps(
     traced, the last loss). Stops after the step that takes the total past `budget_seconds`."""
     seconds, traced, loss = [], [], float("nan")
     bar = tqdm.tqdm(batches, desc=label, unit="step", disable=not progress)
-    for batch in bar:
+    for index, batch in enumerate(bar):
         before_traces = sum(traces.values())
         started = time.perf_counter()
-        loss = float(step(batch)["loss"])  # the host waits for the update to finish
+        loss = float(step(batch, step=index)["loss"])  # the host waits for the update
         seconds.append(time.perf_counter() - started)
         traced.append(sum(traces.values()) > before_traces)
         if budget_seconds is not None and sum(seconds) > budget_seconds:

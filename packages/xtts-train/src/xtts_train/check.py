@@ -1,8 +1,9 @@
-"""`xtts-train check`: does the step compile once per shape and run steadily?
+"""`xtts-train check`: does the step compile once per shape, start fast and run steadily?
 
-Builds the pipeline and the compiled steps as `fit` does, compiles every shape (timed),
-then draws batches until every shape has run `repeats` times, timing each step. A trace
-after warm-up — a shape the spec did not list — fails the check.
+Builds the pipeline and the compiled steps as `fit` does, compiles every shape (timed:
+trace and compile, cache hits), then draws batches until every shape has run `repeats`
+times, timing each step. A trace after warm-up — a shape the spec did not list — fails
+the check. Reports the time to the first step and its parts, and the peak memory.
 """
 
 from __future__ import annotations
@@ -15,33 +16,57 @@ from pathlib import Path
 import keras
 
 import xtts_data as xd
+from xtts_train import compile_cache
 from xtts_train.config import StackConfig
+from xtts_train.process import StartupClock, format_startup, peak_rss_mb, release_free_heap
 from xtts_train.steps import shape_of
 from xtts_train.trainer import build_steps
+from xtts_train.warmup import WarmUp
 
 __all__ = ["CheckReport", "check"]
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """Per shape (batch, text, frames): traces, step times in ms; and the compile time."""
+    """Per shape (batch, text, frames): traces, step times in ms; the warm-up, the time to
+    the first step (`StartupClock.report()`), the peak RSS and the compile cache."""
 
     traces: dict[tuple[int, int, int], int]
     step_ms: dict[tuple[int, int, int], list[float]]
-    compile_seconds: float
+    warm_up: WarmUp
+    startup: dict
+    peak_rss_mb: float
+    cache: dict | None
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.warm_up.seconds
 
     @property
     def retraced(self) -> bool:
         return any(count != 1 for count in self.traces.values())
 
     def format(self) -> str:
-        lines = [f"compiled {len(self.traces)} shape(s) in {self.compile_seconds:.1f} s",
-                 f"{'batch x text x frames':<24}{'traces':>7}{'step ms':>10}{'CV':>7}"]  # fmt: skip
+        warm, hits = self.warm_up, self.warm_up.cache_hits
+        cache = ("no compile cache" if self.cache is None else
+                 f"{hits} of {len(warm.programs)} loaded from the compile cache "
+                 f"{self.cache['dir']}")  # fmt: skip
+        lines = [f"compiled {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
+                 f"{warm.workers} thread(s) (tracing {warm.trace_seconds:.1f} s); {cache}",
+                 f"time to first step {format_startup(self.startup)}",
+                 f"peak RSS {self.peak_rss_mb:.0f} MB",
+                 f"{'batch x text x frames':<24}{'traces':>7}{'trace s':>9}{'compile s':>11}"
+                 f"{'step ms':>10}{'CV':>7}"]  # fmt: skip
+        programs = {p.name: p for p in warm.programs}
         for shape, times in sorted(self.step_ms.items()):
             mean = statistics.mean(times)
             cv = statistics.pstdev(times) / mean if mean else 0.0
             label = " x ".join(map(str, shape))
-            lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{mean:>10.1f}{cv:>7.1%}")
+            program = programs.get("train " + "x".join(map(str, shape)))
+            timing = (f"{program.trace_seconds:>9.1f}{program.compile_seconds:>11.1f}"
+                      if program else f"{'-':>9}{'-':>11}")  # fmt: skip
+            lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{timing}{mean:>10.1f}"
+                         f"{cv:>7.1%}")  # fmt: skip
         lines.append("RETRACED: a shape was traced more than once" if self.retraced
                      else "ok: one trace per shape, no retrace")  # fmt: skip
         return "\n".join(lines)
@@ -54,28 +79,38 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
     Raises:
         RetraceError: a batch of a shape outside the spec (unless `allow_retrace`).
     """
-    opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
-    model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
-    stack = dataclasses.replace(stack, model=model)
-    pipeline = xd.make_dataset(opened, stack.data, "train", repeat=True)
+    clock = StartupClock()
+    with clock.part("data"):
+        opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
+        model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
+        stack = dataclasses.replace(stack, model=model)
+        pipeline = xd.make_dataset(opened, stack.data, "train", repeat=True)
     previous = keras.mixed_precision.global_policy()
     try:
-        steps = build_steps(stack, pipeline.spec)
-        started = time.perf_counter()
-        steps.warm_up()
-        compile_seconds = time.perf_counter() - started
+        with clock.part("model"):
+            steps = build_steps(stack, pipeline.spec)
+        warm = steps.warm_up()
+        clock.add("trace", warm.trace_seconds)
+        clock.add("compile", warm.compile_seconds)
+        release_free_heap()
         times: dict[tuple[int, int, int], list[float]] = {
             (s.batch_size, s.text_len, s.frames): [] for s in pipeline.spec.shapes
         }
+        startup, waited = None, time.perf_counter()
         for batch, _ in zip(pipeline.dataset, range(max_batches), strict=False):
             key = shape_of(batch)
             if len(times.get(key, [])) >= repeats:
                 continue
             before = time.perf_counter()
-            float(steps.train(batch)["loss"])  # wait for the result: time the whole step
+            float(steps.train(batch, step=0)["loss"])  # wait for the result: the whole step
             times.setdefault(key, []).append(1e3 * (time.perf_counter() - before))
+            if startup is None:
+                clock.add("data", before - waited)
+                clock.add("first_step", time.perf_counter() - before)
+                startup = clock.report()
             if all(len(t) >= repeats for t in times.values()):
                 break
     finally:
         keras.mixed_precision.set_global_policy(previous)
-    return CheckReport(dict(steps.traces), times, compile_seconds)
+    return CheckReport(dict(steps.traces), times, warm, startup or clock.report(),
+                       peak_rss_mb(), compile_cache.describe())  # fmt: skip

@@ -1,7 +1,10 @@
 """`xtts-train`: train the text-to-mel model on a feature cache, compiled once per shape.
 
 User errors (bad config, unknown key, missing cache, a retrace after warm-up) print one
-line and exit 2; real bugs keep their traceback.
+line and exit 2; real bugs keep their traceback. Parsing (and `--help`) loads no
+TensorFlow; the console script then turns on the persistent compile cache
+(`xtts_train.compile_cache`; `--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it
+off) and keeps TensorFlow's start-up notices off stderr (`--verbose` shows them).
 """
 
 from __future__ import annotations
@@ -9,20 +12,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import sys
 from pathlib import Path
 
-from xtts_audio import XttsAudioError
-from xtts_data import XttsDataError
-from xtts_train.check import check
-from xtts_train.config import load_stack_config
-from xtts_train.demo import run_demo
-from xtts_train.distribute import STRATEGIES
+from xtts_audio.errors import XttsAudioError
+from xtts_audio.startup import start_cli, verbose_flag
+from xtts_data.errors import XttsDataError
+from xtts_train import compile_cache
+from xtts_train.config import STRATEGIES
 from xtts_train.errors import XttsTrainError
-from xtts_train.export import export
-from xtts_train.synthesize import synthesize
-from xtts_train.trainer import fit
 
 __all__ = ["main"]
 
@@ -35,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fit_parser = commands.add_parser(
-        "fit", help="train (or resume) on a feature cache",
+        "fit", help="train (or resume) on a feature cache", parents=_common(),
         description="Compile the train step for every batch shape of the cache's pipeline, "
         "then train to --steps, writing metrics.jsonl, TensorBoard events, checkpoints "
         "and summary.json to the work dir. Run the same command again to resume from the "
@@ -62,6 +60,12 @@ def _parser() -> argparse.ArgumentParser:
         "mirrored over all GPUs when there are several, else one device); multi-worker "
         "reads the cluster from TF_CONFIG",
     )  # fmt: skip
+    fit_parser.add_argument(
+        "--profile-steps", type=_step_range, metavar="FIRST:LAST",
+        help="write a TensorBoard profile of steps FIRST..LAST (1-based) to "
+        "RUN/tensorboard/plugins/profile (view with tensorboard-plugin-profile: pip "
+        "install \"xtts-train[profile]\")",
+    )  # fmt: skip
     fit_parser.add_argument("--quiet", action="store_true", help="no progress output")
     _add_check(commands)
     _add_synthesize(commands)
@@ -72,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_check(commands) -> None:
     p = commands.add_parser(
-        "check", help="static-shape and retracing diagnosis of the train step",
+        "check", parents=_common(), help="static-shape and retracing diagnosis of the train step",
         description="Compile the train step for every batch shape of the cache's pipeline, "
         "run each shape --repeats times, and report traces, compile time and step-time "
         "CV per shape. Exits 1 when a shape was traced more than once.",
@@ -85,7 +89,7 @@ def _add_check(commands) -> None:
 
 def _add_synthesize(commands) -> None:
     p = commands.add_parser(
-        "synthesize", help="speak a text with a trained run",
+        "synthesize", parents=_common(), help="speak a text with a trained run",
         description="Decode a mel for TEXT with the run's last checkpoint (one compiled "
         "program: fixed frame buffer and stop token), turn it into audio with Griffin-Lim, "
         "and write OUT (WAV) and OUT with .png (the mel).",
@@ -100,7 +104,8 @@ def _add_synthesize(commands) -> None:
 
 def _add_export(commands) -> None:
     p = commands.add_parser(
-        "export", help="write a trained run as a SavedModel for inference",
+        "export", parents=_common(cache=False),
+        help="write a trained run as a SavedModel for inference",
         description="Write the run's last checkpoint as a SavedModel whose serving_default "
         "signature takes token ids (int32 [T], T <= --max-text) and a reference mel "
         "(float32 [frames, n_mels]) and returns mel, stop_probs, length and a Griffin-Lim "
@@ -116,7 +121,8 @@ def _add_export(commands) -> None:
 
 def _add_demo(commands) -> None:
     p = commands.add_parser(
-        "demo", help="demo corpus -> cache -> short training -> synthesis, on a CPU",
+        "demo", parents=_common(),
+        help="demo corpus -> cache -> short training -> synthesis, on a CPU",
         description="Write a synthetic speech-like corpus, build its feature cache, train "
         "the tiny model for --steps steps (every batch shape compiled once, up front) and "
         "synthesize a sentence; prints where everything went and a closing summary.",
@@ -127,7 +133,42 @@ def _add_demo(commands) -> None:
     p.add_argument("--utterances", type=int, default=96, help="demo corpus size (default: 96)")
 
 
+def _common(*, cache: bool = True) -> list[argparse.ArgumentParser]:
+    """`--verbose`, and `--no-compile-cache` for the commands that compile."""
+    parser = argparse.ArgumentParser(add_help=False, parents=[verbose_flag()])
+    if not cache:
+        parser.set_defaults(no_compile_cache=True)  # export traces, runs nothing
+        return [parser]
+    parser.add_argument(
+        "--no-compile-cache", action="store_true",
+        help="compile every program in this run instead of loading it from the persistent "
+        f"compile cache ({compile_cache.default_root() or 'off: ' + compile_cache.ENV}); "
+        f"{compile_cache.ENV}=DIR moves the cache, {compile_cache.ENV}=off turns it off",
+    )  # fmt: skip
+    return [parser]
+
+
+def _step_range(text: str) -> tuple[int, int]:
+    first, sep, last = text.partition(":")
+    try:
+        steps = int(first), int(last)
+    except ValueError:
+        steps = None
+    if not sep or steps is None or not 1 <= steps[0] <= steps[1]:
+        raise argparse.ArgumentTypeError(
+            f"expected FIRST:LAST with 1 <= FIRST <= LAST, e.g. 10:20, received {text!r}"
+        )
+    return steps
+
+
+# Each handler imports what it runs: building the parser (and `--help`) must not load
+# TensorFlow, and the compile cache must be on before TensorFlow compiles. Not a cycle.
+
+
 def _run_fit(args) -> int:
+    from xtts_train.config import load_stack_config
+    from xtts_train.trainer import fit
+
     stack = load_stack_config(args.config, args.set)
     train = stack.train
     if args.steps is not None:
@@ -137,18 +178,23 @@ def _run_fit(args) -> int:
     if args.strategy is not None:
         train = dataclasses.replace(train, strategy=args.strategy)
     summary = fit(dataclasses.replace(stack, train=train), args.data, args.workdir,
-                  progress=not args.quiet)  # fmt: skip
+                  progress=not args.quiet, profile_steps=args.profile_steps)  # fmt: skip
     print(json.dumps(summary, indent=1))
     return 0
 
 
 def _run_check(args) -> int:
+    from xtts_train.check import check
+    from xtts_train.config import load_stack_config
+
     report = check(load_stack_config(args.config, args.set), args.data, repeats=args.repeats)
     print(report.format())
     return 1 if report.retraced else 0
 
 
 def _run_synthesize(args) -> int:
+    from xtts_train.synthesize import synthesize
+
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames)  # fmt: skip
     ending = "the stop token" if result.stopped else "a length limit (no stop token in range)"
@@ -158,6 +204,8 @@ def _run_synthesize(args) -> int:
 
 
 def _run_export(args) -> int:
+    from xtts_train.export import export
+
     out = export(args.run, args.out, max_text=args.max_text, max_frames=args.max_frames,
                  force=args.force)  # fmt: skip
     print(f"wrote SavedModel {out} (signature serving_default)")
@@ -165,15 +213,20 @@ def _run_export(args) -> int:
 
 
 def _run_demo(args) -> int:
+    from xtts_train.demo import run_demo
+
     summary = run_demo(args.workdir, steps=args.steps, utterances=args.utterances)
     print(summary)
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `xtts-train` console script."""
+    """Entry point of the `xtts-train` console script (`argv` None); tests pass `argv`,
+    and then neither stderr nor the compile cache of their process is touched."""
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    start_cli(verbose=args.verbose, console=argv is None)
+    if argv is None and not args.no_compile_cache:
+        compile_cache.enable()  # before TensorFlow's first compile
     try:
         commands = {"fit": _run_fit, "check": _run_check, "synthesize": _run_synthesize,
                     "export": _run_export, "demo": _run_demo}  # fmt: skip

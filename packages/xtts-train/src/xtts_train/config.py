@@ -1,8 +1,12 @@
-"""`TrainConfig`, and the whole stack's YAML config with `--set section.key=value` overrides."""
+"""`ModelConfig`, `TrainConfig` and the stack YAML config with `--set section.key=value`.
+
+TensorFlow-free: the command line reads and checks a config before TensorFlow loads.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -12,18 +16,157 @@ import yaml
 from xtts_audio import MelConfig
 from xtts_data import DataConfig
 from xtts_data.config import read_sections
-from xtts_train.distribute import STRATEGIES
 from xtts_train.errors import ConfigError
-from xtts_train.model import ModelConfig
 
-__all__ = ["StackConfig", "TrainConfig", "load_stack_config"]
+__all__ = [
+    "PRESETS",
+    "STRATEGIES",
+    "ModelConfig",
+    "StackConfig",
+    "TrainConfig",
+    "load_stack_config",
+]
+
+# `--strategy`: see `xtts_train.distribute`.
+STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-def _fail(field: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"TrainConfig.{field}: expected {allowed}, received: {field}={value!r}")
+def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{owner}.{field}: expected {allowed}, received: {field}={value!r}")
+
+
+_COUNTS = (
+    "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
+    "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
+    "postnet_layers", "postnet_channels", "postnet_kernel",
+)  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Sizes of a `TextToMel` model; the defaults are the `"small"` preset.
+
+    Attributes:
+        vocab_size: token ids are `0 .. vocab_size - 1` (set from the tokenizer).
+        n_mels: mel channels of the features the model reads and predicts.
+        d_model: width of every transformer; a multiple of `heads`.
+        heads: attention heads.
+        ff_mult: feed-forward width as a multiple of `d_model`.
+        text_convs, text_layers: residual conv layers, then transformer blocks, of the
+            text encoder.
+        conv_kernel: kernel size of the text and conditioning conv layers.
+        cond_convs, cond_layers: conv layers, then transformer blocks, over the
+            reference mel.
+        cond_latents: L, learned queries that pool the reference into `(B, L, D)`.
+        decoder_layers: causal decoder blocks (self-attention, cross-attention, feed-forward).
+        prenet_dim: width of the decoder's two-layer frame prenet.
+        prenet_dropout: dropout of the prenet, applied at inference too (as in Tacotron
+            2): the decoder never trusts its own previous frame exactly.
+        postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
+        dropout: dropout of attention weights and residual branches while training.
+        mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
+            in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
+    """
+
+    vocab_size: int = 64
+    n_mels: int = 80
+    d_model: int = 320
+    heads: int = 5
+    ff_mult: int = 4
+    text_convs: int = 3
+    text_layers: int = 3
+    conv_kernel: int = 5
+    cond_convs: int = 2
+    cond_layers: int = 2
+    cond_latents: int = 16
+    decoder_layers: int = 4
+    prenet_dim: int = 256
+    prenet_dropout: float = 0.5
+    postnet_layers: int = 5
+    postnet_channels: int = 256
+    postnet_kernel: int = 5
+    dropout: float = 0.1
+    mel_mean: float = -5.0
+    mel_std: float = 2.5
+
+    def __post_init__(self) -> None:
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                _fail("ModelConfig", name, value, "an int >= 1")
+        if self.d_model % self.heads:
+            _fail("ModelConfig", "d_model", self.d_model, f"a multiple of heads={self.heads}")
+        for name in ("dropout", "prenet_dropout"):
+            value = getattr(self, name)
+            if not (_number(value) and 0.0 <= value < 1.0):
+                _fail("ModelConfig", name, value, "a rate in [0, 1)")
+        if not (_number(self.mel_mean) and math.isfinite(self.mel_mean)):
+            _fail("ModelConfig", "mel_mean", self.mel_mean, "a finite float")
+        if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
+            _fail("ModelConfig", "mel_std", self.mel_std, "a finite float > 0")
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """The named sizes (see `PRESETS`), with any fields replaced by `overrides`.
+
+        Raises:
+            ConfigError: unknown preset name, unknown field or an invalid value.
+        """
+        if name not in PRESETS:
+            raise ConfigError(
+                f"ModelConfig.from_preset: expected one of {sorted(PRESETS)}, "
+                f"received: name={name!r}"
+            )
+        fields = {**PRESETS[name], **overrides}
+        _reject_unknown(fields)
+        return cls(**fields)
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> ModelConfig:
+        """Build from a mapping (a YAML `model:` section); `preset` picks the base sizes.
+
+        Raises:
+            ConfigError: unknown keys or an invalid value.
+        """
+        values = dict(values)
+        preset = values.pop("preset", None)
+        if preset is not None:
+            return cls.from_preset(preset, **values)
+        _reject_unknown(values)
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """All fields: round-trips `from_dict`."""
+        return dataclasses.asdict(self)
+
+
+def _reject_unknown(fields: Mapping[str, Any]) -> None:
+    known = [f.name for f in dataclasses.fields(ModelConfig)]
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise ConfigError(f"ModelConfig: unknown field(s) {unknown}; known: {known}")
+
+
+# Parameter counts with vocab 64 and 80 mels are checked by the tests.
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~1.4M parameters: trains on a CPU, for tests and smoke runs.
+    "tiny": dict(
+        d_model=128, heads=2, ff_mult=2, text_convs=2, text_layers=2, conv_kernel=5,
+        cond_convs=2, cond_layers=1, cond_latents=4, decoder_layers=2, prenet_dim=128,
+        postnet_layers=3, postnet_channels=128, postnet_kernel=5,
+    ),
+    # ~17M parameters: the defaults.
+    "small": {},
+    # ~88M parameters: for a GPU.
+    "base": dict(
+        d_model=768, heads=12, ff_mult=4, text_convs=2, text_layers=3, conv_kernel=3,
+        cond_convs=2, cond_layers=1, cond_latents=32, decoder_layers=5, prenet_dim=256,
+        postnet_layers=5, postnet_channels=512, postnet_kernel=5,
+    ),
+}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -48,6 +191,9 @@ class TrainConfig:
         allow_retrace: a trace after warm-up warns instead of stopping the run.
         max_nonfinite: consecutive skipped (non-finite) updates that stop the run.
         seed: weight initialisation and data shuffling seed.
+        compile_workers: threads that compile the batch shapes' programs at warm-up while
+            the next shape is traced (0: one per CPU core; 1 keeps one compile in memory
+            at a time).
     """
 
     steps: int = 1000
@@ -69,31 +215,32 @@ class TrainConfig:
     allow_retrace: bool = False
     max_nonfinite: int = 10
     seed: int = 0
+    compile_workers: int = 0
 
     def __post_init__(self) -> None:
         for name in ("steps", "grad_accum", "log_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "max_nonfinite"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail(name, value, "an int >= 1")
-        for name in ("warmup_steps", "eval_every", "seed"):
+                _fail("TrainConfig", name, value, "an int >= 1")
+        for name in ("warmup_steps", "eval_every", "seed", "compile_workers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                _fail(name, value, "an int >= 0")
+                _fail("TrainConfig", name, value, "an int >= 0")
         for name in ("learning_rate", "clip_norm", "stop_pos_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) <= 0:
-                _fail(name, getattr(self, name), "a number > 0")
+                _fail("TrainConfig", name, getattr(self, name), "a number > 0")
         for name in ("weight_decay", "stop_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
-                _fail(name, getattr(self, name), "a number >= 0")
+                _fail("TrainConfig", name, getattr(self, name), "a number >= 0")
         if not _number(self.min_lr_ratio) or not 0 <= self.min_lr_ratio <= 1:
-            _fail("min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
+            _fail("TrainConfig", "min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
         if self.precision not in _PRECISIONS:
-            _fail("precision", self.precision, f"one of {_PRECISIONS}")
+            _fail("TrainConfig", "precision", self.precision, f"one of {_PRECISIONS}")
         if self.strategy not in STRATEGIES:
-            _fail("strategy", self.strategy, f"one of {STRATEGIES}")
+            _fail("TrainConfig", "strategy", self.strategy, f"one of {STRATEGIES}")
         if not isinstance(self.allow_retrace, bool):
-            _fail("allow_retrace", self.allow_retrace, "true or false")
+            _fail("TrainConfig", "allow_retrace", self.allow_retrace, "true or false")
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainConfig:

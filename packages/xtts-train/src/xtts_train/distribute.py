@@ -22,11 +22,10 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
+from xtts_train.config import STRATEGIES
 from xtts_train.errors import ConfigError
 
 __all__ = ["STRATEGIES", "local_replicas", "make_strategy", "replica_slice", "worker_index"]
-
-STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy | None:

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 if TYPE_CHECKING:
-    from xtts_train.model import ModelConfig
+    from xtts_train.config import ModelConfig
 
 __all__ = [
     "Block",

@@ -91,6 +91,8 @@ def total_loss(
     return {"loss": loss, **parts}
 
 
-def _check_weight(name: str, value: float) -> None:
+def _check_weight(name: str, value: float | tf.Tensor) -> None:
+    if isinstance(value, tf.Tensor):  # a compiled step's input, checked in its config
+        return
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
         raise ConfigError(f"Expected {name} a number >= 0, received: {name}={value!r}")

@@ -1,4 +1,4 @@
-"""`TextToMel`: an XTTS-style autoregressive text-to-mel transformer, and its `ModelConfig`.
+"""`TextToMel`: an XTTS-style autoregressive text-to-mel transformer (sizes: `ModelConfig`).
 
 ```
 tokens ─ embedding ─ conv prenet ─ transformer ──────────────┐ (B, T_text, D)
@@ -14,7 +14,6 @@ fixed-size frame buffer in a `tf.while_loop`, so both compile with XLA at static
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -22,149 +21,13 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.layers import CondEncoder, Decoder, Postnet, TextEncoder, key_mask
 
-__all__ = ["PRESETS", "ModelConfig", "TextToMel", "dummy_batch"]
+__all__ = ["TextToMel", "dummy_batch"]
 
-_COUNTS = (
-    "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
-    "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
-    "postnet_layers", "postnet_channels", "postnet_kernel",
-)  # fmt: skip
 _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
-
-
-def _fail(field: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"ModelConfig.{field}: expected {allowed}, received: {field}={value!r}")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """Sizes of a `TextToMel` model; the defaults are the `"small"` preset.
-
-    Attributes:
-        vocab_size: token ids are `0 .. vocab_size - 1` (set from the tokenizer).
-        n_mels: mel channels of the features the model reads and predicts.
-        d_model: width of every transformer; a multiple of `heads`.
-        heads: attention heads.
-        ff_mult: feed-forward width as a multiple of `d_model`.
-        text_convs, text_layers: residual conv layers, then transformer blocks, of the
-            text encoder.
-        conv_kernel: kernel size of the text and conditioning conv layers.
-        cond_convs, cond_layers: conv layers, then transformer blocks, over the
-            reference mel.
-        cond_latents: L, learned queries that pool the reference into `(B, L, D)`.
-        decoder_layers: causal decoder blocks (self-attention, cross-attention, feed-forward).
-        prenet_dim: width of the decoder's two-layer frame prenet.
-        prenet_dropout: dropout of the prenet, applied at inference too (as in Tacotron
-            2): the decoder never trusts its own previous frame exactly.
-        postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
-        dropout: dropout of attention weights and residual branches while training.
-        mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
-            in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
-    """
-
-    vocab_size: int = 64
-    n_mels: int = 80
-    d_model: int = 320
-    heads: int = 5
-    ff_mult: int = 4
-    text_convs: int = 3
-    text_layers: int = 3
-    conv_kernel: int = 5
-    cond_convs: int = 2
-    cond_layers: int = 2
-    cond_latents: int = 16
-    decoder_layers: int = 4
-    prenet_dim: int = 256
-    prenet_dropout: float = 0.5
-    postnet_layers: int = 5
-    postnet_channels: int = 256
-    postnet_kernel: int = 5
-    dropout: float = 0.1
-    mel_mean: float = -5.0
-    mel_std: float = 2.5
-
-    def __post_init__(self) -> None:
-        for name in _COUNTS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail(name, value, "an int >= 1")
-        if self.d_model % self.heads:
-            _fail("d_model", self.d_model, f"a multiple of heads={self.heads}")
-        for name in ("dropout", "prenet_dropout"):
-            value = getattr(self, name)
-            if not (_is_number(value) and 0.0 <= value < 1.0):
-                _fail(name, value, "a rate in [0, 1)")
-        if not (_is_number(self.mel_mean) and math.isfinite(self.mel_mean)):
-            _fail("mel_mean", self.mel_mean, "a finite float")
-        if not (_is_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
-            _fail("mel_std", self.mel_std, "a finite float > 0")
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:
-        """The named sizes (see `PRESETS`), with any fields replaced by `overrides`.
-
-        Raises:
-            ConfigError: unknown preset name, unknown field or an invalid value.
-        """
-        if name not in PRESETS:
-            raise ConfigError(
-                f"ModelConfig.from_preset: expected one of {sorted(PRESETS)}, "
-                f"received: name={name!r}"
-            )
-        fields = {**PRESETS[name], **overrides}
-        _reject_unknown(fields)
-        return cls(**fields)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> ModelConfig:
-        """Build from a mapping (a YAML `model:` section); `preset` picks the base sizes.
-
-        Raises:
-            ConfigError: unknown keys or an invalid value.
-        """
-        values = dict(values)
-        preset = values.pop("preset", None)
-        if preset is not None:
-            return cls.from_preset(preset, **values)
-        _reject_unknown(values)
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields: round-trips `from_dict`."""
-        return dataclasses.asdict(self)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _reject_unknown(fields: Mapping[str, Any]) -> None:
-    known = [f.name for f in dataclasses.fields(ModelConfig)]
-    unknown = sorted(set(fields) - set(known))
-    if unknown:
-        raise ConfigError(f"ModelConfig: unknown field(s) {unknown}; known: {known}")
-
-
-# Parameter counts with vocab 64 and 80 mels are checked by the tests.
-PRESETS: dict[str, dict[str, Any]] = {
-    # ~1.4M parameters: trains on a CPU, for tests and smoke runs.
-    "tiny": dict(
-        d_model=128, heads=2, ff_mult=2, text_convs=2, text_layers=2, conv_kernel=5,
-        cond_convs=2, cond_layers=1, cond_latents=4, decoder_layers=2, prenet_dim=128,
-        postnet_layers=3, postnet_channels=128, postnet_kernel=5,
-    ),
-    # ~17M parameters: the defaults.
-    "small": {},
-    # ~88M parameters: for a GPU.
-    "base": dict(
-        d_model=768, heads=12, ff_mult=4, text_convs=2, text_layers=3, conv_kernel=3,
-        cond_convs=2, cond_layers=1, cond_latents=32, decoder_layers=5, prenet_dim=256,
-        postnet_layers=5, postnet_channels=512, postnet_kernel=5,
-    ),
-}  # fmt: skip
 
 
 def dummy_batch(

@@ -18,7 +18,6 @@ import functools
 import logging
 from collections.abc import Callable, Mapping
 
-import keras
 import tensorflow as tf
 
 from xtts_data import BatchShape, DatasetSpec
@@ -27,10 +26,16 @@ from xtts_train.distribute import local_replicas, replica_slice
 from xtts_train.errors import XttsTrainError
 from xtts_train.losses import total_loss
 from xtts_train.model import TextToMel
+from xtts_train.optim import AdamW, warmup_cosine
+from xtts_train.warmup import Job, Program, WarmUp, compile_workers, run_jobs
 
 __all__ = ["CompiledSteps", "RetraceError", "shape_of"]
 
 logger = logging.getLogger(__name__)
+
+
+# Config values the compiled steps take as inputs (with the scheduled learning rate).
+_HYPER = ("weight_decay", "clip_norm", "stop_weight", "stop_pos_weight")
 
 
 class RetraceError(XttsTrainError, RuntimeError):
@@ -60,7 +65,7 @@ class CompiledSteps:
             variable, updated inside the step).
     """
 
-    def __init__(self, model: TextToMel, optimizer: keras.optimizers.Optimizer,
+    def __init__(self, model: TextToMel, optimizer: AdamW,
                  spec: DatasetSpec, config: TrainConfig,
                  eval_spec: DatasetSpec | None = None,
                  strategy: tf.distribute.Strategy | None = None):  # fmt: skip
@@ -77,6 +82,13 @@ class CompiledSteps:
         if config.precision == "mixed_float16":  # float16 gradients underflow unscaled
             self.loss_scale = tf.Variable(2.0**15, trainable=False, name="loss_scale")
             self._good_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.schedule = warmup_cosine(
+            peak=config.learning_rate,
+            warmup_steps=config.warmup_steps,
+            total_steps=config.steps,
+            min_ratio=config.min_lr_ratio,
+        )
+        self._hyper = {name: tf.constant(float(getattr(config, name))) for name in _HYPER}
         self._warm = False
         if strategy is None:
             self._train = tf.function(self._train_step, jit_compile=True)
@@ -93,21 +105,44 @@ class CompiledSteps:
 
     # -- building -------------------------------------------------------------------------
 
-    def warm_up(self, progress: Callable[[int, int, BatchShape], None] | None = None) -> None:
+    def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
+                workers: int | None = None) -> WarmUp:  # fmt: skip
         """Trace and compile the train step of every shape of `spec` and the eval step of
-        every shape of `eval_spec`; no update happens (the gate is closed)."""
-        jobs = [(self._train, self._concrete, s, True) for s in self.spec.shapes]
+        every shape of `eval_spec` (see `xtts_train.warmup`); no update happens (the gate
+        is closed).
+
+        Args:
+            progress: called as each program is compiled: `progress(done, total, program)`.
+            workers: compile threads; default `config.compile_workers` (0: one per core).
+        """
+        jobs = [self._job("train", shape) for shape in self.spec.shapes]
         if self.eval_spec is not None:
-            jobs += [(self._eval, self._concrete_eval, s, False) for s in self.eval_spec.shapes]
-        for i, (function, table, shape, train) in enumerate(jobs):
-            if progress is not None:
-                progress(i + 1, len(jobs), shape)
-            signature = (self.spec if train else self.eval_spec).signature(shape)
-            args = (signature, tf.TensorSpec([], tf.bool)) if train else (signature,)
-            table[_key(shape)] = function.get_concrete_function(*args)
-            batch = _placeholder_batch(signature)
-            table[_key(shape)](batch, tf.constant(False)) if train else table[_key(shape)](batch)
+            jobs += [self._job("eval", shape) for shape in self.eval_spec.shapes]
+        if workers is None:
+            workers = compile_workers(self.config.compile_workers, len(jobs))
+        programs, report = run_jobs(jobs, workers=workers, progress=progress)
+        for job, program in zip(jobs, programs, strict=True):
+            role, key = job.name.split(" ")
+            table = self._concrete if role == "train" else self._concrete_eval
+            table[tuple(int(n) for n in key.split("x"))] = program
         self._warm = True
+        return report
+
+    def _job(self, role: str, shape: BatchShape) -> Job:
+        """Trace the train (or eval) step at `shape`; run it once on a placeholder batch."""
+        train = role == "train"
+        signature = (self.spec if train else self.eval_spec).signature(shape)
+        function = self._train if train else self._eval
+        hyper = {name: tf.TensorSpec([], tf.float32) for name in ["learning_rate", *_HYPER]}
+        args = (signature, tf.TensorSpec([], tf.bool), hyper) if train else (signature, hyper)
+
+        def run(program) -> None:
+            batch, hyper = _placeholder_batch(signature), self.hyper(0)
+            outputs = program(batch, tf.constant(False), hyper) if train else program(batch, hyper)
+            float(outputs["loss"])  # wait for it: the compile happens in this call
+
+        name = f"{role} {'x'.join(map(str, _key(shape)))}"
+        return Job(name, lambda: function.get_concrete_function(*args), run)
 
     @property
     def compiled_shapes(self) -> int:
@@ -115,18 +150,25 @@ class CompiledSteps:
 
     # -- running --------------------------------------------------------------------------
 
-    def train(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """One update on `batch` (dispatched without waiting for its results)."""
-        step = self._concrete.get(shape_of(batch))
-        if step is None:
-            return self._retrace(self._train, batch, tf.constant(True))
-        return step(batch, tf.constant(True))
+    def hyper(self, step: int) -> dict[str, tf.Tensor]:
+        """The step's inputs besides the batch: the scheduled learning rate at `step`
+        (updates done before it) and the config's weight decay, clipping and loss weights.
+        Inputs, not constants of the compiled program: changing them compiles nothing."""
+        return {"learning_rate": tf.constant(self.schedule(step), tf.float32), **self._hyper}
+
+    def train(self, batch: Mapping[str, tf.Tensor], *, step: int) -> dict[str, tf.Tensor]:
+        """Update `step` + 1 on `batch` (dispatched without waiting for its results)."""
+        program = self._concrete.get(shape_of(batch))
+        hyper = self.hyper(step)
+        if program is None:
+            return self._retrace(self._train, batch, tf.constant(True), hyper)
+        return program(batch, tf.constant(True), hyper)
 
     def evaluate(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        step = self._concrete_eval.get(shape_of(batch))
-        if step is None:
-            return self._retrace(self._eval, batch)
-        return step(batch)
+        program = self._concrete_eval.get(shape_of(batch))
+        if program is None:
+            return self._retrace(self._eval, batch, self.hyper(0))
+        return program(batch, self.hyper(0))
 
     def _retrace(self, function, batch, *args):
         message = (
@@ -141,53 +183,48 @@ class CompiledSteps:
 
     # -- the graphs -----------------------------------------------------------------------
 
-    def _train_step(self, batch, apply):
+    def _train_step(self, batch, apply, hyper):
         self._count_trace(batch)
         scale = self.loss_scale if self.loss_scale is not None else tf.constant(1.0)
-        grads, losses = self._accumulated_gradients(batch, scale)
-        return self._update(grads, losses, apply)
+        grads, losses = self._accumulated_gradients(batch, scale, hyper)
+        return self._update(grads, losses, apply, hyper)
 
-    def _replicated_train_step(self, batch, apply):
+    def _replicated_train_step(self, batch, apply, hyper):
         self._count_trace(batch)
         scale = self.loss_scale.read_value() if self.loss_scale is not None else 1.0
         scale = tf.convert_to_tensor(scale)  # an argument: XLA reads no other device's variable
 
-        def replica(batch):  # (B / replicas, ...) rows of this replica
-            grads, losses = self._gradients(replica_slice(batch, self.replicas), scale)
+        def replica(batch, hyper):  # (B / replicas, ...) rows of this replica
+            grads, losses = self._gradients(replica_slice(batch, self.replicas), scale, hyper)
             return tf.distribute.get_replica_context().all_reduce("MEAN", (grads, losses))
 
-        reduced = self.strategy.run(replica, args=(batch,))
+        reduced = self.strategy.run(replica, args=(batch, hyper))
         # Every replica holds the same mean now; take this worker's first copy.
         first = self.strategy.experimental_local_results
         grads, losses = tf.nest.map_structure(lambda value: first(value)[0], reduced)
-        return self._update(grads, losses, apply)
+        return self._update(grads, losses, apply, hyper)
 
     def _count_trace(self, batch) -> None:
         self.traces[shape_of(batch)] += 1  # runs once per trace, never per step
         if self._warm:
             self._after_warm_up(batch)
 
-    def _update(self, grads, losses, apply):
+    def _update(self, grads, losses, apply, hyper):
         """Clip, then apply unless `apply` is false or the loss or a gradient is not finite."""
-        variables = self.model.trainable_variables
         norm = tf.linalg.global_norm(grads)
         finite = tf.math.is_finite(norm) & tf.math.is_finite(losses["loss"])
-        grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm, use_norm=norm)
-        do_update = apply & finite
-
-        def update():
-            self.optimizer.apply_gradients(zip(grads, variables, strict=True))
-            return tf.constant(0, tf.int64)
-
-        tf.cond(do_update, update, lambda: tf.constant(0, tf.int64))
+        grads, _ = tf.clip_by_global_norm(grads, hyper["clip_norm"], use_norm=norm)
+        self.optimizer.apply(grads, self.model.trainable_variables, gate=apply & finite,
+                             learning_rate=hyper["learning_rate"],
+                             weight_decay=hyper["weight_decay"])  # fmt: skip
         if self.loss_scale is not None:
-            tf.cond(apply, lambda: self._scale_step(finite), lambda: tf.constant(0, tf.int64))
+            self._scale_step(finite, apply)
         skipped = tf.cast(apply & ~finite, tf.int64)
         self.nonfinite.assign_add(skipped)
         self.consecutive_nonfinite.assign((self.consecutive_nonfinite + skipped) * skipped)
         return {**losses, "grad_norm": norm, "finite": finite}
 
-    def _accumulated_gradients(self, batch, scale):
+    def _accumulated_gradients(self, batch, scale, hyper):
         """Mean gradients over `grad_accum` equal micro-batches, in the graph.
 
         `scale` multiplies the loss before differentiation (float16 loss scaling; 1.0
@@ -200,7 +237,7 @@ class CompiledSteps:
         for i in range(parts):  # static unroll: each micro-batch has a static shape
             micro = {k: v[i * size : (i + 1) * size] for k, v in batch.items()}
             with tf.GradientTape() as tape:
-                losses = self._losses(micro, training=True)
+                losses = self._losses(micro, hyper, training=True)
                 scaled = tf.cast(losses["loss"], tf.float32) * scale
             grads = [None if g is None else tf.cast(g, tf.float32) / scale
                      for g in tape.gradient(scaled, variables)]  # fmt: skip
@@ -213,36 +250,37 @@ class CompiledSteps:
                 total_losses = {k: total_losses[k] + losses[k] for k in losses}
         return [g / parts for g in total_grads], {k: v / parts for k, v in total_losses.items()}
 
-    def _eval_step(self, batch):
+    def _eval_step(self, batch, hyper):
         self.eval_traces[shape_of(batch)] += 1
-        return self._losses(batch, training=False)
+        return self._losses(batch, hyper, training=False)
 
-    def _replicated_eval_step(self, batch):
+    def _replicated_eval_step(self, batch, hyper):
         self.eval_traces[shape_of(batch)] += 1
 
-        def replica(batch):
-            losses = self._replica_losses(replica_slice(batch, self.replicas))
+        def replica(batch, hyper):
+            losses = self._replica_losses(replica_slice(batch, self.replicas), hyper)
             return tf.distribute.get_replica_context().all_reduce("MEAN", losses)
 
-        reduced = self.strategy.run(replica, args=(batch,))
+        reduced = self.strategy.run(replica, args=(batch, hyper))
         return tf.nest.map_structure(
             lambda value: self.strategy.experimental_local_results(value)[0], reduced
         )
 
-    def _losses(self, batch, *, training: bool) -> dict[str, tf.Tensor]:
+    def _losses(self, batch, hyper, *, training: bool) -> dict[str, tf.Tensor]:
         outputs = self.model(batch, training=training)
-        return total_loss(outputs, batch, stop_weight=self.config.stop_weight,
-                          pos_weight=self.config.stop_pos_weight)  # fmt: skip
+        return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
+                          pos_weight=hyper["stop_pos_weight"])  # fmt: skip
 
-    def _scale_step(self, finite):
-        """Dynamic loss scaling (float16): halve on overflow, double after 2000 good steps."""
+    def _scale_step(self, finite, apply) -> None:
+        """Dynamic loss scaling (float16): halve on overflow, double after 2000 good steps;
+        nothing changes unless `apply`."""
         good = tf.where(finite, self._good_steps + 1, tf.constant(0, tf.int64))
         grow = good >= 2000
         scale = tf.where(finite, tf.where(grow, self.loss_scale * 2, self.loss_scale),
                          tf.maximum(self.loss_scale / 2, 1.0))  # fmt: skip
-        self.loss_scale.assign(scale)
-        self._good_steps.assign(tf.where(grow, tf.constant(0, tf.int64), good))
-        return tf.constant(0, tf.int64)
+        self.loss_scale.assign(tf.where(apply, scale, self.loss_scale))
+        good = tf.where(grow, tf.constant(0, tf.int64), good)
+        self._good_steps.assign(tf.where(apply, good, self._good_steps))
 
     def _after_warm_up(self, batch) -> None:
         logger.warning("train step traced again after warm-up for shape %s", shape_of(batch))

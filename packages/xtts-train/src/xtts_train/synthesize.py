@@ -17,10 +17,11 @@ from matplotlib.figure import Figure
 
 import xtts_audio as xa
 from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
-from xtts_train.config import StackConfig, TrainConfig
+from xtts_train import compile_cache
+from xtts_train.config import ModelConfig, StackConfig, TrainConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
-from xtts_train.model import ModelConfig, TextToMel, dummy_batch
+from xtts_train.model import TextToMel, dummy_batch
 
 __all__ = ["Synthesis", "load_run", "synthesize"]
 
@@ -90,13 +91,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     if len(ids) <= 1:
         raise XttsTrainError(f"no known symbols in the text {text!r} after normalisation")
     cond = _reference(Path(workdir), stack, reference)  # (C, M)
-    decode = tf.function(
-        lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames), jit_compile=True
-    )
-    result = decode(
-        tf.constant([ids], tf.int32), tf.ones([1, len(ids)]),
-        tf.constant(cond[None], tf.float32), tf.constant([len(cond)], tf.int32),
-    )  # fmt: skip
+    result = _decode(model, ids, cond, stack.data.cond_frames, max_frames)
     decoded = int(result["lengths"][0])
     frames = int(decoded_frames(decoded, len(ids), max_frames, stack.audio))
     features = result["mel"][0, :frames]  # (F, M) in the recipe's feature scale
@@ -109,6 +104,32 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     stopped = frames == decoded < max_frames
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
     return Synthesis(out, png, frames, seconds, stopped)
+
+
+# Token ids are padded to a multiple of this (masked, as in training), so texts of similar
+# length share one compiled decoding program (and its compile-cache entry).
+TEXT_BUCKET = 32
+
+
+def _decode(model: TextToMel, ids: list[int], cond: np.ndarray, cond_frames: int,
+            max_frames: int) -> dict[str, tf.Tensor]:  # fmt: skip
+    """`model.infer` compiled for the padded text length, the run's reference length and
+    `max_frames`: traced with stable names and published to the compile cache."""
+    text = -(-len(ids) // TEXT_BUCKET) * TEXT_BUCKET
+    tokens = np.zeros([1, text], np.int32)
+    tokens[0, : len(ids)] = ids
+    reference = np.zeros([1, cond_frames, cond.shape[-1]], np.float32)
+    reference[0, : len(cond)] = cond[:cond_frames]
+    mask = (np.arange(text) < len(ids)).astype(np.float32)[None]  # (1, T)
+    inputs = [tf.constant(tokens), tf.constant(mask), tf.constant(reference),
+              tf.constant([min(len(cond), cond_frames)], tf.int32)]  # fmt: skip
+    decode = tf.function(
+        lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames), jit_compile=True
+    )
+    with compile_cache.collect():
+        with compile_cache.stable_names(f"decode {text}x{cond_frames}x{max_frames}"):
+            program = decode.get_concrete_function(*inputs)
+        return program(*inputs)
 
 
 def _reference(workdir: Path, stack: StackConfig, reference: str | Path | None) -> np.ndarray:

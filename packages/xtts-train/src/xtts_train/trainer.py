@@ -12,7 +12,6 @@ model + AdamW ─ restore latest checkpoint ────┴─ warm-up: compile 
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import json
@@ -20,7 +19,6 @@ import logging
 import math
 import shutil
 import signal
-import statistics
 import time
 from pathlib import Path
 
@@ -31,15 +29,20 @@ import tqdm
 import yaml
 
 import xtts_data as xd
+from xtts_train import compile_cache
 from xtts_train.config import StackConfig
 from xtts_train.distribute import make_strategy, worker_index
 from xtts_train.errors import XttsTrainError
 from xtts_train.gpu import GpuMonitor
 from xtts_train.media import write_eval_media
 from xtts_train.model import TextToMel, dummy_batch
+from xtts_train.optim import AdamW
+from xtts_train.process import StartupClock, format_startup, peak_rss_mb, release_free_heap
+from xtts_train.run_stats import Interval, Timings
 from xtts_train.steps import CompiledSteps, shape_of
+from xtts_train.warmup import Program, WarmUp
 
-__all__ = ["build_steps", "fit", "latest_step", "make_optimizer"]
+__all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,18 +51,6 @@ def latest_step(workdir: str | Path) -> int:
     """The step of the newest checkpoint in `workdir` (0 when there is none)."""
     latest = tf.train.latest_checkpoint(str(Path(workdir) / "checkpoints"))
     return int(latest.rsplit("-", 1)[1]) if latest else 0
-
-
-def _schedule(config) -> keras.optimizers.schedules.LearningRateSchedule:
-    """Linear warm-up to `learning_rate`, then cosine decay to `min_lr_ratio` of it."""
-    warm = config.warmup_steps
-    return keras.optimizers.schedules.CosineDecay(
-        0.0 if warm else config.learning_rate,
-        decay_steps=max(config.steps - warm, 1),
-        alpha=config.min_lr_ratio,
-        warmup_target=config.learning_rate if warm else None,
-        warmup_steps=warm,
-    )
 
 
 def _check_workdir(workdir: Path, stack: StackConfig) -> None:
@@ -77,9 +68,15 @@ def _check_workdir(workdir: Path, stack: StackConfig) -> None:
     path.write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
-def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
-        progress: bool = True) -> dict:  # fmt: skip
+def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress: bool = True,
+        profile_steps: tuple[int, int] | None = None,
+        clock: StartupClock | None = None) -> dict:  # fmt: skip
     """Train (or resume training) on the feature cache `cache`, writing into `workdir`.
+
+    `profile_steps=(first, last)` writes a TensorBoard profile of those steps (1-based,
+    inclusive) to `workdir/tensorboard/plugins/profile` (the profile plugin's input-pipeline
+    and trace views). `clock` is a caller's `StartupClock` when it did start-up work before
+    calling `fit` (the demo's corpus and cache); by default the clock starts here.
 
     With `stack.train.strategy` multi-worker, every worker runs the same command; worker
     0 writes `workdir`, worker i > 0 writes `workdir/worker-i` (its checkpoints hold the
@@ -92,11 +89,14 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
         XttsTrainError: a retrace after warm-up (unless allowed), too many non-finite
             updates in a row, or a work dir of another model.
     """
+    clock = clock or StartupClock()
+    _check_profile_steps(profile_steps, stack.train.steps)
     strategy = make_strategy(stack.train.strategy)  # first: collectives start with it
     worker = worker_index(strategy)
     workdir = Path(workdir) / f"worker-{worker}" if worker else Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
+    with clock.part("data"):
+        opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     stack = dataclasses.replace(
         stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     )
@@ -105,26 +105,34 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *,
     start = latest_step(workdir)
     # A resumed run continues with freshly shuffled data, not the first epoch again.
     data = dataclasses.replace(stack.data, seed=stack.train.seed + start + 7919 * worker)
-    train = xd.make_dataset(opened, data, "train", repeat=True)
-    val = None
-    if stack.train.eval_every and stack.data.val_fraction:
-        val = xd.make_dataset(
-            opened, dataclasses.replace(data, shuffle_buffer=0), "val", repeat=True
-        )
+    with clock.part("data"):
+        train = xd.make_dataset(opened, data, "train", repeat=True)
+        val = None
+        if stack.train.eval_every and stack.data.val_fraction:
+            val = xd.make_dataset(
+                opened, dataclasses.replace(data, shuffle_buffer=0), "val", repeat=True
+            )
     previous = keras.mixed_precision.global_policy()
     try:
-        return _Run(stack, train, val, workdir, progress, strategy).train(start)
+        with clock.part("model"):
+            run = _Run(stack, train, val, workdir, progress, strategy)
+        return run.train(start, clock, _Profiler(profile_steps, workdir / "tensorboard"))
     finally:
         keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
 
 
-def make_optimizer(config, model: TextToMel) -> keras.optimizers.Optimizer:
-    """AdamW with the run's schedule, built for `model`'s trainable variables."""
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=_schedule(config), weight_decay=config.weight_decay
-    )
-    optimizer.build(model.trainable_variables)
-    return optimizer
+def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
+    if steps is not None and not 1 <= steps[0] <= steps[1] <= total:
+        raise XttsTrainError(
+            f"Expected profile steps FIRST:LAST with 1 <= FIRST <= LAST <= train.steps "
+            f"({total}), received: {steps[0]}:{steps[1]}"
+        )
+
+
+def make_optimizer(model: TextToMel) -> AdamW:
+    """AdamW for `model`'s trainable variables (the schedule and weight decay are the
+    compiled step's inputs: `CompiledSteps.hyper`)."""
+    return AdamW(model.trainable_variables)
 
 
 def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
@@ -140,7 +148,7 @@ def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         model = TextToMel(stack.model)
         model(dummy_batch(stack.model))  # variables exist before any step is traced
-        optimizer = make_optimizer(stack.train, model)
+        optimizer = make_optimizer(model)
     return CompiledSteps(model, optimizer, spec, stack.train, eval_spec, strategy)
 
 
@@ -168,7 +176,7 @@ class _Run:
 
     # -- the loop -------------------------------------------------------------------------
 
-    def train(self, start: int) -> dict:
+    def train(self, start: int, clock: StartupClock, profiler: _Profiler) -> dict:
         if start:
             restored = self.checkpoint.restore(self.manager.latest_checkpoint)
             restored.assert_existing_objects_matched()
@@ -176,14 +184,16 @@ class _Run:
             logger.info("resumed from step %d", int(self.step))
         if self.progress:
             print(self.model.describe(), flush=True)
-        self._warm_up()
-        iterator = iter(self.train_pipe.dataset)
-        timings, last_losses, interval = _Timings(), {}, _Interval()
+        warm = self._warm_up(clock)
+        with clock.part("data"):
+            iterator = iter(self.train_pipe.dataset)
+        timings, last_losses, interval = Timings(), {}, Interval()
         previous = (
             signal.signal(signal.SIGINT, self._on_signal),
             signal.signal(signal.SIGTERM, self._on_signal),
         )
         step = int(self.step)  # a Python int: reading the variable each step would sync
+        startup = None
         bar = tqdm.tqdm(total=self.config.steps, initial=step, unit="step",
                         disable=not self.progress, desc="train")  # fmt: skip
         self.gpu.start()
@@ -192,11 +202,18 @@ class _Run:
                 before = time.perf_counter()
                 batch = next(iterator)
                 got = time.perf_counter()
-                if not timings.walls:
+                if startup is None:
                     self._keep_reference(batch)
-                outputs = self.steps.train(batch)  # dispatched; no host sync here
+                    clock.add("data", got - before)
+                with profiler.around(step + 1):
+                    outputs = self.steps.train(batch, step=step)  # dispatched, no host sync
                 called = time.perf_counter()
                 step += 1
+                if startup is None:  # the start-up's one host sync: the first step is done
+                    float(outputs["loss"])
+                    clock.add("first_step", time.perf_counter() - got)
+                    startup = clock.report()
+                profiler.after(step, outputs)
                 interval.add(got - before, called - before, outputs, batch)
                 bar.update(1)
                 if step % self.config.log_every == 0 or step == self.config.steps:
@@ -208,25 +225,30 @@ class _Run:
                     self._save(step)
                 timings.add(shape_of(batch), before, got, called, time.perf_counter())
         finally:
+            profiler.close()
             self.gpu.stop()
             bar.close()
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
         self._save(step)
-        summary = self._summary(step, timings, last_losses)
+        summary = self._summary(step, timings, last_losses, warm, startup or clock.report())
         (self.workdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        if self.progress:
+            print(format_summary_line(summary), flush=True)
         return summary
 
-    def _warm_up(self) -> None:
-        started = time.perf_counter()
+    def _warm_up(self, clock: StartupClock) -> WarmUp:
+        def report(done: int, total: int, program: Program) -> None:
+            tqdm.tqdm.write(f"compiled {done}/{total}: {program.name} (traced in "
+                            f"{program.trace_seconds:.1f} s, compiled in "
+                            f"{program.compile_seconds:.1f} s)")  # fmt: skip
 
-        def report(i: int, total: int, shape) -> None:
-            print(f"compiling step {i}/{total}: batch {shape.batch_size} x text "
-                  f"{shape.text_len} x frames {shape.frames}", flush=True)  # fmt: skip
-
-        self.steps.warm_up(report if self.progress else None)
-        self.compile_seconds = time.perf_counter() - started
+        warm = self.steps.warm_up(report if self.progress else None)
+        clock.add("trace", warm.trace_seconds)
+        clock.add("compile", warm.compile_seconds)
+        release_free_heap()  # the compilers' working memory
         self.warm_traces = sum(self.steps.traces.values())
+        return warm
 
     def _forget_metrics_after(self, step: int) -> None:
         """Drop lines a killed run logged after its last checkpoint: they are redone."""
@@ -248,7 +270,7 @@ class _Run:
     # -- bookkeeping ----------------------------------------------------------------------
 
     def _log(self, step: int, values: dict) -> dict:
-        record = {"step": step, **values, "lr": float(self.optimizer.learning_rate)}
+        record = {"step": step, **values, "lr": self.steps.schedule(step - 1)}
         with open(self.workdir / "metrics.jsonl", "a") as file:
             file.write(json.dumps(record) + "\n")
         with self.writer.as_default(step=step):
@@ -289,7 +311,8 @@ class _Run:
         self.step.assign(step)
         self.manager.save(checkpoint_number=step)
 
-    def _summary(self, step: int, timings: _Timings, losses: dict) -> dict:
+    def _summary(self, step: int, timings: Timings, losses: dict, warm: WarmUp,
+                 startup: dict) -> dict:  # fmt: skip
         total_traces = sum(self.steps.traces.values())
         return {
             "steps": step,
@@ -298,7 +321,11 @@ class _Run:
             "compiled_shapes": self.steps.compiled_shapes,
             "spec_shapes": len(self.train_pipe.spec.shapes),
             "retraces_after_warmup": total_traces - self.warm_traces,
-            "compile_seconds": self.compile_seconds,
+            "compile_seconds": warm.seconds,
+            **startup,
+            "warm_up": warm.to_dict(),
+            "compile_cache": compile_cache.describe(),
+            "peak_rss_mb": peak_rss_mb(),
             **timings.summary(),
             "nonfinite_skipped": int(self.steps.nonfinite),
             "final_loss": losses.get("loss"),
@@ -309,71 +336,44 @@ class _Run:
         }
 
 
-class _Timings:
-    """Per step: data wait, the step call, host time around them; by batch shape.
-
-    `wall` runs from one `next(iterator)` to the next, so the walls sum to the loop's time;
-    host overhead is what is left after the data wait and the step call.
-    """
-
-    def __init__(self) -> None:
-        self.waits, self.walls, self.hosts = [], [], []
-        self.by_shape: dict[tuple[int, int, int], list[float]] = collections.defaultdict(list)
-
-    def add(self, shape, before: float, got: float, called: float, after: float) -> None:
-        self.waits.append(got - before)
-        self.walls.append(after - before)
-        self.hosts.append(after - called)  # bookkeeping after the step call returned
-        self.by_shape[shape].append(after - before)
-
-    def summary(self) -> dict:
-        skip = len(self.walls) // 10  # the first steps fill buffers and caches
-        walls = [w * 1e3 for w in self.walls[skip:]]
-        return {
-            "step_ms_median": statistics.median(walls) if walls else 0.0,
-            "step_ms_cv": _cv(walls),
-            "step_ms_by_shape": {
-                "x".join(map(str, shape)): {
-                    "steps": len(times),
-                    "median": statistics.median(times) * 1e3,
-                    "cv": _cv(times[len(times) // 10 :]),
-                }
-                for shape, times in sorted(self.by_shape.items())
-            },
-            "host_overhead_ms": statistics.median(self.hosts[skip:]) * 1e3 if walls else 0.0,
-            "input_bound_fraction": sum(self.waits) / sum(self.walls) if self.walls else 0.0,
-        }
+def format_summary_line(summary: dict) -> str:
+    """One line of a fit's summary: steps, loss, time to first step and its parts, cache."""
+    warm = summary["warm_up"]
+    hits = warm["cache_hits"]
+    cache = "no compile cache" if hits is None else f"{hits} of {len(warm['programs'])} " \
+        "programs loaded from the compile cache"  # fmt: skip
+    loss = summary["final_loss"]
+    return (
+        f"fit: {summary['steps']} steps"
+        + (f", loss {loss:.3f}" if loss is not None else "")
+        + f"; time to first step {format_startup(summary)}; {cache}; "
+        f"{summary['retraces_after_warmup']} retraces; peak RSS {summary['peak_rss_mb']:.0f} MB"
+    )
 
 
-def _cv(values: list[float]) -> float:
-    """Coefficient of variation (population std / mean); 0 for fewer than two values."""
-    if len(values) < 2:
-        return 0.0
-    mean = statistics.fmean(values)
-    return statistics.pstdev(values) / mean if mean else 0.0
+class _Profiler:
+    """A TensorBoard profile (`tf.profiler`) of the steps `first..last` (1-based), each
+    marked as a step for the profile plugin's input-pipeline analysis."""
 
+    def __init__(self, steps: tuple[int, int] | None, logdir: Path) -> None:
+        self.first, self.last = steps if steps is not None else (0, -1)
+        self.logdir, self.active = str(logdir), False
 
-class _Interval:
-    """Sums between two log lines; reading the losses is the interval's one host sync."""
+    def around(self, step: int):
+        """Context of the call that runs `step`."""
+        if not self.active and self.first <= step <= self.last:
+            tf.profiler.experimental.start(self.logdir)
+            self.active = True
+        if not self.active:
+            return contextlib.nullcontext()
+        return tf.profiler.experimental.Trace("train", step_num=step, _r=1)
 
-    def __init__(self) -> None:
-        self.waits, self.walls, self.outputs, self.samples = [], [], [], 0
+    def after(self, step: int, outputs: dict) -> None:
+        if self.active and step >= self.last:
+            float(outputs["loss"])  # the profiled steps have run
+            self.close()
 
-    def add(self, wait: float, wall: float, outputs: dict, batch: dict) -> None:
-        self.waits.append(wait)
-        self.walls.append(wall)
-        self.outputs.append(outputs)
-        self.samples += int(batch["tokens"].shape[0])
-
-    def flush(self) -> dict:
-        losses = {k: float(np.mean([float(o[k]) for o in self.outputs]))
-                  for k in ("loss", "mel_before", "mel_after", "stop", "grad_norm")}  # fmt: skip
-        wall = sum(self.walls)
-        values = {
-            **losses,
-            "step_ms": 1e3 * wall / len(self.walls),
-            "data_wait_ms": 1e3 * sum(self.waits) / len(self.waits),
-            "samples_per_s": self.samples / wall if wall else 0.0,
-        }
-        self.__init__()
-        return values
+    def close(self) -> None:
+        if self.active:
+            tf.profiler.experimental.stop()
+            self.active = False

@@ -1,0 +1,81 @@
+"""Step timings of a training loop: per shape, host overhead, input-bound fraction, and
+the sums between two log lines."""
+
+from __future__ import annotations
+
+import collections
+import statistics
+
+import numpy as np
+
+__all__ = ["Interval", "Timings", "cv"]
+
+
+class Timings:
+    """Per step: data wait, the step call, host time around them; by batch shape.
+
+    `wall` runs from one `next(iterator)` to the next, so the walls sum to the loop's time;
+    host overhead is what is left after the data wait and the step call.
+    """
+
+    def __init__(self) -> None:
+        self.waits, self.walls, self.hosts = [], [], []
+        self.by_shape: dict[tuple[int, int, int], list[float]] = collections.defaultdict(list)
+
+    def add(self, shape, before: float, got: float, called: float, after: float) -> None:
+        self.waits.append(got - before)
+        self.walls.append(after - before)
+        self.hosts.append(after - called)  # bookkeeping after the step call returned
+        self.by_shape[shape].append(after - before)
+
+    def summary(self) -> dict:
+        skip = len(self.walls) // 10  # the first steps fill buffers and caches
+        walls = [w * 1e3 for w in self.walls[skip:]]
+        return {
+            "step_ms_median": statistics.median(walls) if walls else 0.0,
+            "step_ms_cv": cv(walls),
+            "step_ms_by_shape": {
+                "x".join(map(str, shape)): {
+                    "steps": len(times),
+                    "median": statistics.median(times) * 1e3,
+                    "cv": cv(times[len(times) // 10 :]),
+                }
+                for shape, times in sorted(self.by_shape.items())
+            },
+            "host_overhead_ms": statistics.median(self.hosts[skip:]) * 1e3 if walls else 0.0,
+            "input_bound_fraction": sum(self.waits) / sum(self.walls) if self.walls else 0.0,
+        }
+
+
+def cv(values: list[float]) -> float:
+    """Coefficient of variation (population std / mean); 0 for fewer than two values."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return statistics.pstdev(values) / mean if mean else 0.0
+
+
+class Interval:
+    """Sums between two log lines; reading the losses is the interval's one host sync."""
+
+    def __init__(self) -> None:
+        self.waits, self.walls, self.outputs, self.samples = [], [], [], 0
+
+    def add(self, wait: float, wall: float, outputs: dict, batch: dict) -> None:
+        self.waits.append(wait)
+        self.walls.append(wall)
+        self.outputs.append(outputs)
+        self.samples += int(batch["tokens"].shape[0])
+
+    def flush(self) -> dict:
+        losses = {k: float(np.mean([float(o[k]) for o in self.outputs]))
+                  for k in ("loss", "mel_before", "mel_after", "stop", "grad_norm")}  # fmt: skip
+        wall = sum(self.walls)
+        values = {
+            **losses,
+            "step_ms": 1e3 * wall / len(self.walls),
+            "data_wait_ms": 1e3 * sum(self.waits) / len(self.waits),
+            "samples_per_s": self.samples / wall if wall else 0.0,
+        }
+        self.__init__()
+        return values

@@ -1,0 +1,155 @@
+"""Warm-up: trace every program in turn, compile them on a pool of threads, time both.
+
+Tracing is Python and holds the GIL, so the programs are traced one after another on the
+calling thread; each traced program is handed at once to a pool that runs it once (XLA
+compiles it then, or loads it from the persistent compile cache, outside the GIL). The
+next trace overlaps the compiles already running, and with several workers compiles
+overlap each other. Traces happen under `compile_cache.stable_names`, so the compiled
+programs are found again by later processes, and inside `compile_cache.collect()`, which
+publishes what was compiled.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xtts_train import compile_cache
+
+__all__ = ["Job", "Program", "WarmUp", "compile_workers", "run_jobs"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One program to build: `trace()` returns it (a concrete function), `run(program)`
+    calls it once so that XLA compiles it. `name` keys its stable trace names."""
+
+    name: str
+    trace: Callable[[], Any]
+    run: Callable[[Any], None]
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """A built program: its job's name, and seconds of tracing and of its first call
+    (compiling, or loading from the cache, plus one run)."""
+
+    name: str
+    trace_seconds: float
+    compile_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmUp:
+    """What a warm-up did.
+
+    Attributes:
+        programs: in job order.
+        seconds: wall time of the whole warm-up.
+        workers: compile threads used.
+        compiled: programs XLA compiled (entries written to the compile cache); the others
+            were loaded from it. None without a compile cache (all were compiled).
+    """
+
+    programs: tuple[Program, ...]
+    seconds: float
+    workers: int
+    compiled: int | None
+
+    @property
+    def trace_seconds(self) -> float:
+        """Time spent tracing (serial, on the calling thread)."""
+        return sum(p.trace_seconds for p in self.programs)
+
+    @property
+    def compile_seconds(self) -> float:
+        """The rest of the warm-up's wall time: waiting for compiles to finish."""
+        return max(self.seconds - self.trace_seconds, 0.0)
+
+    @property
+    def cache_hits(self) -> int | None:
+        return None if self.compiled is None else len(self.programs) - self.compiled
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seconds": self.seconds,
+            "trace_seconds": self.trace_seconds,
+            "compile_seconds": self.compile_seconds,
+            "workers": self.workers,
+            "programs": {
+                p.name: {"trace_s": p.trace_seconds, "compile_s": p.compile_seconds}
+                for p in self.programs
+            },
+            "compiled": self.compiled,
+            "cache_hits": self.cache_hits,
+        }
+
+
+def compile_workers(requested: int, jobs: int) -> int:
+    """`requested` threads, or (0) one per CPU this process may use; at most one per job."""
+    if requested:
+        return max(1, min(requested, jobs))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, jobs))
+
+
+def run_jobs(
+    jobs: Sequence[Job], *, workers: int,
+    progress: Callable[[int, int, Program], None] | None = None,
+) -> tuple[list, WarmUp]:  # fmt: skip
+    """Trace every job on this thread and run each traced program once on `workers` threads.
+
+    Args:
+        jobs: the programs to build.
+        workers: compile threads (see `compile_workers`).
+        progress: called as `progress(done, total, program)` when a program is compiled
+            (from a worker thread).
+
+    Returns:
+        The traced programs in job order, and the `WarmUp` report.
+    """
+    started = time.perf_counter()
+    traced: list[Any] = []
+    programs: dict[int, Program] = {}
+    lock = threading.Lock()
+
+    def compile_one(index: int, job: Job, program: Any, trace_seconds: float) -> None:
+        begin = time.perf_counter()
+        job.run(program)
+        built = Program(job.name, trace_seconds, time.perf_counter() - begin)
+        with lock:
+            programs[index] = built
+            done = len(programs)
+        if progress is not None:
+            progress(done, len(jobs), built)
+
+    with compile_cache.collect() as collected, \
+            concurrent.futures.ThreadPoolExecutor(workers, "xtts-compile") as pool:  # fmt: skip
+        futures = []
+        try:
+            for index, job in enumerate(jobs):
+                begin = time.perf_counter()
+                with compile_cache.stable_names(job.name):
+                    program = job.trace()
+                traced.append(program)
+                trace_seconds = time.perf_counter() - begin
+                futures.append(pool.submit(compile_one, index, job, program, trace_seconds))
+        finally:  # a failed trace: let the compiles already running finish, then raise
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+    cache = compile_cache.active()
+    report = WarmUp(
+        programs=tuple(programs[i] for i in range(len(jobs))),
+        seconds=time.perf_counter() - started,
+        workers=workers,
+        compiled=len(collected.written) if cache is not None else None,
+    )
+    return traced, report
