@@ -73,6 +73,19 @@ def test_publish_stores_new_entries_under_their_checksum(tmp_path):
     assert cache.entries() == 1
 
 
+def test_a_program_is_held_only_while_every_entry_it_wrote_is_intact(tmp_path):
+    first = CompileCache(tmp_path).open()
+    (first.staging / ENTRY).write_bytes(b"compiled")
+    first.publish()
+    first.remember("abc", {ENTRY})
+    assert first.holds("abc")
+    assert not first.holds("def")  # never compiled here
+    assert CompileCache(tmp_path).open().holds("abc")  # a later process
+    for stored in first.store.glob(f"{ENTRY}.*"):
+        stored.write_bytes(b"compi")  # damaged: removed at open, so compiled again
+    assert not CompileCache(tmp_path).open().holds("abc")
+
+
 def test_entries_compiled_outside_collect_are_not_published(tmp_path):
     cache = CompileCache(tmp_path).open()
     (cache.staging / ENTRY).write_bytes(b"a tf.data map function")
@@ -133,7 +146,7 @@ def test_processes_compiling_at_once_share_the_cache_safely(cold):
     root, summaries = cold
     for summary in summaries:
         assert summary["warm_up"]["compiled"] == 1
-        assert summary["warm_up"]["cache_hits"] == 0
+        assert summary["warm_up"]["cache_hits"] == summary["warm_up"]["deferred"] == 0
         assert summary["compile_cache"]["dir"].startswith(str(root))
         assert summary["retraces_after_warmup"] == 0
     entries = list(root.glob("*/*.pb.*"))
@@ -150,6 +163,11 @@ def test_a_second_process_with_the_same_config_hits(cold, cache, tmp_path):
                             "--steps", "2"), tmp_path / "run")  # fmt: skip
     assert summary["warm_up"]["cache_hits"] == 1
     assert summary["warm_up"]["compiled"] == 0
+    # Known by its trace's fingerprint: not run in the warm-up, loaded by the first step,
+    # which compiled nothing.
+    assert summary["warm_up"]["deferred"] == 1
+    assert summary["compile_cache"]["compiled_outside_collect"] == 0
+    assert summary["steps"] == 2
     assert summary["traces"] == summary["compiled_shapes"] == 1
 
 

@@ -135,12 +135,14 @@ def format_startup_table(results: dict) -> str:
     for workload, figures in results["workloads"].items():
         lines.append(f"\n{workload}")
         lines.append(f"{'run':<26}{'first step s':>13}{'trace s':>9}{'compile s':>11}"
-                     f"{'compiled':>10}{'hits':>6}{'peak RSS MB':>13}")  # fmt: skip
+                     f"{'step 1 s':>10}{'compiled':>10}{'hits':>6}"
+                     f"{'peak RSS MB':>13}")  # fmt: skip
         for label, run in figures["runs"].items():
             parts = run["startup_s"]
             lines.append(
                 f"{label:<26}{run['time_to_first_step_s']:>13.1f}{parts['trace']:>9.1f}"
-                f"{parts['compile']:>11.1f}{_count(run['compiled']):>10}"
+                f"{parts['compile']:>11.1f}{parts['first_step']:>10.1f}"
+                f"{_count(run['compiled']):>10}"
                 f"{_count(run['cache_hits']):>6}{run['peak_rss_mb']:>13.0f}"
             )
         lines.append(f"warm / cold (concurrent): {figures['warm_vs_cold']:.0%}")

@@ -191,7 +191,7 @@ def bench_static(inputs: TrainInputs, *, progress: bool = False) -> dict:
     """`CompiledSteps`: warm-up (compile every spec shape, timed), then every batch."""
     steps = build_steps(inputs.stack, inputs.spec)
     started = time.perf_counter()
-    steps.warm_up()
+    steps.warm_up(defer_cached=False)  # timed steps: no program loads in them
     compile_seconds = time.perf_counter() - started
     seconds, traced, loss = _run_steps(
         steps.train, inputs.batches, steps.traces, "static", progress

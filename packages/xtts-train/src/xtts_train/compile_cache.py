@@ -21,6 +21,11 @@ gaps, and this module closes each:
   named after its checksum, so concurrent processes never see each other's half-written
   files, and two that compile the same program publish the same bytes.
 
+A program compiled inside `collect()` is also remembered by the fingerprint of its traced
+graph (`fingerprint`, `CompileCache.remember`), so a later process can tell from its trace
+alone that the executable is stored (`CompileCache.holds`) and load it at its first use
+instead of running it once to force the load.
+
 Only programs compiled inside `collect()` are published: XLA programs of other TensorFlow
 work in the process (tf.data map functions, say) are traced with per-process names, would
 never be found again, and stay in the staging folder, which is removed at exit.
@@ -61,6 +66,7 @@ __all__ = [
     "default_root",
     "describe",
     "enable",
+    "fingerprint",
     "machine_key",
     "stable_names",
 ]
@@ -75,6 +81,7 @@ _ENTRY = re.compile(rf"^{_NAME}$")
 _STORED = re.compile(rf"^(?P<entry>{_NAME})\.(?P<sha>[0-9a-f]{{64}})$")  # in the store
 _STAGING = re.compile(r"^\.staging-(?P<pid>\d+)-[0-9a-f]+$")
 _STALE_SECONDS = 24 * 3600
+_PROGRAMS = "programs"  # in the store: <fingerprint> -> the entries its compile wrote
 
 
 def default_root() -> Path | None:
@@ -233,6 +240,29 @@ class CompileCache:
         with self._lock:
             self.linked.update(p.name for p in self.staging.iterdir() if _ENTRY.match(p.name))
 
+    def staged(self) -> set[str]:
+        """Entry names in the staging folder now."""
+        return {p.name for p in self.staging.iterdir() if _ENTRY.match(p.name)}
+
+    def remember(self, key: str, entries: set[str]) -> None:
+        """Record that the program fingerprinted `key` is stored in `entries` (the entries
+        that appeared while it compiled: its own, and maybe a concurrent compile's)."""
+        folder = self.store / _PROGRAMS
+        folder.mkdir(exist_ok=True)
+        partial = folder / f".{key}.{os.getpid()}.tmp"
+        partial.write_text("".join(f"{entry}\n" for entry in sorted(entries)))
+        os.replace(partial, folder / key)
+
+    def holds(self, key: str) -> bool:
+        """Whether a program fingerprinted `key` was compiled here before and every entry
+        its compile wrote is checked and offered to TensorFlow in this process."""
+        try:
+            entries = (self.store / _PROGRAMS / key).read_text().split()
+        except OSError:
+            return False
+        with self._lock:
+            return bool(entries) and all(entry in self.linked for entry in entries)
+
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.store.iterdir() if _STORED.match(p.name))
 
@@ -251,6 +281,16 @@ class CompileCache:
             match = _STAGING.match(path.name)
             if match and path != self.staging and _stale(path, int(match["pid"])):
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def fingerprint(program) -> str:
+    """SHA-256 of a traced concrete function's graph and function library.
+
+    Traced under `stable_names`, the same program gives the same bytes in every process;
+    anything that changes what XLA compiles (a model config, a batch shape) changes them.
+    """
+    graph = program.graph.as_graph_def()
+    return hashlib.sha256(graph.SerializeToString(deterministic=True)).hexdigest()
 
 
 def _intact(path: Path, sha: str) -> bool:
@@ -319,12 +359,18 @@ def enable(root: str | Path | None = None) -> CompileCache | None:
 
 
 def describe() -> dict | None:
-    """The active cache for a run's summary: folder, entries, size, entries removed."""
+    """The active cache for a run's summary: folder, entries, size, entries removed, and
+    `compiled_outside_collect`: programs XLA compiled since the last `collect()` (a
+    program the warm-up left to load at its first call and that missed the cache would
+    show here)."""
     cache = _ACTIVE
     if cache is None:
         return None
+    with cache._lock:
+        outside = len(cache.staged() - cache.linked)
     return {"dir": str(cache.store), "entries": cache.entries(),
-            "size_mb": cache.size_bytes() / 2**20, "removed_damaged": cache.removed}  # fmt: skip
+            "size_mb": cache.size_bytes() / 2**20, "removed_damaged": cache.removed,
+            "compiled_outside_collect": outside}  # fmt: skip
 
 
 def _check_in_use(cache: CompileCache) -> bool:

@@ -106,7 +106,7 @@ class CompiledSteps:
     # -- building -------------------------------------------------------------------------
 
     def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
-                workers: int | None = None) -> WarmUp:  # fmt: skip
+                workers: int | None = None, defer_cached: bool = True) -> WarmUp:  # fmt: skip
         """Trace and compile the train step of every shape of `spec` and the eval step of
         every shape of `eval_spec` (see `xtts_train.warmup`); no update happens (the gate
         is closed).
@@ -114,13 +114,16 @@ class CompiledSteps:
         Args:
             progress: called as each program is compiled: `progress(done, total, program)`.
             workers: compile threads; default `config.compile_workers` (0: one per core).
+            defer_cached: programs the compile cache holds load at their first call
+                instead of running once here (see `xtts_train.warmup.run_jobs`).
         """
         jobs = [self._job("train", shape) for shape in self.spec.shapes]
         if self.eval_spec is not None:
             jobs += [self._job("eval", shape) for shape in self.eval_spec.shapes]
         if workers is None:
             workers = compile_workers(self.config.compile_workers, len(jobs))
-        programs, report = run_jobs(jobs, workers=workers, progress=progress)
+        programs, report = run_jobs(jobs, workers=workers, defer_cached=defer_cached,
+                                    progress=progress)  # fmt: skip
         for job, program in zip(jobs, programs, strict=True):
             role, key = job.name.split(" ")
             table = self._concrete if role == "train" else self._concrete_eval

@@ -239,9 +239,10 @@ class _Run:
 
     def _warm_up(self, clock: StartupClock) -> WarmUp:
         def report(done: int, total: int, program: Program) -> None:
+            built = ("in the compile cache, loads at its first step" if program.deferred
+                     else f"compiled in {program.compile_seconds:.1f} s")  # fmt: skip
             tqdm.tqdm.write(f"compiled {done}/{total}: {program.name} (traced in "
-                            f"{program.trace_seconds:.1f} s, compiled in "
-                            f"{program.compile_seconds:.1f} s)")  # fmt: skip
+                            f"{program.trace_seconds:.1f} s, {built})")  # fmt: skip
 
         warm = self.steps.warm_up(report if self.progress else None)
         clock.add("trace", warm.trace_seconds)

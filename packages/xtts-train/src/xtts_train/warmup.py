@@ -7,6 +7,11 @@ next trace overlaps the compiles already running, and with several workers compi
 overlap each other. Traces happen under `compile_cache.stable_names`, so the compiled
 programs are found again by later processes, and inside `compile_cache.collect()`, which
 publishes what was compiled.
+
+A program the compile cache holds (compiled by an earlier process, recognised by the
+fingerprint of its trace) is not run: TensorFlow loads it at its first real call, so a
+warm start pays for the one shape its first step needs instead of a placeholder step of
+every shape.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ class Job:
 @dataclasses.dataclass(frozen=True)
 class Program:
     """A built program: its job's name, and seconds of tracing and of its first call
-    (compiling, or loading from the cache, plus one run)."""
+    (compiling, or loading from the cache, plus one run). A `deferred` program is held by
+    the compile cache and was not called: it loads at its first real call."""
 
     name: str
     trace_seconds: float
     compile_seconds: float
+    deferred: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +82,11 @@ class WarmUp:
     def cache_hits(self) -> int | None:
         return None if self.compiled is None else len(self.programs) - self.compiled
 
+    @property
+    def deferred(self) -> int:
+        """Programs the compile cache holds, left to load at their first real call."""
+        return sum(p.deferred for p in self.programs)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "seconds": self.seconds,
@@ -82,11 +94,16 @@ class WarmUp:
             "compile_seconds": self.compile_seconds,
             "workers": self.workers,
             "programs": {
-                p.name: {"trace_s": p.trace_seconds, "compile_s": p.compile_seconds}
+                p.name: {
+                    "trace_s": p.trace_seconds,
+                    "compile_s": p.compile_seconds,
+                    "deferred": p.deferred,
+                }
                 for p in self.programs
             },
             "compiled": self.compiled,
             "cache_hits": self.cache_hits,
+            "deferred": self.deferred,
         }
 
 
@@ -102,7 +119,7 @@ def compile_workers(requested: int, jobs: int) -> int:
 
 
 def run_jobs(
-    jobs: Sequence[Job], *, workers: int,
+    jobs: Sequence[Job], *, workers: int, defer_cached: bool = True,
     progress: Callable[[int, int, Program], None] | None = None,
 ) -> tuple[list, WarmUp]:  # fmt: skip
     """Trace every job on this thread and run each traced program once on `workers` threads.
@@ -110,8 +127,10 @@ def run_jobs(
     Args:
         jobs: the programs to build.
         workers: compile threads (see `compile_workers`).
+        defer_cached: leave programs the compile cache holds to load at their first real
+            call (False: run every program once here, as a measurement wants).
         progress: called as `progress(done, total, program)` when a program is compiled
-            (from a worker thread).
+            (from a worker thread) or deferred.
 
     Returns:
         The traced programs in job order, and the `WarmUp` report.
@@ -119,33 +138,45 @@ def run_jobs(
     started = time.perf_counter()
     traced: list[Any] = []
     programs: dict[int, Program] = {}
+    compiled: dict[str, set[str]] = {}  # fingerprint -> entries that appeared meanwhile
     lock = threading.Lock()
 
-    def compile_one(index: int, job: Job, program: Any, trace_seconds: float) -> None:
-        begin = time.perf_counter()
-        job.run(program)
-        built = Program(job.name, trace_seconds, time.perf_counter() - begin)
+    def finish(built: Program, index: int) -> None:
         with lock:
             programs[index] = built
             done = len(programs)
         if progress is not None:
             progress(done, len(jobs), built)
 
+    def compile_one(index: int, job: Job, program: Any, trace_seconds: float, key) -> None:
+        begin, before = time.perf_counter(), cache.staged() if key else set()
+        job.run(program)
+        if key:
+            compiled[key] = cache.staged() - before
+        finish(Program(job.name, trace_seconds, time.perf_counter() - begin), index)
+
     with compile_cache.collect() as collected, \
             concurrent.futures.ThreadPoolExecutor(workers, "xtts-compile") as pool:  # fmt: skip
-        futures = []
+        cache, futures = compile_cache.active(), []
         try:
             for index, job in enumerate(jobs):
                 begin = time.perf_counter()
                 with compile_cache.stable_names(job.name):
                     program = job.trace()
+                key = compile_cache.fingerprint(program) if cache is not None else None
                 traced.append(program)
                 trace_seconds = time.perf_counter() - begin
-                futures.append(pool.submit(compile_one, index, job, program, trace_seconds))
+                if defer_cached and key and cache.holds(key):
+                    finish(Program(job.name, trace_seconds, 0.0, deferred=True), index)
+                else:
+                    futures.append(pool.submit(compile_one, index, job, program,
+                                               trace_seconds, key))  # fmt: skip
         finally:  # a failed trace: let the compiles already running finish, then raise
             for future in concurrent.futures.as_completed(futures):
                 future.result()
-    cache = compile_cache.active()
+    for key, entries in compiled.items():
+        if entries:  # compiled here (a program loaded from the cache writes nothing)
+            cache.remember(key, entries)
     report = WarmUp(
         programs=tuple(programs[i] for i in range(len(jobs))),
         seconds=time.perf_counter() - started,
