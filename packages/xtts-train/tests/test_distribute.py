@@ -51,5 +51,5 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
         for event in tf.compat.v1.train.summary_iterator(str(path))
         for value in event.summary.value
     }
-    assert {"loss", "val_loss", "val/mel_target_then_predicted",
+    assert {"loss", "val_loss", "val/mel_target_then_predicted", "val/attention", "alignment",
             "val/predicted_griffin_lim"} <= tags  # fmt: skip

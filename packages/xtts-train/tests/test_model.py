@@ -147,9 +147,14 @@ def test_forward_shapes_and_dtypes():
         "mel_before": (2, 16, 80),
         "mel_after": (2, 16, 80),
         "stop_logits": (2, 16),
+        "attention": (2, 16, 8),
     }
     assert all(v.dtype == tf.float32 for v in outputs.values())
     assert all(np.isfinite(v.numpy()).all() for v in outputs.values())
+    attention = outputs["attention"].numpy()
+    assert (attention >= 0).all()
+    assert (attention.sum(axis=2) <= 1 + 1e-5).all()
+    assert np.abs(attention[1, :, 5:]).max() == 0  # row 1's padded tokens get no attention
 
 
 @pytest.mark.parametrize(
@@ -209,10 +214,19 @@ def test_losses_match_hand_computed_values():
     # frame 0: log 2; frame 1 (stop, weight 5): 5 log 2; frame 2 is padding.
     expected_stop = (math.log(2) + 5 * math.log(2)) / 2
     assert float(stop_loss(logits, targets, mask, 5.0)) == pytest.approx(expected_stop)
-    outputs = {"mel_before": pred, "mel_after": pred * 0, "stop_logits": logits}
-    batch = {"mel": tf.zeros_like(pred), "mel_mask": mask, "stop_targets": targets}
-    losses = total_loss(outputs, batch, stop_weight=0.5, pos_weight=5.0)
-    assert float(losses["loss"]) == pytest.approx(2.5 + 0.0 + 0.5 * expected_stop)
+    # Two real frames over one real token (of two): no penalty on frame 0 (t/N = f/F = 0),
+    # frame 1 at distance 1/2 from the diagonal.
+    attention = tf.constant([[[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]])  # (1, 3, 2)
+    outputs = {"mel_before": pred, "mel_after": pred * 0, "stop_logits": logits,
+               "attention": attention}  # fmt: skip
+    batch = {"mel": tf.zeros_like(pred), "mel_mask": mask, "stop_targets": targets,
+             "token_mask": tf.constant([[1.0, 0.0]])}  # fmt: skip
+    losses = total_loss(outputs, batch, stop_weight=0.5, pos_weight=5.0, guided_weight=2.0,
+                        guided_sigma=0.5)  # fmt: skip
+    expected_guided = (1 - math.exp(-(0.5**2) / (2 * 0.5**2))) / 2
+    assert float(losses["guided_attention"]) == pytest.approx(expected_guided)
+    assert float(losses["loss"]) == pytest.approx(2.5 + 0.5 * expected_stop + 2 * expected_guided)
+    assert float(losses["alignment"]) == pytest.approx(1.0)  # all on the one real token
 
 
 def test_losses_ignore_padded_frames():
@@ -223,10 +237,12 @@ def test_losses_ignore_padded_frames():
         "mel_before": rng.normal(-5, 2, (2, 16, 80)),
         "mel_after": rng.normal(-5, 2, (2, 16, 80)),
         "stop_logits": rng.normal(0, 2, (2, 16)),
+        "attention": rng.uniform(0, 1 / 8, (2, 16, 8)),
     }
     padded = {k: v.copy() for k, v in outputs.items()}
     for value in padded.values():
         value[1, 11:] = 123.0  # row 1 has 11 real frames
+    padded["attention"][1, :, 5:] = 0.9  # and 5 real tokens
     as_tensors = lambda d: {k: tf.constant(v, tf.float32) for k, v in d.items()}  # noqa: E731
     first = total_loss(as_tensors(outputs), batch)
     second = total_loss(as_tensors(padded), batch)
@@ -236,14 +252,16 @@ def test_losses_ignore_padded_frames():
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [(dict(stop_weight=-1.0), "stop_weight=-1.0"), (dict(pos_weight="5"), "pos_weight='5'")],
-)
+    [(dict(stop_weight=-1.0), "stop_weight=-1.0"), (dict(pos_weight="5"), "pos_weight='5'"),
+     (dict(guided_weight=-2.0), "guided_weight=-2.0")],
+)  # fmt: skip
 def test_loss_weights_are_checked(kwargs, match):
     batch = make_batch(ModelConfig.from_preset("tiny"))
     outputs = {
         "mel_before": batch["mel"],
         "mel_after": batch["mel"],
         "stop_logits": batch["mel_mask"],
+        "attention": tf.zeros([2, 16, 8]),
     }
     with pytest.raises(ConfigError, match=match):
         total_loss(outputs, batch, **kwargs)
@@ -274,7 +292,8 @@ def overfit_losses():
 
 def test_jit_compiled_train_step_gives_finite_float32_losses(overfit_losses):
     for losses in overfit_losses[:2]:
-        assert set(losses) == {"loss", "mel_before", "mel_after", "stop"}
+        assert set(losses) == {"loss", "mel_before", "mel_after", "stop", "guided_attention",
+                               "alignment"}  # fmt: skip
         assert all(v.dtype == np.float32 and v.shape == () for v in losses.values())
         assert all(np.isfinite(v) for v in losses.values())
 
@@ -314,7 +333,8 @@ def test_infer_matches_teacher_forcing_on_its_own_frames():
     model.stop_head.bias.assign([-20.0])  # generate the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
     generated = model.infer(*args, max_frames=6)
-    forced = model({**batch, "mel": generated["mel_before"]})
+    mask = tf.sequence_mask(generated["lengths"], 6, tf.float32)
+    forced = model({**batch, "mel": generated["mel_before"], "mel_mask": mask})
     np.testing.assert_allclose(forced["mel_before"], generated["mel_before"], atol=1e-4)
     np.testing.assert_allclose(forced["mel_after"], generated["mel"], atol=1e-4)
     np.testing.assert_allclose(

@@ -354,7 +354,9 @@ class DynamicStep:
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
             losses = total_loss(outputs, batch, stop_weight=self.config.stop_weight,
-                                pos_weight=self.config.stop_pos_weight)  # fmt: skip
+                                pos_weight=self.config.stop_pos_weight,
+                                guided_weight=self.config.guided_attention_weight,
+                                guided_sigma=self.config.guided_attention_sigma)  # fmt: skip
         grads = tape.gradient(losses["loss"], variables)
         grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm)
         self.optimizer.apply(

@@ -185,6 +185,10 @@ class TrainConfig:
         strategy: `auto`, `one-device`, `mirrored` or `multi-worker` (see
             `xtts_train.distribute`); batch sizes must divide by replicas x `grad_accum`.
         stop_weight, stop_pos_weight: weight of the stop-token loss, and of its positives.
+        guided_attention_weight, guided_attention_sigma: weight of the guided-attention
+            loss (Tachibana et al. 2017; 0 turns it off) on the decoder's cross-attention
+            over the text, and the width of its diagonal band as a share of the text and
+            frames (`xtts_train.alignment`).
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
         eval_every: steps between validation passes (0: never); `eval_batches` per pass.
         checkpoint_every: steps between checkpoints; `keep_checkpoints` are kept.
@@ -207,6 +211,8 @@ class TrainConfig:
     strategy: str = "auto"
     stop_weight: float = 1.0
     stop_pos_weight: float = 5.0
+    guided_attention_weight: float = 10.0
+    guided_attention_sigma: float = 0.2
     log_every: int = 10
     eval_every: int = 0
     eval_batches: int = 8
@@ -227,10 +233,10 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 _fail("TrainConfig", name, value, "an int >= 0")
-        for name in ("learning_rate", "clip_norm", "stop_pos_weight"):
+        for name in ("learning_rate", "clip_norm", "stop_pos_weight", "guided_attention_sigma"):
             if not _number(getattr(self, name)) or getattr(self, name) <= 0:
                 _fail("TrainConfig", name, getattr(self, name), "a number > 0")
-        for name in ("weight_decay", "stop_weight"):
+        for name in ("weight_decay", "stop_weight", "guided_attention_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 _fail("TrainConfig", name, getattr(self, name), "a number >= 0")
         if not _number(self.min_lr_ratio) or not 0 <= self.min_lr_ratio <= 1:

@@ -88,19 +88,26 @@ class Block(LazyLayer):
         self.drop = keras.layers.Dropout(config.dropout)
 
     def call(self, x, *, self_mask=None, causal=False, memory=None, memory_mask=None,
-             training=False):  # fmt: skip
-        """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S)."""
+             return_attention=False, training=False):  # fmt: skip
+        """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S).
+
+        Returns (B, T, D), and with `return_attention` also the cross-attention
+        probabilities (B, heads, T, S) (before attention dropout).
+        """
         h = self.self_norm(x)
         h = self.self_attn(
             h, h, attention_mask=self_mask, use_causal_mask=causal, training=training
         )
         x = x + self.drop(h, training=training)
+        probs = None
         if self.cross_attn is not None:
             h = self.cross_norm(x)
-            h = self.cross_attn(h, memory, attention_mask=memory_mask, training=training)
+            h, probs = self.cross_attn(h, memory, attention_mask=memory_mask,
+                                       return_attention_scores=True, training=training)  # fmt: skip
             x = x + self.drop(h, training=training)
         h = self.drop(self.ff_in(self.ff_norm(x)), training=training)
-        return x + self.drop(self.ff_out(h), training=training)  # (B, T, D)
+        x = x + self.drop(self.ff_out(h), training=training)  # (B, T, D)
+        return (x, probs) if return_attention else x
 
 
 class TextEncoder(LazyLayer):
@@ -203,16 +210,22 @@ class Decoder(LazyLayer):
 
     def call(self, frames_in, memory, memory_mask, keep, training=False):
         """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
-        keep: `prenet_keep` (2, B, F, P) → hidden (B, F, D)."""
+        keep: `prenet_keep` (2, B, F, P) → hidden (B, F, D), and the alignment head's
+        cross-attention over the memory (head 0 of every block, averaged over blocks),
+        float32 (B, F, S). That head is the one the guided-attention loss shapes; the
+        other heads are free to read the speaker latents."""
         x = frames_in
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
         x = self.project(x)  # (B, F, D)
         x = x + positions(x)
         memory = tf.cast(memory, x.dtype)
+        attention = []
         for block in self.blocks:
-            x = block(x, causal=True, memory=memory, memory_mask=memory_mask, training=training)
-        return self.norm(x)
+            x, probs = block(x, causal=True, memory=memory, memory_mask=memory_mask,
+                             return_attention=True, training=training)  # fmt: skip
+            attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
+        return self.norm(x), tf.add_n(attention) / len(attention)
 
 
 class Postnet(LazyLayer):
@@ -228,7 +241,12 @@ class Postnet(LazyLayer):
         self.out = keras.layers.Conv1D(config.n_mels, k, padding="same", dtype="float32")
         self.drop = keras.layers.Dropout(config.dropout)
 
-    def call(self, x, training=False):
+    def call(self, x, mask=None, training=False):
+        """x: (B, F, M); mask: (B, F) real frames or None. With a mask, every conv sees
+        zeros after the real frames (as at the end of the buffer), so the output at real
+        frames does not depend on how much padding follows."""
+        keep = 1.0 if mask is None else tf.cast(mask, x.dtype)[:, :, None]  # (B, F, 1)
+        x = x * keep
         for conv in self.convs:
-            x = self.drop(conv(x), training=training)
+            x = self.drop(conv(x), training=training) * keep
         return self.out(x)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
+from xtts_train.alignment import alignment_score, guided_attention_loss
 from xtts_train.errors import ConfigError
 
 __all__ = ["masked_l1", "stop_loss", "total_loss"]
@@ -62,33 +63,44 @@ def total_loss(
     *,
     stop_weight: float = 1.0,
     pos_weight: float = 5.0,
+    guided_weight: float = 0.0,
+    guided_sigma: float = 0.2,
 ) -> dict[str, tf.Tensor]:
-    """The training objective: L1 of the mel before and after the postnet, plus stop BCE.
+    """The training objective: L1 of the mel before and after the postnet, stop BCE, and
+    the guided-attention loss.
 
     Args:
         outputs: `TextToMel` outputs: `mel_before`, `mel_after` [B, F, M], `stop_logits`
-            [B, F].
+            [B, F], `attention` [B, F, T].
         batch: the batch they were computed from: `mel` [B, F, M], `mel_mask` and
-            `stop_targets` [B, F].
+            `stop_targets` [B, F], `token_mask` [B, T].
         stop_weight: weight of the stop loss in `loss`.
         pos_weight: weight of stop frames inside the stop loss.
+        guided_weight, guided_sigma: weight of the guided-attention loss in `loss`, and
+            its band width (`xtts_train.alignment.guided_attention_loss`).
 
     Returns:
-        float32 scalars `loss` (`mel_before + mel_after + stop_weight * stop`),
-        `mel_before`, `mel_after` and `stop`.
+        float32 scalars `loss` (`mel_before + mel_after + stop_weight * stop +
+        guided_weight * guided_attention`), `mel_before`, `mel_after`, `stop`,
+        `guided_attention`, and `alignment` (the batch's mean `alignment_score`, a
+        measure, not in `loss`).
 
     Raises:
         ConfigError: a negative or non-numeric weight.
     """
     _check_weight("stop_weight", stop_weight)
-    mask = batch["mel_mask"]
+    _check_weight("guided_weight", guided_weight)
+    mask, attention, token_mask = batch["mel_mask"], outputs["attention"], batch["token_mask"]
     parts = {
         "mel_before": masked_l1(outputs["mel_before"], batch["mel"], mask),
         "mel_after": masked_l1(outputs["mel_after"], batch["mel"], mask),
         "stop": stop_loss(outputs["stop_logits"], batch["stop_targets"], mask, pos_weight),
+        "guided_attention": guided_attention_loss(attention, token_mask, mask, sigma=guided_sigma),
     }
-    loss = parts["mel_before"] + parts["mel_after"] + stop_weight * parts["stop"]
-    return {"loss": loss, **parts}
+    loss = (parts["mel_before"] + parts["mel_after"] + stop_weight * parts["stop"]
+            + guided_weight * parts["guided_attention"])  # fmt: skip
+    alignment = tf.reduce_mean(tf.stop_gradient(alignment_score(attention, token_mask, mask)))
+    return {"loss": loss, **parts, "alignment": alignment}
 
 
 def _check_weight(name: str, value: float | tf.Tensor) -> None:

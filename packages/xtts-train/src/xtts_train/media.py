@@ -9,7 +9,7 @@ import tensorflow as tf
 import xtts_audio as xa
 from xtts_train.model import TextToMel
 
-__all__ = ["decoded_frames", "mel_image", "to_waveform", "write_eval_media"]
+__all__ = ["attention_image", "decoded_frames", "mel_image", "to_waveform", "write_eval_media"]
 
 
 def decoded_frames(length, symbols, max_frames: int, audio: xa.MelConfig) -> tf.Tensor:
@@ -51,18 +51,36 @@ def mel_image(*mels: tf.Tensor) -> tf.Tensor:
     return tf.reverse(tf.transpose(scaled), axis=[0])[None, :, :, None]
 
 
+def attention_image(attention: tf.Tensor) -> tf.Tensor:
+    """One utterance's attention as a grey image: frames across, text tokens upwards.
+
+    Args:
+        attention: float32 [frames, tokens] (real frames and tokens only).
+
+    Returns:
+        float32 [1, tokens, frames, 1], scaled so the largest weight is white.
+    """
+    attention = tf.cast(attention, tf.float32)
+    scaled = attention / tf.maximum(tf.reduce_max(attention), 1e-6)
+    return tf.reverse(tf.transpose(scaled), axis=[0])[None, :, :, None]
+
+
 def write_eval_media(writer: tf.summary.SummaryWriter, step: int, model: TextToMel,
                      batch: Mapping[str, tf.Tensor], audio: xa.MelConfig, *,
                      griffin_lim_iters: int = 32) -> None:  # fmt: skip
-    """The first utterance of a validation batch: target | teacher-forced mel, and audio.
+    """The first utterance of a validation batch: target | teacher-forced mel, the
+    decoder's attention over the text, and audio.
 
     Teacher-forced: each frame is predicted from the true frames before it, as in the
     validation loss (free-running output is `xtts-train synthesize`'s job).
     """
-    frames = int(batch["mel_lengths"][0])
-    predicted = model(batch, training=False)["mel_after"][0, :frames]  # (F, M)
+    frames, tokens = int(batch["mel_lengths"][0]), int(batch["token_lengths"][0])
+    outputs = model(batch, training=False)
+    predicted = outputs["mel_after"][0, :frames]  # (F, M)
     target = batch["mel"][0, :frames]
     with writer.as_default(step=step):
         tf.summary.image("val/mel_target_then_predicted", mel_image(target, predicted))
+        attention = outputs["attention"][0, :frames, :tokens]  # (F, T) real frames and tokens
+        tf.summary.image("val/attention", attention_image(attention))
         wave = to_waveform(predicted, audio, n_iter=griffin_lim_iters)
         tf.summary.audio("val/predicted_griffin_lim", wave[None, :, None], audio.sample_rate)

@@ -105,14 +105,17 @@ class TextToMel(keras.Model):
 
         Args:
             batch: `DatasetSpec` fields; reads `tokens` int32 [B, T], `token_mask` float32
-                [B, T], `mel` float32 [B, F, M], `cond_mel` float32 [B, C, M] and
-                `cond_lengths` int32 [B]. Shapes must be static.
+                [B, T], `mel` float32 [B, F, M], `cond_mel` float32 [B, C, M],
+                `cond_lengths` int32 [B], and `mel_mask` [B, F] when present (the postnet
+                then sees zeros after the real frames). Shapes must be static.
             training: dropout on (the prenet's dropout is always on).
 
         Returns:
             `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
-            [B, F]. Frame `t` depends only on frames `< t` before the postnet; the postnet
-            looks `postnet_kernel // 2` frames ahead.
+            [B, F], and `attention` float32 [B, F, T]: the decoder's alignment head
+            (head 0 of each block, averaged) over the text; the rest of each row went to
+            the speaker latents. Frame `t` depends only on frames `< t` before the postnet;
+            the postnet looks `postnet_kernel // 2` frames ahead.
 
         Raises:
             ConfigError: a missing field, or mels with another `n_mels` than the config.
@@ -124,10 +127,13 @@ class TextToMel(keras.Model):
         )  # fmt: skip
         frames = self._standardize(batch["mel"])  # (B, F, M)
         keep = self.decoder.prenet_keep(frames.shape[0], frames.shape[1])
-        hidden = self.decoder(_shift_right(frames), memory, memory_mask, keep, training=training)
+        hidden, attention = self.decoder(_shift_right(frames), memory, memory_mask, keep,
+                                         training=training)  # fmt: skip
         before, stop_logits = self._heads(hidden)
-        mel_before, mel_after = self._outputs(before, training=training)
-        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits}
+        mel_before, mel_after = self._outputs(before, batch.get("mel_mask"), training=training)
+        text_len = batch["tokens"].shape[1]
+        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
+                "attention": attention[:, :, :text_len]}  # fmt: skip
 
     def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False):
         """The decoder's memory: text encodings followed by the speaker latents.
@@ -175,10 +181,10 @@ class TextToMel(keras.Model):
             self(dummy_batch(self.config))  # variables cannot be created inside the loop
         memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
         before, probs = self._generate(memory, memory_mask, tokens.shape[0], max_frames)
-        mel_before, mel = self._outputs(before)
         stopped = probs > 0.5  # (B, F)
         first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
         lengths = tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
+        mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths}
 
     def _generate(self, memory, memory_mask, batch: int, max_frames: int):
@@ -186,7 +192,7 @@ class TextToMel(keras.Model):
         keep = self.decoder.prenet_keep(batch, max_frames)
 
         def step(t, frames, probs, done):
-            hidden = self.decoder(_shift_right(frames), memory, memory_mask, keep)  # (B, F, D)
+            hidden, _ = self.decoder(_shift_right(frames), memory, memory_mask, keep)  # (B, F, D)
             frame, logit = self._heads(tf.gather(hidden, tf.reshape(t, [1]), axis=1))
             at_t = tf.one_hot(t, max_frames)[None]  # (1, F)
             prob = tf.sigmoid(logit)  # (B, 1)
@@ -212,9 +218,14 @@ class TextToMel(keras.Model):
         """hidden (B, F, D) → standardised frames (B, F, M), stop logits (B, F); float32."""
         return self.mel_head(hidden), tf.squeeze(self.stop_head(hidden), axis=-1)
 
-    def _outputs(self, before: tf.Tensor, training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:
-        """Standardised frames (B, F, M) → mel before and after the postnet, in mel units."""
-        after = before + self.postnet(before, training=training)
+    def _outputs(self, before: tf.Tensor, mask: tf.Tensor | None = None,
+                 training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
+        """Standardised frames (B, F, M) → mel before and after the postnet, in mel units.
+
+        `mask` (B, F) marks real frames: the postnet sees zeros after them, as at the end
+        of a buffer, so its output at the last real frames is the same in any bucket.
+        """
+        after = before + self.postnet(before, mask, training=training)
         scale, mean = self.config.mel_std, self.config.mel_mean
         return before * scale + mean, after * scale + mean
 

@@ -69,7 +69,8 @@ class Interval:
 
     def flush(self) -> dict:
         losses = {k: float(np.mean([float(o[k]) for o in self.outputs]))
-                  for k in ("loss", "mel_before", "mel_after", "stop", "grad_norm")}  # fmt: skip
+                  for k in ("loss", "mel_before", "mel_after", "stop", "guided_attention",
+                            "alignment", "grad_norm")}  # fmt: skip
         wall = sum(self.walls)
         values = {
             **losses,

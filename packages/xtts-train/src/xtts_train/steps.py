@@ -35,7 +35,8 @@ logger = logging.getLogger(__name__)
 
 
 # Config values the compiled steps take as inputs (with the scheduled learning rate).
-_HYPER = ("weight_decay", "clip_norm", "stop_weight", "stop_pos_weight")
+_HYPER = ("weight_decay", "clip_norm", "stop_weight", "stop_pos_weight",
+          "guided_attention_weight", "guided_attention_sigma")  # fmt: skip
 
 
 class RetraceError(XttsTrainError, RuntimeError):
@@ -272,7 +273,9 @@ class CompiledSteps:
     def _losses(self, batch, hyper, *, training: bool) -> dict[str, tf.Tensor]:
         outputs = self.model(batch, training=training)
         return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
-                          pos_weight=hyper["stop_pos_weight"])  # fmt: skip
+                          pos_weight=hyper["stop_pos_weight"],
+                          guided_weight=hyper["guided_attention_weight"],
+                          guided_sigma=hyper["guided_attention_sigma"])  # fmt: skip
 
     def _scale_step(self, finite, apply) -> None:
         """Dynamic loss scaling (float16): halve on overflow, double after 2000 good steps;
