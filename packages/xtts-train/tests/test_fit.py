@@ -136,6 +136,7 @@ def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
     assert float(tf.math.reduce_std(audio)) > 0.01  # not silence
     assert result.png.read_bytes()[:4] == b"\x89PNG"
     assert 1 <= result.frames <= 48
+    assert 0.0 <= result.alignment <= 1.0
 
 
 def test_synthesize_needs_a_trained_run(tmp_path):

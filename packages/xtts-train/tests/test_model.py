@@ -321,9 +321,13 @@ def test_infer_under_jit_compile():
         assert result["lengths"].dtype == np.int32
         assert ((result["lengths"] >= 1) & (result["lengths"] <= 8)).all()
         assert np.isfinite(result["mel"]).all()
+        assert result["attention"].shape == (2, 8, 8)  # (B, max_frames, T)
+        assert (result["attention"][1, :, 5:] == 0).all()  # row 1 has 5 real tokens
     assert results[-20.0]["lengths"].tolist() == [8, 8]  # never stops: the whole buffer
     assert results[20.0]["lengths"].tolist() == [1, 1]  # stops at once: the loop ends
     assert (results[20.0]["stop_probs"][:, 1:] == 0).all()
+    assert (results[20.0]["attention"][:, 1:] == 0).all()  # no frame after the loop
+    assert (results[-20.0]["attention"].sum(axis=2) > 0).all()  # every frame attended
 
 
 def test_infer_matches_teacher_forcing_on_its_own_frames():
@@ -340,6 +344,8 @@ def test_infer_matches_teacher_forcing_on_its_own_frames():
     np.testing.assert_allclose(
         tf.sigmoid(forced["stop_logits"]), generated["stop_probs"], atol=1e-6
     )
+    # One decoder for both: the attention of each generated frame is teacher forcing's.
+    np.testing.assert_allclose(forced["attention"], generated["attention"], atol=1e-5)
 
 
 @pytest.mark.parametrize("max_frames", [0, 2.5, True])

@@ -199,7 +199,8 @@ def _run_synthesize(args) -> int:
                         max_frames=args.max_frames)  # fmt: skip
     ending = "the stop token" if result.stopped else "a length limit (no stop token in range)"
     print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames, ended by "
-          f"{ending}) and {result.png}")  # fmt: skip
+          f"{ending}, alignment score {result.alignment:.2f}) and {result.png} (mel and "
+          f"attention)")  # fmt: skip
     return 0
 
 

@@ -56,8 +56,10 @@ def run_demo(workdir: str | Path, *, steps: int = 150, utterances: int = 96) -> 
         f"{summary['retraces_after_warmup']} retraces; step {summary['step_ms_median']:.0f} ms "
         f"median; input-bound {summary['input_bound_fraction']:.1%} of the time",
         f"start-up time to first step {format_startup(summary)}; {_cache_line(summary)}",
-        f"speech   {speech.wav} ({speech.seconds:.2f} s) and {speech.png}; a few hundred "
-        f"CPU steps teach the tiny model the average spectrum, not yet speech: --steps more",
+        f"speech   {speech.wav} ({speech.seconds:.2f} s, "
+        f"{'ended by its stop token' if speech.stopped else 'no stop token'}, alignment score "
+        f"{speech.alignment:.2f}) and {speech.png} (mel and attention); a few hundred CPU "
+        f"steps do not make words yet: --steps more",
         f"total    {time.perf_counter() - started:.0f} s, peak RSS {summary['peak_rss_mb']:.0f} MB",
     ])  # fmt: skip
 

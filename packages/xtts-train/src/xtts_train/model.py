@@ -167,8 +167,10 @@ class TextToMel(keras.Model):
         Returns:
             `mel` float32 [B, max_frames, M] after the postnet (frames from `lengths` on
             are not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
-            `stop_probs` float32 [B, max_frames] (0 after the loop ended) and `lengths`
-            int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`.
+            `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
+            int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
+            and `attention` float32 [B, max_frames, T]: the alignment head over the text
+            when each frame was generated (0 after the loop ended).
 
         Raises:
             ConfigError: `max_frames` is not a positive int.
@@ -180,36 +182,42 @@ class TextToMel(keras.Model):
         if not self.mel_head.built:
             self(dummy_batch(self.config))  # variables cannot be created inside the loop
         memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        before, probs = self._generate(memory, memory_mask, tokens.shape[0], max_frames)
+        before, probs, attention = self._generate(memory, memory_mask, tokens.shape[0],
+                                                  max_frames)  # fmt: skip
         stopped = probs > 0.5  # (B, F)
         first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
         lengths = tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
         mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
-        return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths}
+        return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
+                "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
     def _generate(self, memory, memory_mask, batch: int, max_frames: int):
-        """The decoding loop: standardised frames (B, F, M) and stop probabilities (B, F)."""
+        """The decoding loop: standardised frames (B, F, M), stop probabilities (B, F) and
+        the alignment head's attention over the memory (B, F, S)."""
         keep = self.decoder.prenet_keep(batch, max_frames)
 
-        def step(t, frames, probs, done):
-            hidden, _ = self.decoder(_shift_right(frames), memory, memory_mask, keep)  # (B, F, D)
-            frame, logit = self._heads(tf.gather(hidden, tf.reshape(t, [1]), axis=1))
+        def step(t, frames, probs, attention, done):
+            hidden, align = self.decoder(_shift_right(frames), memory, memory_mask, keep)
+            now = tf.reshape(t, [1])
+            frame, logit = self._heads(tf.gather(hidden, now, axis=1))  # (B, 1, M), (B, 1)
             at_t = tf.one_hot(t, max_frames)[None]  # (1, F)
             prob = tf.sigmoid(logit)  # (B, 1)
             frames = frames + at_t[:, :, None] * frame  # frame t was still zero
-            return t + 1, frames, probs + at_t * prob, done | (prob[:, 0] > 0.5)
+            attention = attention + at_t[:, :, None] * tf.gather(align, now, axis=1)
+            return t + 1, frames, probs + at_t * prob, attention, done | (prob[:, 0] > 0.5)
 
         start = (
             tf.constant(0),
             tf.zeros([batch, max_frames, self.config.n_mels]),
             tf.zeros([batch, max_frames]),
+            tf.zeros([batch, max_frames, memory.shape[1]]),
             tf.zeros([batch], tf.bool),
         )
-        _, frames, probs, _ = tf.while_loop(
-            lambda t, frames, probs, done: ~tf.reduce_all(done), step, start,
+        _, frames, probs, attention, _ = tf.while_loop(
+            lambda t, frames, probs, attention, done: ~tf.reduce_all(done), step, start,
             maximum_iterations=max_frames,
         )  # fmt: skip
-        return frames, probs
+        return frames, probs, attention
 
     def _standardize(self, mel: tf.Tensor) -> tf.Tensor:
         return (tf.cast(mel, tf.float32) - self.config.mel_mean) / self.config.mel_std

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 import xtts_audio as xa
 from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
 from xtts_train import compile_cache
+from xtts_train.alignment import alignment_score
 from xtts_train.config import ModelConfig, StackConfig, TrainConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
@@ -35,6 +36,7 @@ class Synthesis:
     frames: int
     seconds: float
     stopped: bool  # the stop token ended it (not max_frames or the two-frames-per-symbol floor)
+    alignment: float  # `alignment_score` of the decoding's attention over its frames and text
 
 
 def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
@@ -100,10 +102,13 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     out.parent.mkdir(parents=True, exist_ok=True)
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
     png = out.with_suffix(".png")
-    _plot(features.numpy(), png, text)
+    attention = result["attention"][0, :frames, : len(ids)]  # (F, T) real frames and tokens
+    _plot(features.numpy(), attention.numpy(), png, text)
     stopped = frames == decoded < max_frames
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
-    return Synthesis(out, png, frames, seconds, stopped)
+    ones = tf.ones([1, frames]), tf.ones([1, len(ids)])
+    score = float(alignment_score(attention[None], ones[1], ones[0])[0])
+    return Synthesis(out, png, frames, seconds, stopped, score)
 
 
 # Token ids are padded to a multiple of this (masked, as in training), so texts of similar
@@ -143,12 +148,15 @@ def _reference(workdir: Path, stack: StackConfig, reference: str | Path | None) 
     return mel[: stack.data.cond_frames]
 
 
-def _plot(mel: np.ndarray, path: Path, title: str) -> None:
-    figure = Figure(figsize=(8, 3))
-    axis = figure.subplots()
-    axis.imshow(mel.T, origin="lower", aspect="auto", interpolation="nearest")
-    axis.set_xlabel("frame")
-    axis.set_ylabel("mel band")
-    axis.set_title(title[:80], fontsize=9)
+def _plot(mel: np.ndarray, attention: np.ndarray, path: Path, title: str) -> None:
+    """The decoded mel (F, M) above the alignment head's attention (F, T), frames shared."""
+    figure = Figure(figsize=(8, 5))
+    top, bottom = figure.subplots(2, 1, sharex=True)
+    top.imshow(mel.T, origin="lower", aspect="auto", interpolation="nearest")
+    top.set_ylabel("mel band")
+    top.set_title(title[:80], fontsize=9)
+    bottom.imshow(attention.T, origin="lower", aspect="auto", interpolation="nearest")
+    bottom.set_xlabel("frame")
+    bottom.set_ylabel("text symbol")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
