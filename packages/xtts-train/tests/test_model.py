@@ -95,6 +95,8 @@ def test_defaults_are_the_small_preset_and_dicts_round_trip():
         (dict(prenet_dropout=-0.1), "prenet_dropout=-0.1"),
         (dict(mel_std=0.0), "mel_std=0.0"),
         (dict(mel_mean=float("nan")), "mel_mean=nan"),
+        (dict(infer_window_ahead=-1), "infer_window_ahead=-1"),
+        (dict(infer_window_back=True), "infer_window_back=True"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
 )
@@ -331,7 +333,7 @@ def test_infer_under_jit_compile():
 
 
 def test_infer_matches_teacher_forcing_on_its_own_frames():
-    model = tiny_model(**DETERMINISTIC)
+    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0)  # no window, as in training
     batch = make_batch(model.config)
     model(batch)
     model.stop_head.bias.assign([-20.0])  # generate the whole buffer
@@ -346,6 +348,23 @@ def test_infer_matches_teacher_forcing_on_its_own_frames():
     )
     # One decoder for both: the attention of each generated frame is teacher forcing's.
     np.testing.assert_allclose(forced["attention"], generated["attention"], atol=1e-5)
+
+
+def test_the_inference_window_keeps_decoding_monotonic():
+    model = tiny_model(infer_window_back=1, infer_window_ahead=2)
+    batch = make_batch(model.config, text_len=12)
+    model(batch)
+    model.stop_head.bias.assign([-20.0])  # generate the whole buffer
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    attention = model.infer(*args, max_frames=10)["attention"].numpy()  # (B, F, T)
+    for row in attention:
+        focus = 0
+        for t, weights in enumerate(row):
+            allowed = np.zeros(12, bool)
+            allowed[max(focus - 1, 0) : focus + 3] = True
+            assert (weights[~allowed] == 0).all(), (t, focus, weights)
+            assert weights.sum() > 0
+            focus = max(focus, int(weights.argmax()))
 
 
 @pytest.mark.parametrize("max_frames", [0, 2.5, True])

@@ -170,7 +170,9 @@ class TextToMel(keras.Model):
             `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
             int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
-            when each frame was generated (0 after the loop ended).
+            when each frame was generated (0 after the loop ended). With the config's
+            inference window on, frame `t` attends only to the text symbols around the
+            furthest peak of frames `< t` (see `ModelConfig.infer_window_ahead`).
 
         Raises:
             ConfigError: `max_frames` is not a positive int.
@@ -182,7 +184,7 @@ class TextToMel(keras.Model):
         if not self.mel_head.built:
             self(dummy_batch(self.config))  # variables cannot be created inside the loop
         memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        before, probs, attention = self._generate(memory, memory_mask, tokens.shape[0],
+        before, probs, attention = self._generate(memory, memory_mask, tokens.shape,
                                                   max_frames)  # fmt: skip
         stopped = probs > 0.5  # (B, F)
         first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
@@ -191,30 +193,53 @@ class TextToMel(keras.Model):
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
-    def _generate(self, memory, memory_mask, batch: int, max_frames: int):
+    def _generate(self, memory, memory_mask, text_shape, max_frames: int):
         """The decoding loop: standardised frames (B, F, M), stop probabilities (B, F) and
-        the alignment head's attention over the memory (B, F, S)."""
-        keep = self.decoder.prenet_keep(batch, max_frames)
+        the alignment head's attention over the memory (B, F, S).
 
-        def step(t, frames, probs, attention, done):
-            hidden, align = self.decoder(_shift_right(frames), memory, memory_mask, keep)
+        With the inference window on, `masks` (B, F, S) holds each frame's key mask: row
+        `t` is set from the focus before frame `t` is generated and kept after, so
+        re-running the decoder over the buffer shows every past frame the keys it had.
+        """
+        batch, text_len = text_shape
+        keep = self.decoder.prenet_keep(batch, max_frames)
+        windowed = self.config.infer_window_ahead > 0
+        keys = tf.range(memory.shape[1])[None, :]  # (1, S)
+
+        def window(focus):  # (B,) furthest peak so far → bool (B, 1, S)
+            near = (keys >= focus[:, None] - self.config.infer_window_back) & (
+                keys <= focus[:, None] + self.config.infer_window_ahead)  # fmt: skip
+            return (near | (keys >= text_len))[:, None, :] & memory_mask
+
+        def step(t, frames, probs, attention, masks, focus, done):
+            at_t = tf.one_hot(t, max_frames)[None]  # (1, F)
+            if windowed:
+                masks = tf.where(at_t[:, :, None] > 0, window(focus), masks)
+            hidden, align = self.decoder(_shift_right(frames), memory, masks, keep)
             now = tf.reshape(t, [1])
             frame, logit = self._heads(tf.gather(hidden, now, axis=1))  # (B, 1, M), (B, 1)
-            at_t = tf.one_hot(t, max_frames)[None]  # (1, F)
             prob = tf.sigmoid(logit)  # (B, 1)
             frames = frames + at_t[:, :, None] * frame  # frame t was still zero
-            attention = attention + at_t[:, :, None] * tf.gather(align, now, axis=1)
-            return t + 1, frames, probs + at_t * prob, attention, done | (prob[:, 0] > 0.5)
+            row = tf.gather(align, now, axis=1)  # (B, 1, S)
+            attention = attention + at_t[:, :, None] * row
+            peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
+            return (t + 1, frames, probs + at_t * prob, attention, masks,
+                    tf.maximum(focus, peak), done | (prob[:, 0] > 0.5))  # fmt: skip
 
+        masks = memory_mask
+        if windowed:
+            masks = tf.tile(memory_mask, [1, max_frames, 1])  # (B, F, S)
         start = (
             tf.constant(0),
             tf.zeros([batch, max_frames, self.config.n_mels]),
             tf.zeros([batch, max_frames]),
             tf.zeros([batch, max_frames, memory.shape[1]]),
+            masks,
+            tf.zeros([batch], tf.int32),
             tf.zeros([batch], tf.bool),
         )
-        _, frames, probs, attention, _ = tf.while_loop(
-            lambda t, frames, probs, attention, done: ~tf.reduce_all(done), step, start,
+        _, frames, probs, attention, *_ = tf.while_loop(
+            lambda t, *state: ~tf.reduce_all(state[-1]), step, start,
             maximum_iterations=max_frames,
         )  # fmt: skip
         return frames, probs, attention
