@@ -1,0 +1,64 @@
+"""Evaluation measures on known inputs: DTW distance, pairing score, duration ratio."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xtts_train.evaluation import dtw_distance, duration_ratio, pairing_scores
+
+
+def _mel(seed: int, frames: int = 30, bins: int = 8) -> np.ndarray:
+    return np.random.default_rng(seed).normal(-5, 2, (frames, bins))
+
+
+def test_identical_mels_are_at_distance_zero():
+    mel = _mel(0)
+    assert dtw_distance(mel, mel) == 0.0
+
+
+def test_a_slower_rendering_of_the_same_frames_is_at_distance_zero():
+    mel = _mel(1)
+    slower = np.repeat(mel, 2, axis=0)  # every frame held twice
+    assert dtw_distance(slower, mel) == pytest.approx(0.0)
+    assert dtw_distance(mel, _mel(2)) > 1.0
+
+
+def test_distance_is_the_mean_cost_along_the_path():
+    a = np.zeros((1, 4))
+    b = np.ones((3, 4)) * np.array([[1.0], [2.0], [3.0]])  # one frame against three
+    assert dtw_distance(a, b) == pytest.approx((1 + 2 + 3) / 3)
+
+
+def test_pairing_is_below_one_when_each_synthesis_matches_its_own_truth():
+    truths = [_mel(seed) for seed in range(4)]
+    synthesised = [np.repeat(t, 2, axis=0) for t in truths]  # right content, other timing
+    distances = np.array([[dtw_distance(s, t) for t in truths] for s in synthesised])
+    scores = pairing_scores(distances)
+    assert scores.shape == (4,)
+    assert (scores < 0.05).all()
+
+
+def test_pairing_is_about_one_for_a_synthesis_that_ignores_the_text():
+    truths = [_mel(seed) for seed in range(6)]
+    same = np.full((30, 8), -5.0)  # one output whatever the text
+    distances = np.array([[dtw_distance(same, t) for t in truths] for _ in truths])
+    assert pairing_scores(distances) == pytest.approx(np.ones(6), abs=0.15)
+
+
+def test_duration_ratio():
+    assert duration_ratio(120, 100) == pytest.approx(1.2)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: dtw_distance(np.zeros((3, 8)), np.zeros((3, 7))), "n_mels"),
+        (lambda: dtw_distance(np.zeros((0, 8)), np.zeros((3, 8))), "non-empty"),
+        (lambda: pairing_scores(np.zeros((1, 1))), "N >= 2"),
+        (lambda: duration_ratio(10, 0), "true_frames=0"),
+    ],
+)
+def test_bad_inputs_are_value_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
