@@ -18,10 +18,11 @@ import keras
 import xtts_data as xd
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
-from xtts_train.process import StartupClock, format_startup, peak_rss_mb, release_free_heap
+from xtts_train.process import StartupClock, format_startup, peak_rss_mb
+from xtts_train.run_stats import cv
 from xtts_train.steps import shape_of
 from xtts_train.trainer import build_steps
-from xtts_train.warmup import WarmUp
+from xtts_train.warmup import WarmUp, cache_use
 
 __all__ = ["CheckReport", "check"]
 
@@ -47,10 +48,10 @@ class CheckReport:
         return any(count != 1 for count in self.traces.values())
 
     def format(self) -> str:
-        warm, hits = self.warm_up, self.warm_up.cache_hits
-        cache = ("no compile cache" if self.cache is None else
-                 f"{hits} of {len(warm.programs)} loaded from the compile cache "
-                 f"{self.cache['dir']}")  # fmt: skip
+        warm = self.warm_up
+        cache = cache_use(warm.to_dict())
+        if self.cache is not None:
+            cache += f" ({self.cache['dir']})"
         lines = [f"compiled {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
                  f"{warm.workers} thread(s) (tracing {warm.trace_seconds:.1f} s); {cache}",
                  f"time to first step {format_startup(self.startup)}",
@@ -60,13 +61,12 @@ class CheckReport:
         programs = {p.name: p for p in warm.programs}
         for shape, times in sorted(self.step_ms.items()):
             mean = statistics.mean(times)
-            cv = statistics.pstdev(times) / mean if mean else 0.0
             label = " x ".join(map(str, shape))
             program = programs.get("train " + "x".join(map(str, shape)))
             timing = (f"{program.trace_seconds:>9.1f}{program.compile_seconds:>11.1f}"
                       if program else f"{'-':>9}{'-':>11}")  # fmt: skip
             lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{timing}{mean:>10.1f}"
-                         f"{cv:>7.1%}")  # fmt: skip
+                         f"{cv(times):>7.1%}")  # fmt: skip
         lines.append("RETRACED: a shape was traced more than once" if self.retraced
                      else "ok: one trace per shape, no retrace")  # fmt: skip
         return "\n".join(lines)
@@ -90,9 +90,7 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
         with clock.part("model"):
             steps = build_steps(stack, pipeline.spec)
         warm = steps.warm_up(defer_cached=False)  # each shape's timed steps: no load in them
-        clock.add("trace", warm.trace_seconds)
-        clock.add("compile", warm.compile_seconds)
-        release_free_heap()
+        clock.add_warm_up(warm)
         times: dict[tuple[int, int, int], list[float]] = {
             (s.batch_size, s.text_len, s.frames): [] for s in pipeline.spec.shapes
         }

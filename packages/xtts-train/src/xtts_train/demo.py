@@ -15,6 +15,7 @@ from xtts_train.config import load_stack_config
 from xtts_train.process import StartupClock, format_startup
 from xtts_train.synthesize import synthesize
 from xtts_train.trainer import fit
+from xtts_train.warmup import cache_use
 
 __all__ = ["DEMO_SETTINGS", "DEMO_TEXT", "run_demo"]
 
@@ -55,19 +56,10 @@ def run_demo(workdir: str | Path, *, steps: int = 150, utterances: int = 96) -> 
         f"training {summary['steps']} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}; "
         f"{summary['retraces_after_warmup']} retraces; step {summary['step_ms_median']:.0f} ms "
         f"median; input-bound {summary['input_bound_fraction']:.1%} of the time",
-        f"start-up time to first step {format_startup(summary)}; {_cache_line(summary)}",
+        f"start-up time to first step {format_startup(summary)}; {cache_use(summary['warm_up'])}",
         f"speech   {speech.wav} ({speech.seconds:.2f} s, "
         f"{'ended by its stop token' if speech.stopped else 'no stop token'}, alignment score "
         f"{speech.alignment:.2f}) and {speech.png} (mel and attention); a few hundred CPU "
         f"steps do not make words yet: --steps more",
         f"total    {time.perf_counter() - started:.0f} s, peak RSS {summary['peak_rss_mb']:.0f} MB",
     ])  # fmt: skip
-
-
-def _cache_line(summary: dict) -> str:
-    warm = summary["warm_up"]
-    programs = len(warm["programs"])
-    if warm["cache_hits"] is None:
-        return f"{programs} programs compiled (no compile cache)"
-    return (f"{warm['cache_hits']} of {programs} programs loaded from the compile cache, "
-            f"{warm['compiled']} compiled")  # fmt: skip

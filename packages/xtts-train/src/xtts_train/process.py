@@ -41,6 +41,11 @@ class StartupClock:
     def add(self, name: str, seconds: float) -> None:
         self.parts[name] = self.parts.get(name, 0.0) + seconds
 
+    def add_warm_up(self, warm) -> None:
+        """A `WarmUp`'s tracing and compiling, as parts `trace` and `compile`."""
+        self.add("trace", warm.trace_seconds)
+        self.add("compile", warm.compile_seconds)
+
     def report(self) -> dict:
         """`time_to_first_step_s` (from process start where known, else from the clock's
         construction) and `startup_s`, the parts."""

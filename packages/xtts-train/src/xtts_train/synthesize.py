@@ -106,8 +106,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     _plot(features.numpy(), attention.numpy(), png, text)
     stopped = frames == decoded < max_frames
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
-    ones = tf.ones([1, frames]), tf.ones([1, len(ids)])
-    score = float(alignment_score(attention[None], ones[1], ones[0])[0])
+    score = float(alignment_score(attention[None], tf.ones([1, len(ids)]), tf.ones([1, frames]))[0])
     return Synthesis(out, png, frames, seconds, stopped, score)
 
 

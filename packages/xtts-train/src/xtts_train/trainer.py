@@ -37,10 +37,10 @@ from xtts_train.gpu import GpuMonitor
 from xtts_train.media import write_eval_media
 from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.optim import AdamW
-from xtts_train.process import StartupClock, format_startup, peak_rss_mb, release_free_heap
+from xtts_train.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.run_stats import Interval, Timings
 from xtts_train.steps import CompiledSteps, shape_of
-from xtts_train.warmup import Program, WarmUp
+from xtts_train.warmup import Program, WarmUp, cache_use
 
 __all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
 
@@ -245,9 +245,7 @@ class _Run:
                             f"{program.trace_seconds:.1f} s, {built})")  # fmt: skip
 
         warm = self.steps.warm_up(report if self.progress else None)
-        clock.add("trace", warm.trace_seconds)
-        clock.add("compile", warm.compile_seconds)
-        release_free_heap()  # the compilers' working memory
+        clock.add_warm_up(warm)
         self.warm_traces = sum(self.steps.traces.values())
         return warm
 
@@ -339,15 +337,11 @@ class _Run:
 
 def format_summary_line(summary: dict) -> str:
     """One line of a fit's summary: steps, loss, time to first step and its parts, cache."""
-    warm = summary["warm_up"]
-    hits = warm["cache_hits"]
-    cache = "no compile cache" if hits is None else f"{hits} of {len(warm['programs'])} " \
-        "programs loaded from the compile cache"  # fmt: skip
     loss = summary["final_loss"]
     return (
         f"fit: {summary['steps']} steps"
         + (f", loss {loss:.3f}" if loss is not None else "")
-        + f"; time to first step {format_startup(summary)}; {cache}; "
+        + f"; time to first step {format_startup(summary)}; {cache_use(summary['warm_up'])}; "
         f"{summary['retraces_after_warmup']} retraces; peak RSS {summary['peak_rss_mb']:.0f} MB"
     )
 

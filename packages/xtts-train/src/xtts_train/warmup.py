@@ -21,12 +21,13 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xtts_train import compile_cache
+from xtts_train.process import release_free_heap
 
-__all__ = ["Job", "Program", "WarmUp", "compile_workers", "run_jobs"]
+__all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +108,16 @@ class WarmUp:
         }
 
 
+def cache_use(warm: Mapping[str, Any]) -> str:
+    """What a warm-up (`WarmUp.to_dict()`) took from the compile cache, as one phrase:
+    `2 of 8 programs loaded from the compile cache, 6 compiled`."""
+    programs = len(warm["programs"])
+    if warm["cache_hits"] is None:
+        return f"{programs} programs compiled (no compile cache)"
+    return (f"{warm['cache_hits']} of {programs} programs loaded from the compile cache, "
+            f"{warm['compiled']} compiled")  # fmt: skip
+
+
 def compile_workers(requested: int, jobs: int) -> int:
     """`requested` threads, or (0) one per CPU this process may use; at most one per job."""
     if requested:
@@ -183,4 +194,5 @@ def run_jobs(
         workers=workers,
         compiled=len(collected.written) if cache is not None else None,
     )
+    release_free_heap()  # the compilers' working memory
     return traced, report
