@@ -11,7 +11,7 @@ import pytest
 import soundfile
 
 from xtts_data import demo_corpus
-from xtts_data.demo_corpus import DemoCorpus, write_demo_corpus
+from xtts_data.demo_corpus import DemoCorpus, speak_demo, write_demo_corpus
 from xtts_data.errors import ConfigError, XttsDataError
 
 SHORT = {"min_seconds": 0.5, "max_seconds": 2.0}  # keeps every corpus here fast
@@ -58,7 +58,7 @@ def two_speakers(tmp_path_factory: pytest.TempPathFactory) -> DemoCorpus:
 
 
 def test_public_surface():
-    assert demo_corpus.__all__ == ["DemoCorpus", "write_demo_corpus"]
+    assert demo_corpus.__all__ == ["DemoCorpus", "speak_demo", "write_demo_corpus"]
 
 
 @pytest.mark.parametrize(("speakers", "progress"), [(1, False), (3, True)])
@@ -205,3 +205,24 @@ def test_espeak_engine(tmp_path):
         info = soundfile.info(result.path / "wavs" / f"{uid}.wav")
         assert (info.samplerate, info.channels, info.subtype) == (22050, 1, "PCM_16")
         assert bounds["min_seconds"] <= info.duration <= bounds["max_seconds"]
+
+
+def test_speak_demo_renders_any_text_like_the_corpus():
+    one = speak_demo("a quiet river.", seed=1)
+    assert one.dtype == np.int16
+    np.testing.assert_array_equal(one, speak_demo("a quiet river.", seed=1))  # reproducible
+    assert not np.array_equal(one[: len(one) // 2], speak_demo("a quiet river.", seed=2)[
+        : len(one) // 2])  # fmt: skip
+    longer = speak_demo("a quiet river, then a long and narrow bridge.", seed=1)
+    assert len(longer) > 2 * len(one) * 0.8
+    assert 0.3 < np.abs(one).max() / 32767 < 0.6  # peak-normalised as the corpus is
+    assert np.abs(one[:1000]).max() / 32767 < 0.01  # the leading silence
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(text=" "), "non-empty text"), (dict(text="a", speaker=1), "speaker"),
+    (dict(text="a", sample_rate=100), "sample_rate"),
+])  # fmt: skip
+def test_speak_demo_bad_arguments(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        speak_demo(**kwargs)

@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from xtts_data.cache import PrepareResult, format_summary, prepare
     from xtts_data.config import DataConfig, load_config
     from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
-    from xtts_data.demo_corpus import DemoCorpus, write_demo_corpus
+    from xtts_data.demo_corpus import DemoCorpus, speak_demo, write_demo_corpus
     from xtts_data.doctor import DoctorReport, diagnose, python_ops
     from xtts_data.errors import CacheError, ConfigError, CorpusError, XttsDataError
     from xtts_data.manifest import FeatureCache, verify_cache
     from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
     from xtts_data.service import start_dispatcher, start_worker
     from xtts_data.text import TextConfig, Tokenizer, normalize_text, text_to_ids
+    from xtts_data.utterances import Utterance, read_utterances
 
 __all__ = [
     "BadAudioError",
@@ -45,6 +46,7 @@ __all__ = [
     "Skipped",
     "TextConfig",
     "Tokenizer",
+    "Utterance",
     "XttsDataError",
     "diagnose",
     "format_summary",
@@ -57,6 +59,8 @@ __all__ = [
     "prepare",
     "python_ops",
     "read_corpus",
+    "read_utterances",
+    "speak_demo",
     "start_dispatcher",
     "start_worker",
     "text_to_ids",
@@ -72,7 +76,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["PrepareResult", "format_summary", "prepare"], "cache"),
         **dict.fromkeys(["DataConfig", "load_config"], "config"),
         **dict.fromkeys(["Corpus", "Row", "Skipped", "read_corpus"], "corpus"),
-        **dict.fromkeys(["DemoCorpus", "write_demo_corpus"], "demo_corpus"),
+        **dict.fromkeys(["DemoCorpus", "speak_demo", "write_demo_corpus"], "demo_corpus"),
         **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
         **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "XttsDataError"], "errors"),
         **dict.fromkeys(["FeatureCache", "verify_cache"], "manifest"),
@@ -80,5 +84,6 @@ __getattr__, __dir__ = lazy_exports(
                         "pipeline"),
         **dict.fromkeys(["start_dispatcher", "start_worker"], "service"),
         **dict.fromkeys(["TextConfig", "Tokenizer", "normalize_text", "text_to_ids"], "text"),
+        **dict.fromkeys(["Utterance", "read_utterances"], "utterances"),
     },
 )  # fmt: skip

@@ -44,7 +44,9 @@ class Source:
     order: np.ndarray  # int [n]: cost rank of loading an utterance alone (its shard)
     n_mels: int
     elements: Callable[[], tf.data.Dataset]
-    load_mels: Callable[[np.ndarray], list[np.ndarray]]  # features of utterances by index
+    # Utterances by index: {"mel": float32 [F, M], "tokens": int32 [T]} each.
+    load: Callable[[np.ndarray], list[dict[str, np.ndarray]]]
+    tokenizer: Tokenizer  # the one the token ids come from
     skipped: tuple[Skipped, ...] = ()
 
 
@@ -89,7 +91,7 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
             deterministic=config.deterministic,
         )
 
-    def load_mels(indices: np.ndarray) -> list[np.ndarray]:
+    def load(indices: np.ndarray) -> list[dict[str, np.ndarray]]:
         first = np.searchsorted(samples["shard"], np.arange(len(files)))  # shard's first sample
         found = {}
         for shard in np.unique(samples["shard"][indices]):
@@ -98,14 +100,15 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
             }
             for position, raw in enumerate(tf.data.TFRecordDataset(files[shard])):
                 if position in wanted:
-                    found[wanted[position]] = record.decode(raw, n_mels)["mel"].numpy()
+                    fields = record.decode(raw, n_mels)
+                    found[wanted[position]] = {k: fields[k].numpy() for k in ("mel", "tokens")}
                 if len(found) == len(indices) or position >= max(wanted):
                     break
         return [found[int(i)] for i in indices]
 
     return Source(
         cache.path, samples["id"], samples["frames"], samples["tokens"], samples["speaker"],
-        len(cache.speakers), samples["shard"], n_mels, elements, load_mels,
+        len(cache.speakers), samples["shard"], n_mels, elements, load, cache.tokenizer,
     )  # fmt: skip
 
 
@@ -163,8 +166,12 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
             ds = ds.shuffle(len(rows), seed=config.seed)
         return ds.map(decode, num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
 
-    def load_mels(indices: np.ndarray) -> list[np.ndarray]:
-        return [mel_features(load_audio(rows[i][0].audio, audio), audio).numpy() for i in indices]
+    def load(indices: np.ndarray) -> list[dict[str, np.ndarray]]:
+        return [
+            {"mel": mel_features(load_audio(rows[i][0].audio, audio), audio).numpy(),
+             "tokens": np.asarray(rows[i][2], np.int32)}
+            for i in indices
+        ]  # fmt: skip
 
     return Source(
         corpus.root,
@@ -176,7 +183,8 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         np.zeros(len(rows), np.int64),
         audio.n_mels,
         elements,
-        load_mels,
+        load,
+        tokenizer,
         tuple(skipped),
     )
 

@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from xtts_data.errors import ConfigError, XttsDataError
 
-__all__ = ["DemoCorpus", "write_demo_corpus"]
+__all__ = ["DemoCorpus", "speak_demo", "write_demo_corpus"]
 
 logger = logging.getLogger(__name__)
 
@@ -377,6 +377,40 @@ def _synth_utterance(rng, voice: _Voice, sr: int, seconds: tuple[float, float]):
     raw, spoken, phones, lengths = _compose(rng, voice, sr, target, most)
     audio = _render(phones, lengths, voice, rng, sr)
     return raw, spoken, _finish(audio, rng, target, most, sr)
+
+
+def speak_demo(text: str, *, seed: int = 0, speaker: int = 0, sample_rate: int = 22050,
+               speakers: int = 1) -> np.ndarray:  # fmt: skip
+    """Any text spoken by the "synth" engine, as its corpus utterances are: the ground
+    truth of a sentence a demo model was never trained on.
+
+    Timing and pitch are random per call seed (as they are per utterance of the corpus),
+    so compare a synthesis with it through DTW, not frame by frame.
+
+    Args:
+        text: spoken-form text (normalised: numbers and abbreviations written out);
+            every character is a sound, other characters a short gap.
+        seed: the random draws of this rendering.
+        speaker: the voice, `0 .. speakers - 1`, as `write_demo_corpus` assigns them.
+        sample_rate: Hz.
+        speakers: the number of speakers of the corpus the voice belongs to.
+
+    Returns:
+        int16 [samples]: a leading silence, the text, and the corpus's noise floor.
+
+    Raises:
+        ConfigError: an empty text or an argument out of range.
+    """
+    _require(bool(text.strip()), "a non-empty text", f"text={text!r}")
+    _check(max(speakers, 1), speakers, seed, "synth", sample_rate, 0.1, 0.1)
+    _require(0 <= speaker < speakers, f"0 <= speaker < speakers={speakers}", f"speaker={speaker}")
+    rng = np.random.default_rng([seed, 1 << 30])  # not a corpus utterance's stream
+    voice = _voice(speaker)
+    phones, lengths = _sounds(text, rng, voice, sample_rate)
+    lead = round(rng.uniform(0.1, 0.25) * sample_rate)
+    phones, lengths = [_GAP, *phones], np.concatenate([[lead], lengths])
+    audio = _render(phones, lengths, voice, rng, sample_rate)
+    return _finish(audio, rng, len(audio), len(audio), sample_rate)
 
 
 def _espeak_binary() -> str:

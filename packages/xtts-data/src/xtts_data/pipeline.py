@@ -196,7 +196,7 @@ def _bank(src, candidates: np.ndarray, config: DataConfig) -> _references.Bank:
         record.split_bucket(src.ids[picked].astype(str)).numpy(), src.frames[picked]
     )
     return _references.make_bank(
-        src.load_mels(picked), src.speakers[picked], keys, src.num_speakers,
+        [u["mel"] for u in src.load(picked)], src.speakers[picked], keys, src.num_speakers,
         config.cond_frames, src.n_mels,
     )  # fmt: skip
 
