@@ -7,6 +7,7 @@ from train_helpers import OVERRIDES
 
 from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
+from xtts_train.trainer import fit
 
 
 @pytest.fixture(scope="session")
@@ -16,3 +17,11 @@ def cache(tmp_path_factory):
     stack = load_stack_config(None, OVERRIDES)
     prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
     return root / "cache"
+
+
+@pytest.fixture(scope="session")
+def run(cache, tmp_path_factory):
+    """(summary, work dir) of a 30-step run on `cache`, with a profile of steps 3..5."""
+    workdir = tmp_path_factory.mktemp("run") / "run"
+    stack = load_stack_config(None, [*OVERRIDES, "train.steps=30"])
+    return fit(stack, cache, workdir, progress=False, profile_steps=(3, 5)), workdir

@@ -91,8 +91,9 @@ def _pad_batch(batch, text_len: int, frames: int):
     return padded
 
 
-def test_the_same_utterances_give_the_same_values_in_any_bucket():
-    model = tiny_model(**DETERMINISTIC)
+@pytest.mark.parametrize("r", [1, 3])
+def test_the_same_utterances_give_the_same_values_in_any_bucket(r):
+    model = tiny_model(**DETERMINISTIC, reduction_factor=r)
     batch = make_batch(model.config, text_len=8, frames=16)
     bigger = _pad_batch(batch, text_len=13, frames=28)
     values = [total_loss(model(b), b, guided_weight=1.0) for b in (batch, bigger)]

@@ -13,7 +13,13 @@ def test_demo_runs_the_whole_stack(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "retraces" in out
     assert "0 retraces" in out
-    assert (tmp_path / "demo" / "run" / "demo.wav").stat().st_size > 1000
+    run = tmp_path / "demo" / "run"
+    assert (run / "demo.wav").stat().st_size > 1000
+    assert (run / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    assert "held-out 8 sentences it never saw" in out
+    assert "pairing" in out
+    assert len(list((run / "held-out").glob("*.truth.wav"))) == 8
+    assert len(list((run / "held-out").glob("*.wav"))) == 16
 
 
 def test_check_reports_one_trace_per_shape(cache, capsys):

@@ -45,6 +45,9 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
     val = [line for line in lines if "val_loss" in line]
     assert [line["step"] for line in val] == [5, 10]
     assert all(math.isfinite(line["val_loss"]) for line in val)
+    for line in val:  # free-running decoding of validation utterances at every eval
+        assert line["val_free_duration_ratio"] > 0
+        assert 0 <= line["val_free_alignment"] <= 1
     tags = {
         value.tag
         for path in (workdir / "tensorboard").glob("events.out.tfevents.*")
@@ -53,3 +56,6 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
     }
     assert {"loss", "val_loss", "val/mel_target_then_predicted", "val/attention", "alignment",
             "val/predicted_griffin_lim"} <= tags  # fmt: skip
+    for i in range(2):  # the default eval sentences, synthesised free-running
+        assert {f"sentence_{i}/{part}" for part in ("mel", "attention", "audio", "alignment")
+                } <= tags  # fmt: skip

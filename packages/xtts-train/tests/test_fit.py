@@ -14,16 +14,7 @@ from train_helpers import OVERRIDES, as_cli
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
-from xtts_train.config import load_stack_config
 from xtts_train.synthesize import load_run, synthesize
-from xtts_train.trainer import fit
-
-
-@pytest.fixture(scope="module")
-def run(cache, tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("run") / "run"
-    stack = load_stack_config(None, [*OVERRIDES, "train.steps=30"])
-    return fit(stack, cache, workdir, progress=False, profile_steps=(3, 5)), workdir
 
 
 def test_every_shape_is_compiled_once_and_never_again(run):
@@ -114,7 +105,8 @@ def test_a_workdir_of_another_model_is_refused(run, cache, capsys):
     ("override", "key"),
     [("train.steps=0", "steps"), ("train.bogus=1", "bogus"), ("data.policy=round", "policy"),
      ("nosuch.key=1", "section"), ("model.heads=3", "heads"),
-     ("train.strategy=tpu", "strategy")],
+     ("train.strategy=tpu", "strategy"), ("train.eval_sentences=[]", "eval_sentences"),
+     ("model.reduction_factor=0", "reduction_factor")],
 )  # fmt: skip
 def test_bad_config_exits_2_naming_the_key(override, key, tmp_path, capsys):
     code = main(
@@ -124,6 +116,19 @@ def test_bad_config_exits_2_naming_the_key(override, key, tmp_path, capsys):
     err = capsys.readouterr().err
     assert key in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_an_eval_sentence_with_no_known_symbols_is_refused_before_compiling(cache, tmp_path,
+                                                                            capsys):  # fmt: skip
+    settings = [*OVERRIDES, "data.val_fraction=0.25", "train.eval_every=5",
+                "train.eval_sentences=['Fine.', 'سلام']"]  # fmt: skip
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+                 "--steps", "10", *as_cli(settings)]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "train.eval_sentences[1]" in err
+    assert "has no symbols" in err
+    assert not (tmp_path / "run" / "checkpoints").exists()
 
 
 def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):

@@ -332,14 +332,16 @@ def test_infer_under_jit_compile():
     assert (results[-20.0]["attention"].sum(axis=2) > 0).all()  # every frame attended
 
 
-def test_infer_matches_teacher_forcing_on_its_own_frames():
-    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0)  # no window, as in training
+@pytest.mark.parametrize(("r", "max_frames"), [(1, 6), (2, 6), (3, 7)])
+def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames):
+    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r)
     batch = make_batch(model.config)
     model(batch)
-    model.stop_head.bias.assign([-20.0])  # generate the whole buffer
+    model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    generated = model.infer(*args, max_frames=6)
-    mask = tf.sequence_mask(generated["lengths"], 6, tf.float32)
+    generated = model.infer(*args, max_frames=max_frames)
+    assert generated["mel"].shape == (2, max_frames, 80)  # exactly the requested frames
+    mask = tf.sequence_mask(generated["lengths"], max_frames, tf.float32)
     forced = model({**batch, "mel": generated["mel_before"], "mel_mask": mask})
     np.testing.assert_allclose(forced["mel_before"], generated["mel_before"], atol=1e-4)
     np.testing.assert_allclose(forced["mel_after"], generated["mel"], atol=1e-4)
@@ -348,6 +350,39 @@ def test_infer_matches_teacher_forcing_on_its_own_frames():
     )
     # One decoder for both: the attention of each generated frame is teacher forcing's.
     np.testing.assert_allclose(forced["attention"], generated["attention"], atol=1e-5)
+
+
+@pytest.mark.parametrize("r", [2, 3])
+def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positions(r):
+    model = tiny_model(reduction_factor=r)
+    batch = make_batch(model.config, frames=13)  # not a multiple of r: 13 and 8 real frames
+    outputs = model(batch)
+    assert outputs["mel_after"].shape == (2, 13, 80)
+    assert outputs["stop_logits"].shape == (2, 13)
+    assert outputs["attention"].shape == (2, 13, 8)
+    # one attention row per decoder step, shared by the r frames it writes
+    np.testing.assert_array_equal(outputs["attention"][:, 0], outputs["attention"][:, r - 1])
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    infer = tf.function(lambda *a: model.infer(*a, max_frames=10), jit_compile=True)
+    for position in (0, r - 1, None):  # the stop token fires first at this frame, or never
+        bias = np.full(r, -20.0)
+        if position is not None:
+            bias[position] = 20.0
+        model.stop_head.bias.assign(bias)
+        result = infer(*args)
+        probs = result["stop_probs"].numpy()
+        assert result["mel"].shape == (2, 10, 80)
+        assert probs.shape == (2, 10)
+        if position is None:
+            assert result["lengths"].numpy().tolist() == [10, 10]  # the whole buffer
+            assert (result["attention"].numpy().sum(axis=2) > 0).all()  # every frame decoded
+            continue
+        assert result["lengths"].numpy().tolist() == [position + 1] * 2
+        assert (probs[:, :position] < 0.5).all()
+        assert (probs[:, position] > 0.5).all()
+        assert (probs[:, r:] == 0).all()  # one step ran: it wrote r frames, no more
+        assert (result["attention"].numpy()[:, r:] == 0).all()
+    assert infer.experimental_get_tracing_count() == 1  # decoding stays one program
 
 
 def test_the_inference_window_keeps_decoding_monotonic():

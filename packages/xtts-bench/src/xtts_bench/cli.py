@@ -80,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_compare(commands)
     _add_train(commands)
     _add_startup(commands)
+    _add_learning(commands)
     _add_gate(commands)
     return parser  # fmt: skip
 
@@ -242,6 +243,41 @@ def _add_startup(commands) -> None:
     startup.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_learning(commands) -> None:
+    p = commands.add_parser(
+        "learning", parents=[verbose_flag()],
+        help="learning curve: free-running scores of held-out sentences vs steps and minutes",
+        description=(
+            "Train with xtts-train fit on --data, keeping a checkpoint every --every steps, "
+            "then score each with xtts-train evaluate on --n sentences of --held-out: "
+            "pairing score, DTW distance, median duration ratio, alignment, stop-token share, "
+            "against steps and the wall minutes of training on this machine (compile "
+            "included). Writes OUT/run, OUT/curve.json and OUT/curve.png."
+        ),
+    )  # fmt: skip
+    p.add_argument("--data", type=pathlib.Path, required=True, metavar="CACHE")
+    p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CACHE_OR_CORPUS")
+    p.add_argument("--out", type=pathlib.Path, required=True, metavar="DIR")
+    p.add_argument("--steps", type=int, default=1000, help="training steps (default: 1000)")
+    p.add_argument("--every", type=int, default=100, help="steps between scored checkpoints")
+    p.add_argument(
+        "--split",
+        choices=("all", "val"),
+        default="all",
+        help="all: every row of --held-out (default); val: its held-out ids",
+    )
+    p.add_argument("--n", type=int, default=24, help="sentences scored (default: 24)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="stack-config override (repeatable)",
+    )
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_gate(commands) -> None:
     gate = commands.add_parser(
         "gate",
@@ -332,8 +368,22 @@ def _run_startup(args) -> str | dict:
     return results if args.json else format_startup_table(results)
 
 
+def _run_learning(args) -> str | dict:
+    from xtts_bench.learning import (
+        LearningBenchConfig,
+        format_learning_table,
+        run_learning_benchmark,
+    )
+
+    bench = LearningBenchConfig(data=args.data, held_out=args.held_out, out=args.out,
+                                steps=args.steps, every=args.every, split=args.split,
+                                n=args.n, overrides=tuple(args.overrides))  # fmt: skip
+    result = run_learning_benchmark(bench)
+    return result if args.json else format_learning_table(result)
+
+
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
-             "startup": _run_startup}  # fmt: skip
+             "startup": _run_startup, "learning": _run_learning}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

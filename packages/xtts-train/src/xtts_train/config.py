@@ -41,7 +41,7 @@ def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
     "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
-    "postnet_layers", "postnet_channels", "postnet_kernel",
+    "postnet_layers", "postnet_channels", "postnet_kernel", "reduction_factor",
 )  # fmt: skip
 
 
@@ -67,6 +67,10 @@ class ModelConfig:
             2): the decoder never trusts its own previous frame exactly.
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
         dropout: dropout of attention weights and residual branches while training.
+        reduction_factor: r, frames predicted per decoder step (Tacotron, Wang et al.
+            2017): step `s` reads the last frame of group `s - 1` and writes frames
+            `s*r .. s*r + r - 1`, so the decoder runs `ceil(F / r)` steps, its attention
+            costs `r**2` times less, and decoding loops `r` times fewer.
         infer_window_back, infer_window_ahead: at inference, each frame's cross-attention
             may read the text symbols from `back` before to `ahead` after the alignment
             head's focus so far (its furthest peak; the speaker latents always), which
@@ -95,6 +99,7 @@ class ModelConfig:
     postnet_channels: int = 256
     postnet_kernel: int = 5
     dropout: float = 0.1
+    reduction_factor: int = 1
     infer_window_back: int = 1
     infer_window_ahead: int = 0
     mel_mean: float = -5.0
@@ -202,7 +207,13 @@ class TrainConfig:
             over the text, and the width of its diagonal band as a share of the text and
             frames (`xtts_train.alignment`).
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
-        eval_every: steps between validation passes (0: never); `eval_batches` per pass.
+        eval_every: steps between validation passes (0: never; they need
+            `data.val_fraction > 0`); `eval_batches` per pass. Each pass also decodes
+            free-running (the compiled `infer`) the first utterances of a validation batch,
+            whose duration ratio and alignment score go to metrics.jsonl, and
+            `eval_sentences`, whose audio, mel and attention go to TensorBoard.
+        eval_sentences: fixed texts synthesised at every validation pass (defaults: two
+            Harvard sentences, English; the demo sets sentences of its own words).
         checkpoint_every: steps between checkpoints; `keep_checkpoints` are kept.
         allow_retrace: a trace after warm-up warns instead of stopping the run.
         max_nonfinite: consecutive skipped (non-finite) updates that stop the run.
@@ -228,6 +239,10 @@ class TrainConfig:
     log_every: int = 10
     eval_every: int = 0
     eval_batches: int = 8
+    eval_sentences: tuple[str, ...] = (
+        "The birch canoe slid on the smooth planks.",
+        "Glue the sheet to the dark blue background.",
+    )
     checkpoint_every: int = 200
     keep_checkpoints: int = 3
     allow_retrace: bool = False
@@ -259,6 +274,11 @@ class TrainConfig:
             _fail("TrainConfig", "strategy", self.strategy, f"one of {STRATEGIES}")
         if not isinstance(self.allow_retrace, bool):
             _fail("TrainConfig", "allow_retrace", self.allow_retrace, "true or false")
+        sentences = self.eval_sentences
+        if not (isinstance(sentences, tuple | list) and sentences
+                and all(isinstance(x, str) and x.strip() for x in sentences)):  # fmt: skip
+            _fail("TrainConfig", "eval_sentences", sentences, "a non-empty list of texts")
+        object.__setattr__(self, "eval_sentences", tuple(sentences))  # frozen, hashable
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> TrainConfig:
@@ -269,7 +289,8 @@ class TrainConfig:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain values for YAML (the sentences as a list)."""
+        return {**dataclasses.asdict(self), "eval_sentences": list(self.eval_sentences)}
 
 
 def _number(value: Any) -> bool:

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 import xtts_audio as xa
+from xtts_train.decoding import Decoding
 from xtts_train.model import TextToMel
 
-__all__ = ["attention_image", "decoded_frames", "mel_image", "to_waveform", "write_eval_media"]
+__all__ = [
+    "attention_image",
+    "decoded_frames",
+    "free_running_eval",
+    "mel_image",
+    "to_waveform",
+    "write_eval_media",
+]
 
 
 def decoded_frames(length, symbols, max_frames: int, audio: xa.MelConfig) -> tf.Tensor:
@@ -84,3 +93,40 @@ def write_eval_media(writer: tf.summary.SummaryWriter, step: int, model: TextToM
         tf.summary.image("val/attention", attention_image(attention))
         wave = to_waveform(predicted, audio, n_iter=griffin_lim_iters)
         tf.summary.audio("val/predicted_griffin_lim", wave[None, :, None], audio.sample_rate)
+
+
+def free_running_eval(writer: tf.summary.SummaryWriter, step: int, decoding: Decoding,
+                      batch: Mapping[str, tf.Tensor], reference: np.ndarray,
+                      sentences: Sequence[tuple[str, Sequence[int]]], audio: xa.MelConfig, *,
+                      griffin_lim_iters: int = 32) -> dict[str, float]:  # fmt: skip
+    """What the model says on its own, at an eval: decoded free-running (the compiled
+    `infer`, ended by the stop token, conditioned on `reference`).
+
+    The first `decoding.batch_size` utterances of the validation `batch` give the
+    returned metrics: `val_free_duration_ratio` (median of decoded / true frames) and
+    `val_free_alignment` (mean alignment score). Each of `sentences` (text, token ids)
+    goes to TensorBoard as `sentence_<i>/mel`, `sentence_<i>/attention` and
+    `sentence_<i>/audio`, with its alignment score as a scalar.
+    """
+    n = min(decoding.batch_size, int(batch["tokens"].shape[0]))
+    lengths = batch["token_lengths"].numpy()
+    rows = [batch["tokens"][i, : lengths[i]].numpy() for i in range(n)]
+    decoded = decoding(rows, reference)
+    ratios = [d.length / int(t) for d, t in zip(decoded, batch["mel_lengths"][:n], strict=True)]
+    metrics = {"val_free_duration_ratio": float(np.median(ratios)),
+               "val_free_alignment": float(np.mean([d.alignment for d in decoded]))}  # fmt: skip
+    spoken = []
+    for start in range(0, len(sentences), decoding.batch_size):
+        chunk = sentences[start : start + decoding.batch_size]
+        spoken += decoding([ids for _, ids in chunk], reference)
+    with writer.as_default(step=step):
+        for i, ((text, ids), d) in enumerate(zip(sentences, spoken, strict=True)):
+            frames = int(decoded_frames(d.length, len(ids), decoding.max_frames, audio))
+            mel = d.buffer[:frames]
+            tf.summary.image(f"sentence_{i}/mel", mel_image(mel), description=text)
+            tf.summary.image(f"sentence_{i}/attention", attention_image(d.attention))
+            wave = to_waveform(mel, audio, n_iter=griffin_lim_iters)
+            tf.summary.audio(f"sentence_{i}/audio", wave[None, :, None], audio.sample_rate,
+                             description=text)  # fmt: skip
+            tf.summary.scalar(f"sentence_{i}/alignment", d.alignment)
+    return metrics

@@ -8,6 +8,8 @@ mel shifted right ─ prenet ─ causal self-attn + cross-attn(memory) ─┴─
 hidden ─ mel head ─ mel_before ─ postnet (residual) ─ mel_after
 hidden ─ stop head ─ stop_logits
 ```
+With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
+`s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`.
 Training (`call`) and inference (`infer`) run the same decoder; inference fills a
 fixed-size frame buffer in a `tf.while_loop`, so both compile with XLA at static shapes.
 """
@@ -31,15 +33,19 @@ _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
 
 
 def dummy_batch(
-    config: ModelConfig, *, batch_size: int = 1, text_len: int = 4, frames: int = 4,
+    config: ModelConfig, *, batch_size: int = 1, text_len: int = 4, frames: int | None = None,
     cond_frames: int = 8,
 ) -> dict[str, tf.Tensor]:  # fmt: skip
     """A batch of every `DatasetSpec` field, all real (no padding): builds a model cheaply.
+
+    `frames` defaults to two decoder steps (`2 * reduction_factor`, at least 4).
 
     Returns:
         `tokens` int32 [batch, text_len] (ids 2), masks of ones, zero `mel`
         [batch, frames, n_mels] and `cond_mel` [batch, cond_frames, n_mels], full lengths.
     """
+    if frames is None:
+        frames = max(4, 2 * config.reduction_factor)
     b, t, f, c, m = batch_size, text_len, frames, cond_frames, config.n_mels
     steps = tf.range(f)[None, :]
     return {
@@ -59,6 +65,11 @@ def dummy_batch(
 def _shift_right(frames: tf.Tensor) -> tf.Tensor:
     """Teacher forcing input: a zero go frame, then frames 0 .. F-2: (B, F, M) → (B, F, M)."""
     return tf.pad(frames, [[0, 0], [1, 0], [0, 0]])[:, :-1]
+
+
+def _groups(frames: int, r: int) -> int:
+    """Decoder steps that cover `frames` frames, `r` per step."""
+    return -(-frames // r)
 
 
 def _check_batch(batch: Mapping[str, tf.Tensor], config: ModelConfig) -> None:
@@ -92,8 +103,9 @@ class TextToMel(keras.Model):
         self.text_encoder = TextEncoder(config, name="text_encoder")
         self.cond_encoder = CondEncoder(config, name="cond_encoder")
         self.decoder = Decoder(config, name="decoder")
-        self.mel_head = keras.layers.Dense(config.n_mels, dtype="float32", name="mel_head")
-        self.stop_head = keras.layers.Dense(1, dtype="float32", name="stop_head")
+        r = config.reduction_factor  # each decoder step writes r frames
+        self.mel_head = keras.layers.Dense(r * config.n_mels, dtype="float32", name="mel_head")
+        self.stop_head = keras.layers.Dense(r, dtype="float32", name="stop_head")
         self.postnet = Postnet(config, name="postnet")
 
     def build(self, input_shape: Any) -> None:
@@ -126,14 +138,17 @@ class TextToMel(keras.Model):
             training=training,
         )  # fmt: skip
         frames = self._standardize(batch["mel"])  # (B, F, M)
-        keep = self.decoder.prenet_keep(frames.shape[0], frames.shape[1])
-        hidden, attention = self.decoder(_shift_right(frames), memory, memory_mask, keep,
+        count = frames.shape[1]
+        step_inputs = self._step_inputs(frames)  # (B, S, M), S = ceil(F / r)
+        keep = self.decoder.prenet_keep(frames.shape[0], step_inputs.shape[1])
+        hidden, attention = self.decoder(step_inputs, memory, memory_mask, keep,
                                          training=training)  # fmt: skip
-        before, stop_logits = self._heads(hidden)
+        before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
         mel_before, mel_after = self._outputs(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
+        attention = self._per_frame(attention, count)[:, :, :text_len]  # (B, F, T)
         return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
-                "attention": attention[:, :, :text_len]}  # fmt: skip
+                "attention": attention}  # fmt: skip
 
     def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False):
         """The decoder's memory: text encodings followed by the speaker latents.
@@ -156,8 +171,9 @@ class TextToMel(keras.Model):
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
         """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible).
 
-        Step `t` runs the decoder over the whole buffer (causal, so frames `>= t` do not
-        matter) and writes frame `t`; the loop ends when every utterance has stopped.
+        Step `t` runs the decoder over the whole buffer (causal, so later steps do not
+        matter) and writes frames `t*r .. t*r + r - 1` (r = `reduction_factor`); the loop
+        ends when every utterance has stopped.
 
         Args:
             tokens: int32 [B, T]; token_mask: float32 [B, T];
@@ -195,14 +211,18 @@ class TextToMel(keras.Model):
 
     def _generate(self, memory, memory_mask, text_shape, max_frames: int):
         """The decoding loop: standardised frames (B, F, M), stop probabilities (B, F) and
-        the alignment head's attention over the memory (B, F, S).
+        the alignment head's attention over the memory (B, F, S), F = `max_frames`.
 
-        With the inference window on, `masks` (B, F, S) holds each frame's key mask: row
-        `t` is set from the focus before frame `t` is generated and kept after, so
-        re-running the decoder over the buffer shows every past frame the keys it had.
+        The buffers hold `steps * r` frames; step `t` writes frames `t*r .. t*r + r - 1`
+        and ends the loop for an utterance when any of them has stop probability > 0.5.
+        With the inference window on, `masks` (B, steps, S) holds each step's key mask:
+        row `t` is set from the focus before step `t` runs and kept after, so re-running
+        the decoder over the buffer shows every past step the keys it had.
         """
         batch, text_len = text_shape
-        keep = self.decoder.prenet_keep(batch, max_frames)
+        r = self.config.reduction_factor
+        steps = _groups(max_frames, r)
+        keep = self.decoder.prenet_keep(batch, steps)
         windowed = self.config.infer_window_ahead > 0
         keys = tf.range(memory.shape[1])[None, :]  # (1, S)
 
@@ -212,44 +232,69 @@ class TextToMel(keras.Model):
             return (near | (keys >= text_len))[:, None, :] & memory_mask
 
         def step(t, frames, probs, attention, masks, focus, done):
-            at_t = tf.one_hot(t, max_frames)[None]  # (1, F)
+            at_t = tf.one_hot(t, steps)[None]  # (1, steps)
+            in_group = tf.repeat(at_t, r, axis=1)  # (1, steps * r): the frames step t writes
             if windowed:
                 masks = tf.where(at_t[:, :, None] > 0, window(focus), masks)
-            hidden, align = self.decoder(_shift_right(frames), memory, masks, keep)
+            hidden, align = self.decoder(self._step_inputs(frames), memory, masks, keep)
             now = tf.reshape(t, [1])
-            frame, logit = self._heads(tf.gather(hidden, now, axis=1))  # (B, 1, M), (B, 1)
-            prob = tf.sigmoid(logit)  # (B, 1)
-            frames = frames + at_t[:, :, None] * frame  # frame t was still zero
+            group, logits = self._heads(tf.gather(hidden, now, axis=1), r)  # (B, r, M), (B, r)
+            prob = tf.sigmoid(logits)  # (B, r)
+            frames = frames + in_group[:, :, None] * tf.tile(group, [1, steps, 1])
+            probs = probs + in_group * tf.tile(prob, [1, steps])
             row = tf.gather(align, now, axis=1)  # (B, 1, S)
             attention = attention + at_t[:, :, None] * row
             peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
-            return (t + 1, frames, probs + at_t * prob, attention, masks,
-                    tf.maximum(focus, peak), done | (prob[:, 0] > 0.5))  # fmt: skip
+            stopped = tf.reduce_any(prob > 0.5, axis=1)
+            return (t + 1, frames, probs, attention, masks, tf.maximum(focus, peak),
+                    done | stopped)  # fmt: skip
 
         masks = memory_mask
         if windowed:
-            masks = tf.tile(memory_mask, [1, max_frames, 1])  # (B, F, S)
+            masks = tf.tile(memory_mask, [1, steps, 1])  # (B, steps, S)
         start = (
             tf.constant(0),
-            tf.zeros([batch, max_frames, self.config.n_mels]),
-            tf.zeros([batch, max_frames]),
-            tf.zeros([batch, max_frames, memory.shape[1]]),
+            tf.zeros([batch, steps * r, self.config.n_mels]),
+            tf.zeros([batch, steps * r]),
+            tf.zeros([batch, steps, memory.shape[1]]),
             masks,
             tf.zeros([batch], tf.int32),
             tf.zeros([batch], tf.bool),
         )
         _, frames, probs, attention, *_ = tf.while_loop(
             lambda t, *state: ~tf.reduce_all(state[-1]), step, start,
-            maximum_iterations=max_frames,
+            maximum_iterations=steps,
         )  # fmt: skip
-        return frames, probs, attention
+        return (frames[:, :max_frames], probs[:, :max_frames],
+                self._per_frame(attention, max_frames))  # fmt: skip
+
+    def _step_inputs(self, frames: tf.Tensor) -> tf.Tensor:
+        """Decoder inputs (B, F, M) → (B, S, M), S = ceil(F / r): a zero go frame, then the
+        last frame of each group of `r` but the final one (r = 1: frames 0 .. F-2)."""
+        r = self.config.reduction_factor
+        if r == 1:
+            return _shift_right(frames)
+        count, n_mels = frames.shape[1], frames.shape[2]
+        steps = _groups(count, r)
+        padded = tf.pad(frames, [[0, 0], [0, steps * r - count], [0, 0]])
+        return _shift_right(tf.reshape(padded, [-1, steps, r, n_mels])[:, :, -1])
+
+    def _per_frame(self, attention: tf.Tensor, frames: int) -> tf.Tensor:
+        """One attention row per decoder step (B, S, K) → one per frame (B, frames, K):
+        the frames a step writes share its row."""
+        r = self.config.reduction_factor
+        return attention if r == 1 else tf.repeat(attention, r, axis=1)[:, :frames]
 
     def _standardize(self, mel: tf.Tensor) -> tf.Tensor:
         return (tf.cast(mel, tf.float32) - self.config.mel_mean) / self.config.mel_std
 
-    def _heads(self, hidden: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """hidden (B, F, D) → standardised frames (B, F, M), stop logits (B, F); float32."""
-        return self.mel_head(hidden), tf.squeeze(self.stop_head(hidden), axis=-1)
+    def _heads(self, hidden: tf.Tensor, frames: int) -> tuple[tf.Tensor, tf.Tensor]:
+        """hidden (B, S, D) → the first `frames` of the `S * r` standardised frames they
+        write (B, frames, M) and their stop logits (B, frames); float32."""
+        count = hidden.shape[1] * self.config.reduction_factor
+        mel = tf.reshape(self.mel_head(hidden), [-1, count, self.config.n_mels])
+        stop = tf.reshape(self.stop_head(hidden), [-1, count])
+        return mel[:, :frames], stop[:, :frames]
 
     def _outputs(self, before: tf.Tensor, mask: tf.Tensor | None = None,
                  training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip

@@ -17,14 +17,13 @@ from matplotlib.figure import Figure
 
 import xtts_audio as xa
 from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
-from xtts_train import compile_cache
-from xtts_train.alignment import alignment_score
 from xtts_train.config import ModelConfig, StackConfig, TrainConfig
+from xtts_train.decoding import Decoding
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.model import TextToMel, dummy_batch
 
-__all__ = ["Synthesis", "load_run", "synthesize"]
+__all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,13 +36,19 @@ class Synthesis:
     seconds: float
     stopped: bool  # the stop token ended it (not max_frames or the two-frames-per-symbol floor)
     alignment: float  # `alignment_score` of the decoding's attention over its frames and text
+    mel: np.ndarray  # float32 [frames, n_mels]: what was turned into the WAV
 
 
-def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
-    """The config, the model with the last checkpoint's weights, and the tokenizer of a run.
+def load_run(workdir: str | Path, *, step: int | None = None,
+             ) -> tuple[StackConfig, TextToMel, Tokenizer]:  # fmt: skip
+    """The config, the model with a checkpoint's weights, and the tokenizer of a run.
+
+    Args:
+        workdir: the training run.
+        step: the checkpoint saved at this step; None: the last one.
 
     Raises:
-        XttsTrainError: not a run folder, or no checkpoint yet.
+        XttsTrainError: not a run folder, no checkpoint yet, or none at `step`.
     """
     workdir = Path(workdir)
     try:
@@ -60,6 +65,11 @@ def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
     latest = tf.train.latest_checkpoint(str(workdir / "checkpoints"))
     if latest is None:
         raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
+    if step is not None:
+        latest = str(workdir / "checkpoints" / f"ckpt-{step}")
+        if not Path(latest + ".index").is_file():
+            kept = sorted(int(p.name[5:-6]) for p in (workdir / "checkpoints").glob("ckpt-*.index"))
+            raise XttsTrainError(f"{workdir} has no checkpoint of step {step} (kept: {kept})")
     model = TextToMel(stack.model)
     model(dummy_batch(stack.model))
     try:
@@ -76,7 +86,8 @@ def load_run(workdir: str | Path) -> tuple[StackConfig, TextToMel, Tokenizer]:
 
 def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                reference: str | Path | None = None, max_frames: int = 400,
-               griffin_lim_iters: int = 32) -> Synthesis:  # fmt: skip
+               griffin_lim_iters: int = 32,
+               truth: np.ndarray | None = None) -> Synthesis:  # fmt: skip
     """Speak `text` with the run's model; writes `out` (WAV) and `out` with `.png`.
 
     Args:
@@ -87,56 +98,36 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             clip saved by `fit` (a crop of a training utterance).
         max_frames: the decoding buffer; speech longer than this is cut.
         griffin_lim_iters: Griffin-Lim iterations.
+        truth: float32 [frames, n_mels], a recording of `text` in the features' scale,
+            drawn beside the synthesis in the picture.
     """
     stack, model, tokenizer = load_run(workdir)
     ids = text_to_ids(text, stack.data.text, tokenizer)[0]
     if len(ids) <= 1:
         raise XttsTrainError(f"no known symbols in the text {text!r} after normalisation")
-    cond = _reference(Path(workdir), stack, reference)  # (C, M)
-    result = _decode(model, ids, cond, stack.data.cond_frames, max_frames)
-    decoded = int(result["lengths"][0])
-    frames = int(decoded_frames(decoded, len(ids), max_frames, stack.audio))
-    features = result["mel"][0, :frames]  # (F, M) in the recipe's feature scale
+    cond = load_reference(Path(workdir), stack, reference)  # (C, M)
+    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames)
+    (decoded,) = decoding([ids], cond)
+    frames = int(decoded_frames(decoded.length, len(ids), max_frames, stack.audio))
+    features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale
     wave = to_waveform(features, stack.audio, n_iter=griffin_lim_iters)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
     png = out.with_suffix(".png")
-    attention = result["attention"][0, :frames, : len(ids)]  # (F, T) real frames and tokens
-    _plot(features.numpy(), attention.numpy(), png, text)
-    stopped = frames == decoded < max_frames
+    plot_decoding(png, text, features, decoded.attention, truth)
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
-    score = float(alignment_score(attention[None], tf.ones([1, len(ids)]), tf.ones([1, frames]))[0])
-    return Synthesis(out, png, frames, seconds, stopped, score)
+    return Synthesis(out, png, frames, seconds, decoded.stopped, decoded.alignment, features)
 
 
-# Token ids are padded to a multiple of this (masked, as in training), so texts of similar
-# length share one compiled decoding program (and its compile-cache entry).
-TEXT_BUCKET = 32
+def load_reference(workdir: Path, stack: StackConfig,
+                   reference: str | Path | None = None) -> np.ndarray:  # fmt: skip
+    """float32 [frames <= cond_frames, n_mels]: the mel of `reference` (an audio file), or
+    the run's saved reference clip (a crop of a training utterance) when None.
 
-
-def _decode(model: TextToMel, ids: list[int], cond: np.ndarray, cond_frames: int,
-            max_frames: int) -> dict[str, tf.Tensor]:  # fmt: skip
-    """`model.infer` compiled for the padded text length, the run's reference length and
-    `max_frames`: traced with stable names and published to the compile cache."""
-    text = -(-len(ids) // TEXT_BUCKET) * TEXT_BUCKET
-    tokens = np.zeros([1, text], np.int32)
-    tokens[0, : len(ids)] = ids
-    reference = np.zeros([1, cond_frames, cond.shape[-1]], np.float32)
-    reference[0, : len(cond)] = cond[:cond_frames]
-    mask = (np.arange(text) < len(ids)).astype(np.float32)[None]  # (1, T)
-    inputs = [tf.constant(tokens), tf.constant(mask), tf.constant(reference),
-              tf.constant([min(len(cond), cond_frames)], tf.int32)]  # fmt: skip
-    decode = tf.function(
-        lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames), jit_compile=True
-    )
-    with compile_cache.collect():
-        with compile_cache.stable_names(f"decode {text}x{cond_frames}x{max_frames}"):
-            program = decode.get_concrete_function(*inputs)
-        return program(*inputs)
-
-
-def _reference(workdir: Path, stack: StackConfig, reference: str | Path | None) -> np.ndarray:
+    Raises:
+        XttsTrainError: no `reference` given and the run saved none.
+    """
     if reference is None:
         path = workdir / "reference.npy"
         if not path.exists():
@@ -147,15 +138,25 @@ def _reference(workdir: Path, stack: StackConfig, reference: str | Path | None) 
     return mel[: stack.data.cond_frames]
 
 
-def _plot(mel: np.ndarray, attention: np.ndarray, path: Path, title: str) -> None:
-    """The decoded mel (F, M) above the alignment head's attention (F, T), frames shared."""
-    figure = Figure(figsize=(8, 5))
-    top, bottom = figure.subplots(2, 1, sharex=True)
+def plot_decoding(path: Path, title: str, mel: np.ndarray, attention: np.ndarray,
+                  truth: np.ndarray | None = None) -> None:  # fmt: skip
+    """The decoded mel (F, M) above the alignment head's attention (frames < F, T), frames
+    shared; with `truth` (F', M), the ground truth's mel beside the decoded one."""
+    figure = Figure(figsize=(12 if truth is not None else 8, 5))
+    axes = figure.subplots(2, 2 if truth is not None else 1, squeeze=False)
+    top, bottom = axes[0, 0], axes[1, 0]
     top.imshow(mel.T, origin="lower", aspect="auto", interpolation="nearest")
     top.set_ylabel("mel band")
-    top.set_title(title[:80], fontsize=9)
-    bottom.imshow(attention.T, origin="lower", aspect="auto", interpolation="nearest")
+    top.set_title(f"synthesised: {title[:60]}", fontsize=9)
+    canvas = np.zeros([len(mel), attention.shape[1]], np.float32)
+    canvas[: len(attention)] = attention[: len(mel)]
+    bottom.imshow(canvas.T, origin="lower", aspect="auto", interpolation="nearest")
+    bottom.set_xlim(top.get_xlim())
     bottom.set_xlabel("frame")
     bottom.set_ylabel("text symbol")
+    if truth is not None:
+        axes[0, 1].imshow(truth.T, origin="lower", aspect="auto", interpolation="nearest")
+        axes[0, 1].set_title("ground truth", fontsize=9)
+        axes[1, 1].axis("off")
     figure.tight_layout()
     figure.savefig(path, dpi=100)

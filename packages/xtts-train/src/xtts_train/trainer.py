@@ -20,6 +20,7 @@ import math
 import shutil
 import signal
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import keras
@@ -31,20 +32,24 @@ import yaml
 import xtts_data as xd
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
+from xtts_train.decoding import Decoding
 from xtts_train.distribute import make_strategy, worker_index
 from xtts_train.errors import XttsTrainError
 from xtts_train.gpu import GpuMonitor
-from xtts_train.media import write_eval_media
+from xtts_train.media import free_running_eval, write_eval_media
 from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.optim import AdamW
 from xtts_train.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.run_stats import Interval, Timings
 from xtts_train.steps import CompiledSteps, shape_of
+from xtts_train.synthesize import load_reference
 from xtts_train.warmup import Program, WarmUp, cache_use
 
 __all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
 
 logger = logging.getLogger(__name__)
+
+_FREE_RUNNING_ROWS = 4  # validation utterances decoded free-running at each eval
 
 
 def latest_step(workdir: str | Path) -> int:
@@ -115,10 +120,25 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     previous = keras.mixed_precision.global_policy()
     try:
         with clock.part("model"):
-            run = _Run(stack, train, val, workdir, progress, strategy)
+            sentences = _eval_sentences(stack, opened.tokenizer) if val else ()
+            run = _Run(stack, train, val, workdir, progress, strategy, sentences)
         return run.train(start, clock, _Profiler(profile_steps, workdir / "tensorboard"))
     finally:
         keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
+
+
+def _eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[str, list[int]]]:
+    """(text, token ids) of `train.eval_sentences`, checked before any compile."""
+    sentences = []
+    for i, text in enumerate(stack.train.eval_sentences):
+        ids = xd.text_to_ids(text, stack.data.text, tokenizer)[0]
+        if len(ids) <= 1:
+            raise XttsTrainError(
+                f"train.eval_sentences[{i}] {text!r} has no symbols of the cache's tokenizer "
+                f"after normalisation ({tokenizer.symbols!r}); write it in the corpus's script"
+            )
+        sentences.append((text, ids))
+    return sentences
 
 
 def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
@@ -157,7 +177,8 @@ class _Run:
 
     def __init__(self, stack: StackConfig, train: xd.DataPipeline, val: xd.DataPipeline | None,
                  workdir: Path, progress: bool,
-                 strategy: tf.distribute.Strategy | None = None):  # fmt: skip
+                 strategy: tf.distribute.Strategy | None = None,
+                 sentences: Sequence[tuple[str, list[int]]] = ()):  # fmt: skip
         self.stack, self.config, self.train_pipe, self.val_pipe = stack, stack.train, train, val
         self.workdir, self.progress = workdir, progress
         self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
@@ -173,6 +194,7 @@ class _Run:
         self.writer = tf.summary.create_file_writer(str(workdir / "tensorboard"))
         self.stop_signal: int | None = None
         self.gpu = GpuMonitor()
+        self.sentences, self.decoding = sentences, None
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -293,11 +315,30 @@ class _Run:
         losses = [self.steps.evaluate(batch) for batch in batches]
         write_eval_media(self.writer, step, self.model, batches[0], self.stack.audio)
         mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
+        reference = load_reference(self.workdir, self.stack)
+        mean.update(free_running_eval(self.writer, step, self._decoding(), batches[0],
+                                      reference, self.sentences, self.stack.audio))  # fmt: skip
         with open(self.workdir / "metrics.jsonl", "a") as file:
             file.write(json.dumps({"step": step, **mean}) + "\n")
         with self.writer.as_default(step=step):
             for name, value in mean.items():
                 tf.summary.scalar(name, value)
+
+    def _decoding(self) -> Decoding:
+        """The free-running decoder of the evals (compiled at the first), with room for
+        twice the longest validation bucket, on a one-device copy of the model that takes
+        the trained weights at each eval (the trained model's variables may be mirrored
+        over replicas, which a decoding loop outside the strategy cannot update)."""
+        if self.decoding is None:
+            copy = TextToMel(self.stack.model)
+            copy(dummy_batch(self.stack.model))
+            longest = max(shape.frames for shape in self.val_pipe.spec.shapes)
+            self.decoding = Decoding(
+                copy, cond_frames=self.stack.data.cond_frames,
+                max_frames=-(-2 * longest // 32) * 32, batch_size=_FREE_RUNNING_ROWS,
+            )  # fmt: skip
+        self.decoding.model.set_weights(self.model.get_weights())
+        return self.decoding
 
     def _save(self, step: int) -> None:
         if not all(

@@ -1,0 +1,135 @@
+"""Learning curves: does the model say what it reads, and how soon?
+
+One `xtts-train fit` keeps a checkpoint every `every` steps; `xtts-train evaluate` then
+scores each on held-out sentences, free-running: pairing score, DTW distance, duration
+ratio and alignment, against steps and against the wall minutes of training on this
+machine (time to first step, compile included, plus the measured step times).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from xtts_train.config import load_stack_config
+from xtts_train.evaluate import evaluate
+from xtts_train.trainer import fit
+
+__all__ = ["LearningBenchConfig", "format_learning_table", "run_learning_benchmark"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LearningBenchConfig:
+    """One learning-curve run.
+
+    Attributes:
+        data: the training feature cache.
+        held_out: a cache or corpus of sentences to score (`split` of it).
+        out: folder for the run, `curve.json` and `curve.png`.
+        steps: training steps; a checkpoint is scored every `every` steps.
+        split: `"all"` (a corpus the run never saw) or `"val"` (the run's held-out ids).
+        n: held-out utterances scored at each checkpoint.
+        overrides: `--set` values of the stack config (as `xtts-train fit --set`).
+    """
+
+    data: Path
+    held_out: Path
+    out: Path
+    steps: int = 1000
+    every: int = 100
+    split: str = "all"
+    n: int = 24
+    overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "every", "n"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        if self.steps % self.every:
+            raise ValueError(f"Expected steps a multiple of every, received: "
+                             f"steps={self.steps}, every={self.every}")  # fmt: skip
+
+
+def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True) -> dict:
+    """Train, score every checkpoint, write `curve.json` and `curve.png` into `out`."""
+    run = config.out / "run"
+    settings = [*config.overrides, f"train.steps={config.steps}",
+                f"train.checkpoint_every={config.every}",
+                f"train.keep_checkpoints={config.steps // config.every + 1}"]  # fmt: skip
+    summary = fit(load_stack_config(None, settings), config.data, run, progress=progress)
+    minutes = _training_minutes(run, summary)
+    points = []
+    for step in range(config.every, config.steps + 1, config.every):
+        report = evaluate(run, config.held_out, split=config.split, n=config.n, step=step)
+        points.append({"step": step, "minutes": minutes[step], **report.summary})
+    result = {
+        "settings": {
+            **{k: str(v) for k, v in dataclasses.asdict(config).items()},
+            "overrides": list(config.overrides),
+        },
+        "time_to_first_step_s": summary["time_to_first_step_s"],
+        "step_ms_median": summary["step_ms_median"],
+        "points": points,
+    }
+    (config.out / "curve.json").write_text(json.dumps(result, indent=1))
+    plot_curve(points, config.out / "curve.png")
+    return result
+
+
+def _training_minutes(run: Path, summary: dict) -> dict[int, float]:
+    """Wall minutes from the process start to each logged step: time to first step, then
+    each logged interval's mean step time x its steps."""
+    seconds, last, at = summary["time_to_first_step_s"], 0, {}
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "step_ms" in row:
+            seconds += row["step_ms"] / 1000 * (row["step"] - last)
+            last = row["step"]
+            at[row["step"]] = seconds / 60
+    return at
+
+
+def plot_curve(points: list[dict[str, Any]], path: Path) -> None:
+    """Pairing, distance, duration ratio and alignment against steps (minutes on top)."""
+    figure = Figure(figsize=(10, 6))
+    axes = figure.subplots(2, 2, sharex=True).ravel()
+    steps = [p["step"] for p in points]
+    panels = (("pairing_mean", "pairing score (1 = ignores the text)"),
+              ("distance_mean", "DTW log-mel distance"),
+              ("duration_ratio_median", "duration ratio (median)"),
+              ("alignment_mean", "alignment score"))  # fmt: skip
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        ax.plot(steps, [p[key] for p in points], marker="o")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[2:]:
+        ax.set_xlabel("training step")
+    top = axes[0].secondary_xaxis(
+        "top", functions=(lambda s: _interp(s, steps, [p["minutes"] for p in points]),
+                          lambda m: _interp(m, [p["minutes"] for p in points], steps)),
+    )  # fmt: skip
+    top.set_xlabel("wall minutes on this machine", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def _interp(x, xs, ys):
+    return np.interp(x, xs, ys)
+
+
+def format_learning_table(result: dict) -> str:
+    """One row per scored checkpoint."""
+    head = (f"{'step':>6}{'minutes':>9}{'pairing':>9}{'distance':>10}{'ratio':>7}"
+            f"{'align':>7}{'stop':>6}")  # fmt: skip
+    rows = [
+        f"{p['step']:>6}{p['minutes']:>9.1f}{p['pairing_mean']:>9.2f}{p['distance_mean']:>10.2f}"
+        f"{p['duration_ratio_median']:>7.2f}{p['alignment_mean']:>7.2f}{p['stopped_share']:>6.0%}"
+        for p in result["points"]
+    ]
+    return "\n".join([head, *rows])

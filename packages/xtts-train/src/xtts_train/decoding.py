@@ -1,0 +1,129 @@
+"""Free-running decoding of token rows with the model's compiled `infer`.
+
+One `Decoding` serves `synthesize`, `evaluate` and the trainer's eval sentences: rows are
+padded to a multiple of `TEXT_BUCKET` tokens and to `batch_size` rows (masked, as in
+training), so texts of similar length share one XLA program and its compile-cache entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xtts_train import compile_cache
+from xtts_train.alignment import alignment_score
+from xtts_train.errors import XttsTrainError
+from xtts_train.model import TextToMel
+
+__all__ = ["TEXT_BUCKET", "Decoded", "Decoding"]
+
+# Token ids are padded to a multiple of this, so texts of similar length share a program.
+TEXT_BUCKET = 32
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoded:
+    """One decoded row.
+
+    Attributes:
+        mel: float32 [length, n_mels] after the postnet, in the features' scale.
+        attention: float32 [length, T] the alignment head over the row's real tokens.
+        length: decoded frames: the stop token's frame + 1, or `max_frames`.
+        stopped: the stop token fired inside the buffer.
+        alignment: `alignment_score` of `attention`.
+        buffer: float32 [max_frames, n_mels], the whole decoding buffer (frames from
+            `length` on were generated after the stop, or are zeros).
+    """
+
+    mel: np.ndarray
+    attention: np.ndarray
+    length: int
+    stopped: bool
+    alignment: float
+    buffer: np.ndarray
+
+
+class Decoding:
+    """`model.infer` compiled for `batch_size` rows, a reference of `cond_frames` frames
+    and a `max_frames` buffer; one program per text bucket.
+
+    Args:
+        model: the trained model.
+        cond_frames: frames of the reference mel the model conditions on.
+        max_frames: the decoding buffer; speech longer than this is cut.
+        batch_size: rows decoded together (fewer are padded with copies of the first).
+    """
+
+    def __init__(self, model: TextToMel, *, cond_frames: int, max_frames: int,
+                 batch_size: int = 1) -> None:  # fmt: skip
+        for name, value in (("max_frames", max_frames), ("batch_size", batch_size),
+                            ("cond_frames", cond_frames)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        self.model, self.cond_frames = model, cond_frames
+        self.max_frames, self.batch_size = max_frames, batch_size
+        self._infer = tf.function(
+            lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames), jit_compile=True
+        )
+        self._programs: dict[int, tf.types.experimental.ConcreteFunction] = {}
+
+    @property
+    def programs(self) -> int:
+        """Programs traced so far (one per text bucket used)."""
+        return self._infer.experimental_get_tracing_count()
+
+    def __call__(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[Decoded]:
+        """Decode up to `batch_size` token rows, all conditioned on `reference`.
+
+        Args:
+            rows: token ids of each text (ending with `<eos>`), 1 .. batch_size rows.
+            reference: float32 [frames, n_mels] mel of the voice (cut to `cond_frames`).
+
+        Returns:
+            One `Decoded` per row, in order.
+        """
+        if not 1 <= len(rows) <= self.batch_size:
+            raise XttsTrainError(
+                f"Expected 1 to {self.batch_size} rows (batch_size), received: {len(rows)}"
+            )
+        inputs = self._inputs(rows, reference)
+        text = inputs[0].shape[1]
+        if text not in self._programs:
+            name = f"decode {self.batch_size}x{text}x{self.cond_frames}x{self.max_frames}"
+            with compile_cache.collect(), compile_cache.stable_names(name):
+                self._programs[text] = self._infer.get_concrete_function(*inputs)
+        with compile_cache.collect():
+            result = {k: v.numpy() for k, v in self._programs[text](*inputs).items()}
+        return [self._row(result, i, len(ids)) for i, ids in enumerate(rows)]
+
+    def _inputs(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[tf.Tensor]:
+        """tokens int32 (B, T), token_mask (B, T), cond_mel (B, C, M), cond_lengths (B,)."""
+        longest = max(len(ids) for ids in rows)
+        text = -(-longest // TEXT_BUCKET) * TEXT_BUCKET
+        tokens = np.zeros([self.batch_size, text], np.int32)
+        padded_rows = [*rows, *[rows[0]] * (self.batch_size - len(rows))]
+        for i, ids in enumerate(padded_rows):
+            tokens[i, : len(ids)] = ids
+        cond = np.zeros([self.cond_frames, reference.shape[-1]], np.float32)
+        used = min(len(reference), self.cond_frames)
+        cond[:used] = reference[:used]
+        b = self.batch_size
+        return [
+            tf.constant(tokens),
+            tf.constant((tokens != 0).astype(np.float32)),
+            tf.constant(np.broadcast_to(cond, (b, *cond.shape))),
+            tf.constant(np.full([b], used, np.int32)),
+        ]
+
+    def _row(self, result: dict[str, np.ndarray], i: int, symbols: int) -> Decoded:
+        length = int(result["lengths"][i])
+        attention = result["attention"][i, :length, :symbols]  # (F, T) real frames and tokens
+        score = alignment_score(attention[None], tf.ones([1, symbols]), tf.ones([1, length]))
+        return Decoded(
+            mel=result["mel"][i, :length], attention=attention, length=length,
+            stopped=bool(result["stop_probs"][i, length - 1] > 0.5), alignment=float(score[0]),
+            buffer=result["mel"][i],
+        )  # fmt: skip

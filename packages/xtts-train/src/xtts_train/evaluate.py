@@ -1,0 +1,162 @@
+"""`evaluate`: free-running synthesis of utterances the run never trained on, scored
+against their ground truth.
+
+Each utterance is decoded with the compiled `infer` (the stop token ends it), conditioned
+on the run's reference clip, and compared with its recording: duration ratio, alignment
+score, DTW log-mel distance, and the pairing score (`xtts_train.evaluation`). With
+`out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
+same Griffin-Lim) are written side by side, so a person can listen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+import xtts_data as xd
+from xtts_train.decoding import Decoding
+from xtts_train.errors import XttsTrainError
+from xtts_train.evaluation import dtw_distance, duration_ratio, pairing_scores
+from xtts_train.media import decoded_frames, to_waveform
+from xtts_train.synthesize import load_reference, load_run
+
+__all__ = ["EvalReport", "evaluate"]
+
+_BATCH = 8  # utterances decoded together
+_FRAME_BUCKET = 32  # the decoding buffer is a multiple of this
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalReport:
+    """What `evaluate` measured.
+
+    Attributes:
+        run, data: the run and the evaluated cache or corpus.
+        split: `"val"` (the run's held-out ids) or `"all"` (every row).
+        step: the training step of the checkpoint.
+        utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
+            `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`.
+        max_frames: the decoding buffer (twice the longest truth, rounded up).
+    """
+
+    run: Path
+    data: Path
+    split: str
+    step: int
+    utterances: list[dict[str, Any]]
+    max_frames: int
+
+    @property
+    def summary(self) -> dict[str, float]:
+        """Medians of the duration ratio, means of the rest, and the share that stopped."""
+        column = {k: np.array([u[k] for u in self.utterances], float) for k in _SCORES}
+        return {
+            "duration_ratio_median": float(np.median(column["duration_ratio"])),
+            "alignment_mean": float(column["alignment"].mean()),
+            "distance_mean": float(column["distance"].mean()),
+            "pairing_mean": float(column["pairing"].mean()),
+            "stopped_share": float(np.mean([u["stopped"] for u in self.utterances])),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": str(self.run), "data": str(self.data), "split": self.split,
+                "step": self.step, "max_frames": self.max_frames, "summary": self.summary,
+                "utterances": self.utterances}  # fmt: skip
+
+    def format(self) -> str:
+        """A table of the utterances, then the summary."""
+        head = f"{'id':<16}{'ratio':>7}{'align':>7}{'dist':>7}{'pair':>7}  stop  text"
+        rows = [
+            f"{u['id'][:15]:<16}{u['duration_ratio']:>7.2f}{u['alignment']:>7.2f}"
+            f"{u['distance']:>7.2f}{u['pairing']:>7.2f}  {'yes ' if u['stopped'] else 'no  '}"
+            f"  {u['text'][:40]}"
+            for u in self.utterances
+        ]
+        s = self.summary
+        tail = (
+            f"{len(self.utterances)} utterances ({self.split}) of {self.data}, step {self.step}: "
+            f"median duration ratio {s['duration_ratio_median']:.2f}, alignment "
+            f"{s['alignment_mean']:.2f}, distance {s['distance_mean']:.2f}, pairing "
+            f"{s['pairing_mean']:.2f} (~1: ignores the text), stop token fired in "
+            f"{s['stopped_share']:.0%}"
+        )
+        return "\n".join([head, *rows, tail])
+
+
+_SCORES = ("duration_ratio", "alignment", "distance", "pairing")
+
+
+def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | None = None,
+             out: str | Path | None = None, step: int | None = None,
+             progress: bool = False, griffin_lim_iters: int = 32) -> EvalReport:  # fmt: skip
+    """Synthesise utterances of `data` free-running and score them against the truth.
+
+    Args:
+        run: the training run.
+        data: a feature cache or corpus with the run's audio and text settings.
+        split: `"val"`: the ids the run's `data.val_fraction` held out of training;
+            `"all"`: every row (for a corpus the run never saw).
+        n: the first `n` utterances by id (None: all of the split); at least 2.
+        out: folder for `<id>.wav` and `<id>.truth.wav` (None: write nothing).
+        step: the checkpoint of this step (None: the last).
+        progress: a progress bar over the utterances.
+        griffin_lim_iters: Griffin-Lim iterations of the written audio.
+
+    Raises:
+        XttsTrainError: no checkpoint, nothing held out, fewer than 2 utterances.
+        XttsDataError: a source with other audio or text settings, `n` above the split.
+    """
+    run, data = Path(run), Path(data)
+    stack, model, tokenizer = load_run(run, step=step)
+    if split == "val" and stack.data.val_fraction == 0:
+        raise XttsTrainError(
+            f"{run} held no utterances out of training (data.val_fraction=0): evaluate a "
+            f"corpus it never saw with --split all"
+        )
+    utterances = xd.read_utterances(data, stack.data, split, audio=stack.audio,
+                                    tokenizer=tokenizer, limit=n)  # fmt: skip
+    if len(utterances) < 2:
+        raise XttsTrainError(
+            f"{data}: {len(utterances)} utterance(s) in split {split!r}; the pairing score "
+            f"compares at least 2"
+        )
+    longest = max(len(u.mel) for u in utterances)
+    max_frames = -(-2 * longest // _FRAME_BUCKET) * _FRAME_BUCKET
+    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+                        batch_size=min(_BATCH, len(utterances)))  # fmt: skip
+    reference = load_reference(run, stack)
+    decoded = []
+    with tqdm(total=len(utterances), desc="evaluate", unit="utt", disable=not progress) as bar:
+        for start in range(0, len(utterances), decoding.batch_size):
+            chunk = utterances[start : start + decoding.batch_size]
+            decoded += decoding([u.tokens for u in chunk], reference)
+            bar.update(len(chunk))
+    distances = np.array([[dtw_distance(d.mel, u.mel) for u in utterances] for d in decoded])
+    pairing = pairing_scores(distances)
+    rows = [
+        {"id": u.id, "text": u.text, "frames": d.length, "true_frames": len(u.mel),
+         "stopped": d.stopped, "duration_ratio": duration_ratio(d.length, len(u.mel)),
+         "alignment": d.alignment, "distance": float(distances[i, i]),
+         "pairing": float(pairing[i])}
+        for i, (u, d) in enumerate(zip(utterances, decoded, strict=True))
+    ]  # fmt: skip
+    if out is not None:
+        _write_audio(Path(out), utterances, decoded, stack.audio, max_frames, griffin_lim_iters)
+    checkpoint = tf.train.latest_checkpoint(str(run / "checkpoints"))
+    step = step if step is not None else int(checkpoint.rsplit("-", 1)[1])
+    return EvalReport(run, data, split, step, rows, max_frames)
+
+
+def _write_audio(out: Path, utterances, decoded, audio, max_frames: int, n_iter: int) -> None:
+    """`<id>.wav` (as `synthesize` writes it) and `<id>.truth.wav` for each utterance."""
+    out.mkdir(parents=True, exist_ok=True)
+    for u, d in zip(utterances, decoded, strict=True):
+        frames = int(decoded_frames(d.length, len(u.tokens), max_frames, audio))
+        for name, mel in ((f"{u.id}.wav", d.buffer[:frames]), (f"{u.id}.truth.wav", u.mel)):
+            wave = to_waveform(mel, audio, n_iter=n_iter)
+            tf.io.write_file(str(out / name), tf.audio.encode_wav(wave[:, None], audio.sample_rate))

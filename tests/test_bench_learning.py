@@ -1,0 +1,45 @@
+"""`xtts-bench learning`: its config checks, minutes bookkeeping, table and picture
+(the training and evaluation it drives are tested in xtts-train)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xtts_bench.learning import (
+    LearningBenchConfig,
+    _training_minutes,
+    format_learning_table,
+    plot_curve,
+)
+
+
+@pytest.mark.parametrize(("fields", "match"), [
+    (dict(steps=0), "steps"), (dict(every=0), "every"), (dict(n=True), "n"),
+    (dict(steps=250, every=100), "multiple of every"),
+])  # fmt: skip
+def test_bad_settings_are_value_errors(tmp_path, fields, match):
+    with pytest.raises(ValueError, match=match):
+        LearningBenchConfig(data=tmp_path, held_out=tmp_path, out=tmp_path, **fields)
+
+
+def test_minutes_add_the_start_up_and_each_interval(tmp_path):
+    lines = [{"step": 10, "step_ms": 100.0}, {"step": 10, "val_loss": 1.0},
+             {"step": 30, "step_ms": 300.0}]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    minutes = _training_minutes(tmp_path, {"time_to_first_step_s": 60.0})
+    assert minutes == pytest.approx({10: (60 + 1.0) / 60, 30: (60 + 1.0 + 6.0) / 60})
+
+
+def test_the_table_and_picture_have_every_point(tmp_path):
+    points = [
+        {"step": s, "minutes": s / 100, "pairing_mean": 1 - s / 1000, "distance_mean": 1.0,
+         "duration_ratio_median": 1.0, "alignment_mean": 0.5, "stopped_share": 1.0}
+        for s in (100, 200, 300)
+    ]  # fmt: skip
+    table = format_learning_table({"points": points}).splitlines()
+    assert len(table) == 4
+    assert table[-1].split()[:3] == ["300", "3.0", "0.70"]
+    plot_curve(points, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
