@@ -1,4 +1,4 @@
-"""`xtts-bench learning`: its config checks, minutes bookkeeping, table and picture
+"""`xtts-bench learning` and `decode`: config checks, minutes bookkeeping, tables and picture
 (the training and evaluation it drives are tested in xtts-train)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from xtts_bench.decode import format_decode_table
 from xtts_bench.learning import (
     LearningBenchConfig,
     _training_minutes,
@@ -43,3 +44,11 @@ def test_the_table_and_picture_have_every_point(tmp_path):
     assert table[-1].split()[:3] == ["300", "3.0", "0.70"]
     plot_curve(points, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_decode_table_has_a_row_per_run():
+    runs = [{"run": f"run{r}", "reduction_factor": r, "frames": 256, "batch_size": 1,
+             "wall_s": 2.0 / r, "rtf": 1.5 * r} for r in (1, 2)]  # fmt: skip
+    rows = format_decode_table({"runs": runs}).splitlines()
+    assert len(rows) == 3
+    assert rows[2].split() == ["2", "256", "1", "1.00", "3.00", "run2"]

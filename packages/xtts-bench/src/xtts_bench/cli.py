@@ -81,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_train(commands)
     _add_startup(commands)
     _add_learning(commands)
+    _add_decode(commands)
     _add_gate(commands)
     return parser  # fmt: skip
 
@@ -278,6 +279,25 @@ def _add_learning(commands) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_decode(commands) -> None:
+    p = commands.add_parser(
+        "decode", parents=[verbose_flag()],
+        help="real-time factor of compiled free-running decoding, run by run",
+        description=(
+            "Load each run's last checkpoint, decode a fixed sentence into a --frames "
+            "buffer with the stop token held off (so every run decodes the same frames) "
+            "and report audio seconds per wall second (the median of --repeats calls; "
+            "compile and first call not timed). Compare runs trained with different "
+            "model.reduction_factor side by side."
+        ),
+    )  # fmt: skip
+    p.add_argument("runs", type=pathlib.Path, nargs="+", metavar="RUN")
+    p.add_argument("--frames", type=int, default=256, help="frames decoded (default: 256)")
+    p.add_argument("--batch-size", type=int, default=1, help="sentences at once (default: 1)")
+    p.add_argument("--repeats", type=int, default=5, help="timed calls (default: 5)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_gate(commands) -> None:
     gate = commands.add_parser(
         "gate",
@@ -382,8 +402,17 @@ def _run_learning(args) -> str | dict:
     return result if args.json else format_learning_table(result)
 
 
+def _run_decode(args) -> str | dict:
+    from xtts_bench.decode import format_decode_table, run_decode_benchmark
+
+    result = run_decode_benchmark(args.runs, frames=args.frames, batch_size=args.batch_size,
+                                  repeats=args.repeats)  # fmt: skip
+    return result if args.json else format_decode_table(result)
+
+
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
-             "startup": _run_startup, "learning": _run_learning}  # fmt: skip
+             "startup": _run_startup, "learning": _run_learning,
+             "decode": _run_decode}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

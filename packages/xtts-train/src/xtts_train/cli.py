@@ -164,7 +164,7 @@ def _add_demo(commands) -> None:
     )  # fmt: skip
     p.add_argument("--workdir", type=Path, default=Path("xtts-demo"),
                    help="folder for corpus, cache and run (default: %(default)s)")  # fmt: skip
-    p.add_argument("--steps", type=int, default=400, help="training steps (default: 400)")
+    p.add_argument("--steps", type=int, default=600, help="training steps (default: 600)")
     p.add_argument("--utterances", type=int, default=96, help="demo corpus size (default: 96)")
 
 
