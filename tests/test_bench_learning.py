@@ -8,12 +8,8 @@ import json
 import pytest
 
 from xtts_bench.decode import format_decode_table
-from xtts_bench.learning import (
-    LearningBenchConfig,
-    _training_minutes,
-    format_learning_table,
-    plot_curve,
-)
+from xtts_bench.learning import _training_minutes, format_learning_table, plot_curve
+from xtts_bench.settings import LearningBenchConfig
 
 
 @pytest.mark.parametrize(("fields", "match"), [

@@ -102,4 +102,5 @@ def test_decoding_texts_of_one_bucket_is_one_program(run):
             assert row.mel.shape == (row.length, stack.model.n_mels)
             assert row.attention.shape == (row.length, len(ids))
             assert row.buffer.shape == (16, stack.model.n_mels)
+    assert len(decoding([[5, 6, 1]] * 5, reference)) == 5  # more rows than a batch: chunks
     assert decoding.programs == 1

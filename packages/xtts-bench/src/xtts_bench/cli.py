@@ -17,6 +17,7 @@ from xtts_bench.settings import (
     AudioBenchConfig,
     DataBenchConfig,
     GateConfig,
+    LearningBenchConfig,
     StartupBenchConfig,
     TrainBenchConfig,
 )
@@ -208,14 +209,7 @@ def _add_train(commands) -> None:
         default=t.graph,
         help="also run the dynamic step without XLA (default: %(default)s)",
     )
-    train.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="stack-config override applied last, as xtts-train --set (repeatable)",
-    )
+    _add_overrides(train)
     train.add_argument("--json", action="store_true", default=False,
                        help="print the figures as JSON")  # fmt: skip
 
@@ -244,6 +238,17 @@ def _add_startup(commands) -> None:
     startup.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_overrides(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="stack-config override applied last, as xtts-train --set (repeatable)",
+    )
+
+
 def _add_learning(commands) -> None:
     p = commands.add_parser(
         "learning", parents=[verbose_flag()],
@@ -259,23 +264,17 @@ def _add_learning(commands) -> None:
     p.add_argument("--data", type=pathlib.Path, required=True, metavar="CACHE")
     p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CACHE_OR_CORPUS")
     p.add_argument("--out", type=pathlib.Path, required=True, metavar="DIR")
-    p.add_argument("--steps", type=int, default=1000, help="training steps (default: 1000)")
-    p.add_argument("--every", type=int, default=100, help="steps between scored checkpoints")
+    t = {f.name: f.default for f in dataclasses.fields(LearningBenchConfig)}
+    p.add_argument("--steps", type=int, default=t["steps"],
+                   help="training steps (default: %(default)s)")  # fmt: skip
+    p.add_argument("--every", type=int, default=t["every"],
+                   help="steps between scored checkpoints (default: %(default)s)")  # fmt: skip
     p.add_argument(
-        "--split",
-        choices=("all", "val"),
-        default="all",
-        help="all: every row of --held-out (default); val: its held-out ids",
-    )
-    p.add_argument("--n", type=int, default=24, help="sentences scored (default: 24)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="stack-config override (repeatable)",
-    )
+        "--split", choices=("all", "val"), default=t["split"],
+        help="all: every row of --held-out; val: its held-out ids (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument("--n", type=int, default=t["n"], help="sentences scored (default: %(default)s)")
+    _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -389,11 +388,7 @@ def _run_startup(args) -> str | dict:
 
 
 def _run_learning(args) -> str | dict:
-    from xtts_bench.learning import (
-        LearningBenchConfig,
-        format_learning_table,
-        run_learning_benchmark,
-    )
+    from xtts_bench.learning import format_learning_table, run_learning_benchmark
 
     bench = LearningBenchConfig(data=args.data, held_out=args.held_out, out=args.out,
                                 steps=args.steps, every=args.every, split=args.split,

@@ -16,44 +16,12 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from xtts_bench.settings import LearningBenchConfig
 from xtts_train.config import load_stack_config
 from xtts_train.evaluate import evaluate
 from xtts_train.trainer import fit
 
-__all__ = ["LearningBenchConfig", "format_learning_table", "run_learning_benchmark"]
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class LearningBenchConfig:
-    """One learning-curve run.
-
-    Attributes:
-        data: the training feature cache.
-        held_out: a cache or corpus of sentences to score (`split` of it).
-        out: folder for the run, `curve.json` and `curve.png`.
-        steps: training steps; a checkpoint is scored every `every` steps.
-        split: `"all"` (a corpus the run never saw) or `"val"` (the run's held-out ids).
-        n: held-out utterances scored at each checkpoint.
-        overrides: `--set` values of the stack config (as `xtts-train fit --set`).
-    """
-
-    data: Path
-    held_out: Path
-    out: Path
-    steps: int = 1000
-    every: int = 100
-    split: str = "all"
-    n: int = 24
-    overrides: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        for name in ("steps", "every", "n"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Expected {name} an int >= 1, received: {name}={value!r}")
-        if self.steps % self.every:
-            raise ValueError(f"Expected steps a multiple of every, received: "
-                             f"steps={self.steps}, every={self.every}")  # fmt: skip
+__all__ = ["format_learning_table", "run_learning_benchmark"]
 
 
 def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True) -> dict:
@@ -110,17 +78,14 @@ def plot_curve(points: list[dict[str, Any]], path: Path) -> None:
         ax.grid(alpha=0.3)
     for ax in axes[2:]:
         ax.set_xlabel("training step")
+    minutes = [p["minutes"] for p in points]
     top = axes[0].secondary_xaxis(
-        "top", functions=(lambda s: _interp(s, steps, [p["minutes"] for p in points]),
-                          lambda m: _interp(m, [p["minutes"] for p in points], steps)),
+        "top", functions=(lambda s: np.interp(s, steps, minutes),
+                          lambda m: np.interp(m, minutes, steps)),
     )  # fmt: skip
     top.set_xlabel("wall minutes on this machine", fontsize=8)
     figure.tight_layout()
     figure.savefig(path, dpi=100)
-
-
-def _interp(x, xs, ys):
-    return np.interp(x, xs, ys)
 
 
 def format_learning_table(result: dict) -> str:

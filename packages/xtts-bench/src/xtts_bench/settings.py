@@ -231,3 +231,36 @@ class StartupBenchConfig:
         if self.corpus is not None and not Path(self.corpus).is_dir():
             raise ValueError(f"StartupBenchConfig.corpus: expected a corpus folder, "
                              f"received: corpus={str(self.corpus)!r}")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LearningBenchConfig:
+    """One learning-curve run.
+
+    Attributes:
+        data: the training feature cache.
+        held_out: a cache or corpus of sentences to score (`split` of it).
+        out: folder for the run, `curve.json` and `curve.png`.
+        steps: training steps; a checkpoint is scored every `every` steps.
+        split: `"all"` (a corpus the run never saw) or `"val"` (the run's held-out ids).
+        n: held-out utterances scored at each checkpoint.
+        overrides: `--set` values of the stack config (as `xtts-train fit --set`).
+    """
+
+    data: Path
+    held_out: Path
+    out: Path
+    steps: int = 1000
+    every: int = 100
+    split: str = "all"
+    n: int = 24
+    overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "every", "n"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        if self.steps % self.every:
+            raise ValueError(f"Expected steps a multiple of every, received: "
+                             f"steps={self.steps}, every={self.every}")  # fmt: skip

@@ -13,15 +13,38 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
+from xtts_data import TextConfig, Tokenizer, text_to_ids
 from xtts_train import compile_cache
 from xtts_train.alignment import alignment_score
 from xtts_train.errors import XttsTrainError
 from xtts_train.model import TextToMel
 
-__all__ = ["TEXT_BUCKET", "Decoded", "Decoding"]
+__all__ = ["TEXT_BUCKET", "Decoded", "Decoding", "buffer_frames", "text_ids"]
 
 # Token ids are padded to a multiple of this, so texts of similar length share a program.
 TEXT_BUCKET = 32
+FRAME_BUCKET = 32  # decoding buffers are a multiple of this
+
+
+def buffer_frames(longest: int) -> int:
+    """A decoding buffer with room for twice `longest` frames, rounded up to 32."""
+    return -(-2 * longest // FRAME_BUCKET) * FRAME_BUCKET
+
+
+def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str) -> list[int]:
+    """The token ids of `text` (normalised with `config`), ending with `<eos>`.
+
+    Raises:
+        XttsTrainError: no symbol of `tokenizer` is left after normalisation; `name`
+            says where the text came from.
+    """
+    ids = text_to_ids(text, config, tokenizer)[0]
+    if len(ids) <= 1:
+        raise XttsTrainError(
+            f"{name} {text!r} has no symbols of the tokenizer ({tokenizer.symbols!r}) after "
+            f"normalisation; write it in the corpus's script"
+        )
+    return ids
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,19 +99,24 @@ class Decoding:
         return self._infer.experimental_get_tracing_count()
 
     def __call__(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[Decoded]:
-        """Decode up to `batch_size` token rows, all conditioned on `reference`.
+        """Decode token rows, `batch_size` at a time, all conditioned on `reference`.
 
         Args:
-            rows: token ids of each text (ending with `<eos>`), 1 .. batch_size rows.
+            rows: token ids of each text (ending with `<eos>`), at least one row.
             reference: float32 [frames, n_mels] mel of the voice (cut to `cond_frames`).
 
         Returns:
             One `Decoded` per row, in order.
         """
-        if not 1 <= len(rows) <= self.batch_size:
-            raise XttsTrainError(
-                f"Expected 1 to {self.batch_size} rows (batch_size), received: {len(rows)}"
-            )
+        if not rows:
+            raise XttsTrainError("Expected at least one row of token ids, received none")
+        decoded = []
+        for start in range(0, len(rows), self.batch_size):
+            decoded += self._decode(rows[start : start + self.batch_size], reference)
+        return decoded
+
+    def _decode(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[Decoded]:
+        """1 .. batch_size rows through the program of their text bucket."""
         inputs = self._inputs(rows, reference)
         text = inputs[0].shape[1]
         if text not in self._programs:

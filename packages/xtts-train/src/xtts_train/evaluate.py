@@ -19,16 +19,16 @@ import tensorflow as tf
 from tqdm import tqdm
 
 import xtts_data as xd
-from xtts_train.decoding import Decoding
+from xtts_train.decoding import Decoding, buffer_frames
 from xtts_train.errors import XttsTrainError
 from xtts_train.evaluation import dtw_distance, duration_ratio, pairing_scores
 from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.synthesize import load_reference, load_run
+from xtts_train.trainer import latest_step
 
 __all__ = ["EvalReport", "evaluate"]
 
 _BATCH = 8  # utterances decoded together
-_FRAME_BUCKET = 32  # the decoding buffer is a multiple of this
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,8 +125,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
             f"{data}: {len(utterances)} utterance(s) in split {split!r}; the pairing score "
             f"compares at least 2"
         )
-    longest = max(len(u.mel) for u in utterances)
-    max_frames = -(-2 * longest // _FRAME_BUCKET) * _FRAME_BUCKET
+    max_frames = buffer_frames(max(len(u.mel) for u in utterances))
     decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
                         batch_size=min(_BATCH, len(utterances)))  # fmt: skip
     reference = load_reference(run, stack)
@@ -147,8 +146,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
     ]  # fmt: skip
     if out is not None:
         _write_audio(Path(out), utterances, decoded, stack.audio, max_frames, griffin_lim_iters)
-    checkpoint = tf.train.latest_checkpoint(str(run / "checkpoints"))
-    step = step if step is not None else int(checkpoint.rsplit("-", 1)[1])
+    step = step if step is not None else latest_step(run)
     return EvalReport(run, data, split, step, rows, max_frames)
 
 

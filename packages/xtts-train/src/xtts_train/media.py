@@ -115,10 +115,7 @@ def free_running_eval(writer: tf.summary.SummaryWriter, step: int, decoding: Dec
     ratios = [d.length / int(t) for d, t in zip(decoded, batch["mel_lengths"][:n], strict=True)]
     metrics = {"val_free_duration_ratio": float(np.median(ratios)),
                "val_free_alignment": float(np.mean([d.alignment for d in decoded]))}  # fmt: skip
-    spoken = []
-    for start in range(0, len(sentences), decoding.batch_size):
-        chunk = sentences[start : start + decoding.batch_size]
-        spoken += decoding([ids for _, ids in chunk], reference)
+    spoken = decoding([ids for _, ids in sentences], reference)
     with writer.as_default(step=step):
         for i, ((text, ids), d) in enumerate(zip(sentences, spoken, strict=True)):
             frames = int(decoded_frames(d.length, len(ids), decoding.max_frames, audio))

@@ -16,9 +16,9 @@ import yaml
 from matplotlib.figure import Figure
 
 import xtts_audio as xa
-from xtts_data import DataConfig, Tokenizer, load_audio, text_to_ids
+from xtts_data import DataConfig, Tokenizer, load_audio
 from xtts_train.config import ModelConfig, StackConfig, TrainConfig
-from xtts_train.decoding import Decoding
+from xtts_train.decoding import Decoding, text_ids
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.model import TextToMel, dummy_batch
@@ -102,9 +102,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             drawn beside the synthesis in the picture.
     """
     stack, model, tokenizer = load_run(workdir)
-    ids = text_to_ids(text, stack.data.text, tokenizer)[0]
-    if len(ids) <= 1:
-        raise XttsTrainError(f"no known symbols in the text {text!r} after normalisation")
+    ids = text_ids(text, stack.data.text, tokenizer, name="the text")
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
     decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames)
     (decoded,) = decoding([ids], cond)

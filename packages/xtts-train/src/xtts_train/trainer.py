@@ -32,7 +32,7 @@ import yaml
 import xtts_data as xd
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
-from xtts_train.decoding import Decoding
+from xtts_train.decoding import Decoding, buffer_frames, text_ids
 from xtts_train.distribute import make_strategy, worker_index
 from xtts_train.errors import XttsTrainError
 from xtts_train.gpu import GpuMonitor
@@ -129,16 +129,10 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
 
 def _eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[str, list[int]]]:
     """(text, token ids) of `train.eval_sentences`, checked before any compile."""
-    sentences = []
-    for i, text in enumerate(stack.train.eval_sentences):
-        ids = xd.text_to_ids(text, stack.data.text, tokenizer)[0]
-        if len(ids) <= 1:
-            raise XttsTrainError(
-                f"train.eval_sentences[{i}] {text!r} has no symbols of the cache's tokenizer "
-                f"after normalisation ({tokenizer.symbols!r}); write it in the corpus's script"
-            )
-        sentences.append((text, ids))
-    return sentences
+    return [
+        (text, text_ids(text, stack.data.text, tokenizer, name=f"train.eval_sentences[{i}]"))
+        for i, text in enumerate(stack.train.eval_sentences)
+    ]
 
 
 def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
@@ -335,7 +329,7 @@ class _Run:
             longest = max(shape.frames for shape in self.val_pipe.spec.shapes)
             self.decoding = Decoding(
                 copy, cond_frames=self.stack.data.cond_frames,
-                max_frames=-(-2 * longest // 32) * 32, batch_size=_FREE_RUNNING_ROWS,
+                max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
             )  # fmt: skip
         self.decoding.model.set_weights(self.model.get_weights())
         return self.decoding
