@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import json
 import sys
@@ -415,3 +416,18 @@ def test_real_phonemizer_output_is_mostly_in_ipa_symbols():
     _, oov = Tokenizer.from_config(config).encode(ipa)
     assert ipa
     assert sum(oov.values()) <= len(ipa) // 10, oov
+
+
+def test_phonemizing_from_many_threads_matches_one_thread():
+    # prepare's reader threads phonemize at once; espeak-ng's global state once mixed
+    # their outputs ("number of lines in input and output must be equal").
+    pytest.importorskip("phonemizer")
+    config = TextConfig(phonemes=True)
+    texts = [f"In {1700 + i} the bridge, number {i}, was quiet." for i in range(24)]
+    try:
+        alone = [normalize_text(t, config) for t in texts]
+    except ConfigError as err:
+        pytest.skip(f"espeak-ng not usable: {err}")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda t: normalize_text(t, config), texts * 3))
+    assert together == alone * 3

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import re
 import string
+import threading
 import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
@@ -36,7 +38,7 @@ _IPA_GROUPS = (
     "pbtdʈɖcɟkgɡqɢʔɴŋɲɳnɱmʙrʀⱱɾɽɸβfvθðszʃʒʂʐçʝxɣχʁħʕhɦɬɮʋɹɻjɰlɭʎʟɫ",  # pulmonic consonants
     "ʘɓǀɗǃʄǂɠǁʛ",  # non-pulmonic consonants
     "ʍwɥʜʢʡɕʑɺɧ",  # other consonants
-    "ˈˌːˑʲ˞",  # stress, length, palatalisation, rhoticity
+    "ˈˌːˑʲ˞\u0329",  # stress, length, palatalisation, rhoticity, syllabic
 )
 IPA_SYMBOLS = _PUNCTUATION + "".join(_IPA_GROUPS)
 
@@ -235,20 +237,32 @@ def _clean_english(text: str, config: TextConfig) -> str:
     return _collapse_whitespace(text)
 
 
+# espeak-ng is one C library with global state: phonemizing from `prepare`'s reader
+# threads at once interleaves their outputs ("number of lines in input and output must be
+# equal"), so calls take turns.
+_ESPEAK_LOCK = threading.Lock()
+# phonemizer warns on every line whose word count changes (e.g. "1776" -> four words);
+# the cleaned text is what the tokenizer reports, so those warnings are noise.
+_PHONEMIZER_LOG = logging.getLogger("xtts_data.phonemizer")
+_PHONEMIZER_LOG.setLevel(logging.ERROR)
+
+
 def _phonemize(text: str, language: str) -> str:
     """IPA for `text` from espeak, punctuation kept, stress marked."""
     phonemizer = _import_phonemizer()
     if not text:
         return text
     try:
-        ipa = phonemizer.phonemize(
-            text,
-            language=language,
-            backend="espeak",
-            strip=True,
-            preserve_punctuation=True,
-            with_stress=True,
-        )
+        with _ESPEAK_LOCK:
+            ipa = phonemizer.phonemize(
+                text,
+                language=language,
+                backend="espeak",
+                strip=True,
+                preserve_punctuation=True,
+                with_stress=True,
+                logger=_PHONEMIZER_LOG,
+            )
     except RuntimeError as err:  # espeak-ng missing, or it does not know `language`
         raise ConfigError(
             f"TextConfig.language: expected a language espeak can phonemize, received: "
