@@ -83,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_startup(commands)
     _add_learning(commands)
     _add_decode(commands)
+    _add_wer(commands)
     _add_gate(commands)
     return parser  # fmt: skip
 
@@ -297,6 +298,29 @@ def _add_decode(commands) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_wer(commands) -> None:
+    p = commands.add_parser(
+        "wer", parents=[verbose_flag()],
+        help="word error rate of an offline recogniser on synthesis vs ground truth (English)",
+        description=(
+            "Synthesise --n sentences of the corpus --held-out with RUN's checkpoint "
+            "(xtts-train evaluate --split all --out), transcribe each synthesis and its "
+            "ground-truth mel through the same Griffin-Lim with pocketsphinx (English; a "
+            "unigram language model over the held-out sentences' words), and report both "
+            "word error rates, their ratio and chance (the ground truth against the other "
+            'sentences\' texts). Needs the asr extra: pip install "xtts-bench[asr]".'
+        ),
+    )  # fmt: skip
+    p.add_argument("run", type=pathlib.Path, metavar="RUN")
+    p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CORPUS",
+                   help="a corpus the run never saw (its text is the reference)")  # fmt: skip
+    p.add_argument("--n", type=int, default=None, help="sentences (default: all)")
+    p.add_argument("--step", type=int, default=None, help="checkpoint step (default: the last)")
+    p.add_argument("--out", type=pathlib.Path, default=None, metavar="DIR",
+                   help="keep the WAV files here (default: a temporary folder)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_gate(commands) -> None:
     gate = commands.add_parser(
         "gate",
@@ -405,9 +429,17 @@ def _run_decode(args) -> str | dict:
     return result if args.json else format_decode_table(result)
 
 
+def _run_wer(args) -> str | dict:
+    from xtts_bench.intelligibility import format_wer_table, run_wer_benchmark
+
+    result = run_wer_benchmark(args.run, args.held_out, n=args.n, step=args.step,
+                               out=args.out)  # fmt: skip
+    return result if args.json else format_wer_table(result)
+
+
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "startup": _run_startup, "learning": _run_learning,
-             "decode": _run_decode}  # fmt: skip
+             "decode": _run_decode, "wer": _run_wer}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

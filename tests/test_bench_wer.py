@@ -1,0 +1,56 @@
+"""`xtts-bench wer`: reference words, the WER arithmetic and chance, a real recogniser on
+espeak-ng speech (skipped without espeak-ng or the asr extra), and its errors."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from xtts_bench.cli import main
+from xtts_bench.intelligibility import (
+    _recogniser,
+    _transcribe,
+    reference_words,
+    word_error_rates,
+)
+
+
+def test_reference_words_spell_out_what_is_read():
+    assert reference_words("Dr. Ray paid $5, at 10%!") == (
+        "doctor ray paid five dollars at ten percent"
+    )
+
+
+def test_wer_ratio_and_chance():
+    pytest.importorskip("jiwer")
+    refs = ["red fox runs", "blue bird sings", "old man walks"]
+    truth = ["red fox runs", "blue bird sings", "old man talks"]  # 1 error in 9 words
+    synthesis = ["red box runs", "blue bird", "old man talks"]  # 3 errors in 9 words
+    rates = word_error_rates(refs, synthesis, truth)
+    assert rates["wer_truth"] == pytest.approx(1 / 9)
+    assert rates["wer_synthesis"] == pytest.approx(3 / 9)
+    assert rates["ratio"] == pytest.approx(3.0)
+    assert rates["wer_chance"] > 0.8  # the truth against the other sentences' words
+    with pytest.raises(ValueError, match="at least 2"):
+        word_error_rates(refs[:1], synthesis[:1], truth[:1])
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_the_recogniser_hears_espeak_speech(tmp_path):
+    pocketsphinx = pytest.importorskip("pocketsphinx")
+    references = ["window castle old new gathered", "the winter was sudden"]
+    recogniser = _recogniser(pocketsphinx.Decoder, references, tmp_path)
+    heard = []
+    for i, text in enumerate(references):
+        wav = tmp_path / f"{i}.wav"
+        subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(wav), text], check=True)
+        heard.append(_transcribe(recogniser, wav))
+    assert word_error_rates(references, heard, heard)["wer_truth"] <= 0.5, heard
+
+
+def test_a_cache_as_held_out_is_a_one_line_error(tmp_path, capsys):
+    (tmp_path / "manifest.json").write_text("{}")
+    assert main(["wer", str(tmp_path / "run"), "--held-out", str(tmp_path)]) == 2
+    assert "expected --held-out to be a corpus" in capsys.readouterr().err
