@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from xtts_bench.decode import format_decode_table
-from xtts_bench.learning import _training_minutes, format_learning_table, plot_curve
+from xtts_bench.learning import (
+    _training_minutes,
+    blurred_truth_pairing,
+    format_learning_table,
+    plot_curve,
+)
 from xtts_bench.settings import LearningBenchConfig
 
 
@@ -38,8 +44,21 @@ def test_the_table_and_picture_have_every_point(tmp_path):
     table = format_learning_table({"points": points}).splitlines()
     assert len(table) == 4
     assert table[-1].split()[:3] == ["300", "3.0", "0.70"]
-    plot_curve(points, tmp_path / "curve.png")
+    plot_curve(points, tmp_path / "curve.png", {"2": 0.5})
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
+    table = format_learning_table({"points": points, "blurred_truth_pairing": {"2": 0.5}})
+    assert table.splitlines()[-1].endswith("σ=2 0.50")
+
+
+def test_blurring_the_truth_raises_its_pairing_towards_one():
+    rng = np.random.default_rng(0)
+    phones = rng.normal(size=(10, 16))  # "sentences": 8 of 10 spectra, 6 frames each
+    mels = [np.repeat(phones[rng.integers(0, 10, size=8)], 6, axis=0) for _ in range(6)]
+    scale = blurred_truth_pairing(mels, sigmas=(0.5, 2, 16))
+    assert list(scale) == ["0.5", "2", "16"]
+    assert scale["0.5"] < scale["2"] < scale["16"]
+    assert scale["0.5"] < 0.5  # a light blur keeps each sentence closest to its own truth
+    assert scale["16"] > 0.9  # a heavy one leaves nothing that tells them apart
 
 
 def test_the_decode_table_has_a_row_per_run():

@@ -10,9 +10,11 @@ import numpy as np
 import pytest
 import soundfile
 
+import xtts_audio as xa
 from xtts_data import demo_corpus
 from xtts_data.demo_corpus import DemoCorpus, speak_demo, write_demo_corpus
 from xtts_data.errors import ConfigError, XttsDataError
+from xtts_data.text import TextConfig, Tokenizer, normalize_text
 
 SHORT = {"min_seconds": 0.5, "max_seconds": 2.0}  # keeps every corpus here fast
 
@@ -58,7 +60,22 @@ def two_speakers(tmp_path_factory: pytest.TempPathFactory) -> DemoCorpus:
 
 
 def test_public_surface():
-    assert demo_corpus.__all__ == ["DemoCorpus", "speak_demo", "write_demo_corpus"]
+    assert demo_corpus.__all__ == [
+        "DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus",
+    ]  # fmt: skip
+
+
+def test_the_demo_sentences_are_spoken_within_the_corpus_lengths():
+    # Eval sentences of the demo language: every letter known, and spoken (silence
+    # trimmed, as the demo trims) no longer than the demo's longest utterances, 1.6 s.
+    tokenizer = Tokenizer.from_config(TextConfig())
+    for text in demo_corpus.DEMO_SENTENCES:
+        spoken = normalize_text(text, TextConfig())
+        _, unknown = tokenizer.encode(spoken)
+        assert not unknown, text
+        wave = speak_demo(spoken, seed=0).astype(np.float32) / 32768
+        seconds = int(xa.trim_silence(wave, top_db=40).shape[0]) / 22050
+        assert 0.4 <= seconds <= 1.6, (text, seconds)
 
 
 @pytest.mark.parametrize(("speakers", "progress"), [(1, False), (3, True)])

@@ -48,6 +48,7 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
     for line in val:  # free-running decoding of validation utterances at every eval
         assert line["val_free_duration_ratio"] > 0
         assert 0 <= line["val_free_alignment"] <= 1
+        assert 0 <= line["sentences_alignment"] <= 1
     tags = {
         value.tag
         for path in (workdir / "tensorboard").glob("events.out.tfevents.*")

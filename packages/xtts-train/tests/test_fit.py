@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from train_helpers import OVERRIDES, as_cli
+from train_helpers import ONE_SHAPE, OVERRIDES, as_cli
 
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
@@ -129,6 +129,27 @@ def test_an_eval_sentence_with_no_known_symbols_is_refused_before_compiling(cach
     assert "train.eval_sentences[1]" in err
     assert "has no symbols" in err
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_evals_without_a_validation_split_speak_the_eval_sentences(cache, tmp_path):
+    workdir = tmp_path / "run"
+    settings = [*ONE_SHAPE, "train.eval_every=5", "train.eval_sentences=['Fine day.']"]
+    assert main(["fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+                 "--steps", "5", *as_cli(settings)]) == 0  # fmt: skip
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    evals = [line for line in lines if "sentences_alignment" in line]
+    assert [line["step"] for line in evals] == [5]
+    assert 0 <= evals[0]["sentences_alignment"] <= 1
+    assert not any("val_loss" in line for line in lines)  # val_fraction=0: no validation
+    tags = {
+        value.tag
+        for path in (workdir / "tensorboard").glob("events.out.tfevents.*")
+        for event in tf.compat.v1.train.summary_iterator(str(path))
+        for value in event.summary.value
+    }
+    assert {"sentence_0/mel", "sentence_0/attention", "sentence_0/audio"} <= tags
+    assert "sentence_1/mel" not in tags
+    assert "val/attention" not in tags
 
 
 def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):

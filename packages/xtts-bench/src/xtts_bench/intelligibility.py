@@ -7,8 +7,8 @@ transcribes both, and jiwer scores the words against what the speaker read.
 
 The recogniser's language model is a unigram over the held-out sentences' words, a closed
 vocabulary as in a task grammar: the synthetic corpora read random word sequences, which
-a general English model fights (on espeak-ng ground truth it gave 0.92 WER, the unigram
-0.62). Both audio sets get the same recogniser, so the ratio compares the audio only.
+a general English model fights (on 16 original espeak-ng recordings its WER was 0.92).
+Both audio sets get the same recogniser, so the ratio compares the audio only.
 
 Chance level: the ground-truth audio scored against the other sentences' texts, i.e. the
 best a model that ignores its text could do.

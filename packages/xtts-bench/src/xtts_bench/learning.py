@@ -4,6 +4,11 @@ One `xtts-train fit` keeps a checkpoint every `every` steps; `xtts-train evaluat
 scores each on held-out sentences, free-running: pairing score, DTW distance, duration
 ratio and alignment, against steps and against the wall minutes of training on this
 machine (time to first step, compile included, plus the measured step times).
+
+A scale for the pairing score: the held-out ground truth blurred by a Gaussian of sigma
+frames and sigma mel bins, scored as a synthesis would be (`blurred_truth_pairing`). A
+model whose pairing is p is, by this measure, as specific to its text as the truth
+blurred to where that scale crosses p.
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
+from scipy.ndimage import gaussian_filter
 
+import xtts_data as xd
 from xtts_bench.settings import LearningBenchConfig
 from xtts_train.config import load_stack_config
 from xtts_train.evaluate import evaluate
+from xtts_train.evaluation import dtw_distance, pairing_scores
+from xtts_train.synthesize import load_run
 from xtts_train.trainer import fit
 
-__all__ = ["format_learning_table", "run_learning_benchmark"]
+__all__ = ["blurred_truth_pairing", "format_learning_table", "run_learning_benchmark"]
+
+BLUR_SIGMAS = (1, 2, 4, 8)  # frames and mel bins
 
 
 def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True) -> dict:
@@ -36,6 +47,9 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
     for step in range(config.every, config.steps + 1, config.every):
         report = evaluate(run, config.held_out, split=config.split, n=config.n, step=step)
         points.append({"step": step, "minutes": minutes[step], **report.summary})
+    stack, _, tokenizer = load_run(run)
+    truth = xd.read_utterances(config.held_out, stack.data, config.split, audio=stack.audio,
+                               tokenizer=tokenizer, limit=config.n)  # fmt: skip
     result = {
         "settings": {
             **{k: str(v) for k, v in dataclasses.asdict(config).items()},
@@ -44,10 +58,23 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
         "time_to_first_step_s": summary["time_to_first_step_s"],
         "step_ms_median": summary["step_ms_median"],
         "points": points,
+        "blurred_truth_pairing": blurred_truth_pairing([u.mel for u in truth]),
     }
     (config.out / "curve.json").write_text(json.dumps(result, indent=1))
-    plot_curve(points, config.out / "curve.png")
+    plot_curve(points, config.out / "curve.png", result["blurred_truth_pairing"])
     return result
+
+
+def blurred_truth_pairing(mels: list[np.ndarray], sigmas=BLUR_SIGMAS) -> dict[str, float]:
+    """Mean pairing score of each ground-truth mel blurred (Gaussian, `sigma` frames and
+    `sigma` mel bins) against all the unblurred ones, per sigma: 0 for the truth itself,
+    rising towards 1 as the blur erases what tells sentences apart."""
+    scale = {}
+    for sigma in sigmas:
+        blurred = [gaussian_filter(mel, sigma) for mel in mels]
+        distances = np.array([[dtw_distance(b, mel) for mel in mels] for b in blurred])
+        scale[str(sigma)] = float(pairing_scores(distances).mean())
+    return scale
 
 
 def _training_minutes(run: Path, summary: dict) -> dict[int, float]:
@@ -63,8 +90,10 @@ def _training_minutes(run: Path, summary: dict) -> dict[int, float]:
     return at
 
 
-def plot_curve(points: list[dict[str, Any]], path: Path) -> None:
-    """Pairing, distance, duration ratio and alignment against steps (minutes on top)."""
+def plot_curve(points: list[dict[str, Any]], path: Path,
+               blurred: dict[str, float] | None = None) -> None:  # fmt: skip
+    """Pairing, distance, duration ratio and alignment against steps (minutes on top);
+    `blurred` (sigma -> pairing of the blurred truth) as dashed lines on the pairing."""
     figure = Figure(figsize=(10, 6))
     axes = figure.subplots(2, 2, sharex=True).ravel()
     steps = [p["step"] for p in points]
@@ -76,6 +105,10 @@ def plot_curve(points: list[dict[str, Any]], path: Path) -> None:
         ax.plot(steps, [p[key] for p in points], marker="o")
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
+    for sigma, pairing in (blurred or {}).items():
+        axes[0].axhline(pairing, color="grey", linestyle="--", linewidth=0.8)
+        axes[0].annotate(f"truth blurred, σ={sigma}", (steps[0], pairing), fontsize=7,
+                         color="grey", va="bottom")  # fmt: skip
     for ax in axes[2:]:
         ax.set_xlabel("training step")
     minutes = [p["minutes"] for p in points]
@@ -97,4 +130,8 @@ def format_learning_table(result: dict) -> str:
         f"{p['duration_ratio_median']:>7.2f}{p['alignment_mean']:>7.2f}{p['stopped_share']:>6.0%}"
         for p in result["points"]
     ]
+    blurred = result.get("blurred_truth_pairing")
+    if blurred:
+        scale = ", ".join(f"σ={sigma} {pairing:.2f}" for sigma, pairing in blurred.items())
+        rows.append(f"pairing of the held-out truth blurred by σ frames and mel bins: {scale}")
     return "\n".join([head, *rows])

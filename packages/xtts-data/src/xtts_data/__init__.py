@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from xtts_data.cache import PrepareResult, format_summary, prepare
     from xtts_data.config import DataConfig, load_config
     from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
-    from xtts_data.demo_corpus import DemoCorpus, speak_demo, write_demo_corpus
+    from xtts_data.demo_corpus import DEMO_SENTENCES, DemoCorpus, speak_demo, write_demo_corpus
     from xtts_data.doctor import DoctorReport, diagnose, python_ops
     from xtts_data.errors import CacheError, ConfigError, CorpusError, XttsDataError
     from xtts_data.manifest import FeatureCache, verify_cache
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from xtts_data.utterances import Utterance, read_utterances
 
 __all__ = [
+    "DEMO_SENTENCES",
     "BadAudioError",
     "BatchShape",
     "CacheError",
@@ -76,7 +77,8 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["PrepareResult", "format_summary", "prepare"], "cache"),
         **dict.fromkeys(["DataConfig", "load_config"], "config"),
         **dict.fromkeys(["Corpus", "Row", "Skipped", "read_corpus"], "corpus"),
-        **dict.fromkeys(["DemoCorpus", "speak_demo", "write_demo_corpus"], "demo_corpus"),
+        **dict.fromkeys(["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"],
+                        "demo_corpus"),
         **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
         **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "XttsDataError"], "errors"),
         **dict.fromkeys(["FeatureCache", "verify_cache"], "manifest"),

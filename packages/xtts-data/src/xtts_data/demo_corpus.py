@@ -30,11 +30,15 @@ from tqdm import tqdm
 
 from xtts_data.errors import ConfigError, XttsDataError
 
-__all__ = ["DemoCorpus", "speak_demo", "write_demo_corpus"]
+__all__ = ["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"]
 
 logger = logging.getLogger(__name__)
 
 Engine = Literal["synth", "espeak"]
+
+# Eval sentences of the demo language (its own words, within its 0.4–1.6 s utterances):
+# what `train.eval_sentences` is in the demo's runs, as the Harvard sentences are in English.
+DEMO_SENTENCES = ("The captain spoke.", "Her letter was old.")
 
 ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
 _BETA = (3.3, 2.1)  # target duration shape: mean at 61% of [min, max], 6.5 s for 1–10 s

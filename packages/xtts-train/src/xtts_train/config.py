@@ -207,13 +207,14 @@ class TrainConfig:
             over the text, and the width of its diagonal band as a share of the text and
             frames (`xtts_train.alignment`).
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
-        eval_every: steps between validation passes (0: never; they need
-            `data.val_fraction > 0`); `eval_batches` per pass. Each pass also decodes
-            free-running (the compiled `infer`) the first utterances of a validation batch,
-            whose duration ratio and alignment score go to metrics.jsonl, and
-            `eval_sentences`, whose audio, mel and attention go to TensorBoard.
-        eval_sentences: fixed texts synthesised at every validation pass (defaults: two
-            Harvard sentences, English; the demo sets sentences of its own words).
+        eval_every: steps between evals (0: never). Each eval speaks `eval_sentences`
+            free-running (the compiled `infer`): audio, mel and attention to TensorBoard,
+            their mean alignment score (`sentences_alignment`) to metrics.jsonl. With
+            `data.val_fraction > 0` it also runs `eval_batches` validation batches (losses)
+            and decodes the first utterances of one free-running, whose duration ratio and
+            alignment score go to metrics.jsonl.
+        eval_sentences: fixed texts synthesised at every eval (defaults: two Harvard
+            sentences, English; the demo sets `xtts_data.DEMO_SENTENCES`, its language's).
         checkpoint_every: steps between checkpoints; `keep_checkpoints` are kept.
         allow_retrace: a trace after warm-up warns instead of stopping the run.
         max_nonfinite: consecutive skipped (non-finite) updates that stop the run.

@@ -45,7 +45,12 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96) -> 
     closing summary."""
     workdir = Path(workdir)
     started, clock = time.perf_counter(), StartupClock()
-    stack = load_stack_config(None, [*DEMO_SETTINGS, f"train.steps={steps}"])
+    # The demo language's eval sentences, recorded in the run's config.yaml: the demo runs
+    # no evals (it scores held-out sentences at the end), a longer run on its cache with
+    # `--config run/config.yaml --set train.eval_every=N` speaks them. Not in
+    # DEMO_SETTINGS, whose items hold no spaces (the README expands them in a shell).
+    sentences = f"train.eval_sentences={json.dumps(list(xd.DEMO_SENTENCES))}"
+    stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, f"train.steps={steps}"])
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
     held_out = workdir / "held-out"
     print(f"xtts-train demo: working in {workdir.resolve()}", flush=True)

@@ -96,26 +96,35 @@ def write_eval_media(writer: tf.summary.SummaryWriter, step: int, model: TextToM
 
 
 def free_running_eval(writer: tf.summary.SummaryWriter, step: int, decoding: Decoding,
-                      batch: Mapping[str, tf.Tensor], reference: np.ndarray,
+                      batch: Mapping[str, tf.Tensor] | None, reference: np.ndarray,
                       sentences: Sequence[tuple[str, Sequence[int]]], audio: xa.MelConfig, *,
                       griffin_lim_iters: int = 32) -> dict[str, float]:  # fmt: skip
     """What the model says on its own, at an eval: decoded free-running (the compiled
     `infer`, ended by the stop token, conditioned on `reference`).
 
-    The first `decoding.batch_size` utterances of the validation `batch` give the
-    returned metrics: `val_free_duration_ratio` (median of decoded / true frames) and
-    `val_free_alignment` (mean alignment score). Each of `sentences` (text, token ids)
+    The first `decoding.batch_size` utterances of the validation `batch` (None: no
+    validation split) give `val_free_duration_ratio` (median of decoded / true frames)
+    and `val_free_alignment` (mean alignment score). Each of `sentences` (text, token ids)
     goes to TensorBoard as `sentence_<i>/mel`, `sentence_<i>/attention` and
-    `sentence_<i>/audio`, with its alignment score as a scalar.
+    `sentence_<i>/audio`, with its alignment score as a scalar; their mean alignment is
+    returned as `sentences_alignment`.
     """
-    n = min(decoding.batch_size, int(batch["tokens"].shape[0]))
-    lengths = batch["token_lengths"].numpy()
-    rows = [batch["tokens"][i, : lengths[i]].numpy() for i in range(n)]
-    decoded = decoding(rows, reference)
-    ratios = [d.length / int(t) for d, t in zip(decoded, batch["mel_lengths"][:n], strict=True)]
-    metrics = {"val_free_duration_ratio": float(np.median(ratios)),
-               "val_free_alignment": float(np.mean([d.alignment for d in decoded]))}  # fmt: skip
+    metrics = {}
+    if batch is not None:
+        n = min(decoding.batch_size, int(batch["tokens"].shape[0]))
+        lengths = batch["token_lengths"].numpy()
+        rows = [batch["tokens"][i, : lengths[i]].numpy() for i in range(n)]
+        decoded = decoding(rows, reference)
+        true = batch["mel_lengths"][:n]
+        ratios = [d.length / int(t) for d, t in zip(decoded, true, strict=True)]
+        metrics = {
+            "val_free_duration_ratio": float(np.median(ratios)),
+            "val_free_alignment": float(np.mean([d.alignment for d in decoded])),
+        }
+    if not sentences:
+        return metrics
     spoken = decoding([ids for _, ids in sentences], reference)
+    metrics["sentences_alignment"] = float(np.mean([d.alignment for d in spoken]))
     with writer.as_default(step=step):
         for i, ((text, ids), d) in enumerate(zip(sentences, spoken, strict=True)):
             frames = int(decoded_frames(d.length, len(ids), decoding.max_frames, audio))

@@ -4,7 +4,8 @@
 cache ─ make_dataset (repeat, static shapes) ─┐
 model + AdamW ─ restore latest checkpoint ────┴─ warm-up: compile every shape
   loop: next batch (timed: data wait) → compiled step (no host sync)
-        every log_every: losses to metrics.jsonl + TensorBoard; every eval_every: val loss
+        every log_every: losses to metrics.jsonl + TensorBoard; every eval_every: eval
+            sentences spoken free-running (+ val losses and scores with a val split)
         every checkpoint_every (and on SIGINT/SIGTERM, and at the end): checkpoint if finite
   summary.json: traces, compiled shapes, step time and its CV, input-bound fraction, ...
 ```
@@ -120,7 +121,8 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     previous = keras.mixed_precision.global_policy()
     try:
         with clock.part("model"):
-            sentences = _eval_sentences(stack, opened.tokenizer) if val else ()
+            evals = stack.train.eval_every > 0
+            sentences = _eval_sentences(stack, opened.tokenizer) if evals else ()
             run = _Run(stack, train, val, workdir, progress, strategy, sentences)
         return run.train(start, clock, _Profiler(profile_steps, workdir / "tensorboard"))
     finally:
@@ -235,7 +237,7 @@ class _Run:
                 if step % self.config.log_every == 0 or step == self.config.steps:
                     last_losses = self._log(step, interval.flush())
                     self._check_nonfinite(step)
-                if self.val_pipe is not None and step % self.config.eval_every == 0:
+                if self.config.eval_every and step % self.config.eval_every == 0:
                     self._evaluate(step)
                 if step % self.config.checkpoint_every == 0:
                     self._save(step)
@@ -304,13 +306,18 @@ class _Run:
             )
 
     def _evaluate(self, step: int) -> None:
-        iterator = iter(self.val_pipe.dataset)
-        batches = [next(iterator) for _ in range(self.config.eval_batches)]
-        losses = [self.steps.evaluate(batch) for batch in batches]
-        write_eval_media(self.writer, step, self.model, batches[0], self.stack.audio)
-        mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
+        """The validation loss and free-running scores (with a validation split), and the
+        eval sentences spoken free-running (always)."""
+        first, mean = None, {}
+        if self.val_pipe is not None:
+            iterator = iter(self.val_pipe.dataset)
+            batches = [next(iterator) for _ in range(self.config.eval_batches)]
+            losses = [self.steps.evaluate(batch) for batch in batches]
+            write_eval_media(self.writer, step, self.model, batches[0], self.stack.audio)
+            mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
+            first = batches[0]
         reference = load_reference(self.workdir, self.stack)
-        mean.update(free_running_eval(self.writer, step, self._decoding(), batches[0],
+        mean.update(free_running_eval(self.writer, step, self._decoding(), first,
                                       reference, self.sentences, self.stack.audio))  # fmt: skip
         with open(self.workdir / "metrics.jsonl", "a") as file:
             file.write(json.dumps({"step": step, **mean}) + "\n")
@@ -320,13 +327,15 @@ class _Run:
 
     def _decoding(self) -> Decoding:
         """The free-running decoder of the evals (compiled at the first), with room for
-        twice the longest validation bucket, on a one-device copy of the model that takes
-        the trained weights at each eval (the trained model's variables may be mirrored
-        over replicas, which a decoding loop outside the strategy cannot update)."""
+        twice the longest validation (else training) bucket, on a one-device copy of the
+        model that takes the trained weights at each eval (the trained model's variables
+        may be mirrored over replicas, which a decoding loop outside the strategy cannot
+        update)."""
         if self.decoding is None:
             copy = TextToMel(self.stack.model)
             copy(dummy_batch(self.stack.model))
-            longest = max(shape.frames for shape in self.val_pipe.spec.shapes)
+            spec = (self.val_pipe or self.train_pipe).spec
+            longest = max(shape.frames for shape in spec.shapes)
             self.decoding = Decoding(
                 copy, cond_frames=self.stack.data.cond_frames,
                 max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
