@@ -21,7 +21,9 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def run(cache, tmp_path_factory):
-    """(summary, work dir) of a 30-step run on `cache`, with a profile of steps 3..5."""
+    """(summary, work dir) of a 30-step run on `cache`, with a profile of steps 3..5 and
+    one eval at the end (no validation split: the eval sentence only)."""
     workdir = tmp_path_factory.mktemp("run") / "run"
-    stack = load_stack_config(None, [*OVERRIDES, "train.steps=30"])
+    evals = ["train.eval_every=30", "train.eval_sentences=['Fine day.']"]
+    stack = load_stack_config(None, [*OVERRIDES, *evals, "train.steps=30"])
     return fit(stack, cache, workdir, progress=False, profile_steps=(3, 5)), workdir
