@@ -127,8 +127,8 @@ def _recogniser(decoder_class, references: list[str], scratch: Path):
     """A pocketsphinx decoder whose language model is a uniform unigram over the words
     of `references` that its dictionary knows."""
     words = sorted({w for r in references for w in r.split()})
-    probe = decoder_class(samprate=RECOGNISER_RATE, loglevel="FATAL")
-    known = [w for w in words if probe.lookup_word(w) is not None]
+    decoder = decoder_class(samprate=RECOGNISER_RATE, loglevel="FATAL")
+    known = [w for w in words if decoder.lookup_word(w) is not None]
     if not known:
         raise ValueError(f"no word of the held-out sentences is in the English dictionary: "
                          f"{words[:10]}")  # fmt: skip
@@ -140,7 +140,9 @@ def _recogniser(decoder_class, references: list[str], scratch: Path):
         + "".join(f"{log_p:.4f} {w}\n" for w in known)
         + "\n\\end\\\n"
     )
-    return decoder_class(samprate=RECOGNISER_RATE, loglevel="FATAL", lm=str(arpa))
+    decoder.add_lm_file("unigram", str(arpa))  # the acoustic model stays loaded
+    decoder.activate_search("unigram")
+    return decoder
 
 
 def _transcribe(recogniser, path: Path) -> str:
