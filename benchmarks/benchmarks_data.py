@@ -80,6 +80,27 @@ class CacheBuild:
         baselines.librosa_cache_build(self.utterances, AUDIO, self.work / uuid.uuid4().hex)
 
 
+class TextFrontEnd:
+    """Cleaning and tokenising the corpus's transcripts (`read_transcripts`, one thread):
+    the text part of `prepare` (`benchmarks/text_front_end.py` compares it with an older
+    commit's front end side by side)."""
+
+    setup_cache = build_inputs
+
+    def setup(self, inputs: _Inputs) -> None:
+        self.rows = xd.read_corpus(inputs.corpus).rows
+        self.config = xd.DataConfig().text
+        xd.read_transcripts(self.rows, self.config)  # num2words and the caches warm
+
+    def time_read_transcripts(self, inputs: _Inputs) -> None:
+        xd.read_transcripts(self.rows, self.config)
+
+    def track_rows_per_s(self, inputs: _Inputs) -> float:
+        return xd.read_transcripts(self.rows, self.config).rows_per_second
+
+    track_rows_per_s.unit = "rows/s"
+
+
 class Pipeline:
     """make_dataset batches from the cache, per shape policy and batch size."""
 

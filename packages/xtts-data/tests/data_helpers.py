@@ -25,7 +25,7 @@ BAD_ROWS = {
     "emptytext": "empty text",
     "metadata.csv:": "malformed row",
     "../../etc/passwd": "path outside the corpus root",
-    "silence-only-symbols": "no known symbols",
+    "silence-only-symbols": "no speakable text",
 }
 
 

@@ -114,8 +114,8 @@ def test_ljspeech_prefers_wav_when_several_formats_exist(tmp_path):
 @pytest.mark.parametrize(
     ("line", "uid", "reason"),
     [
-        ("just-one-field", "metadata.csv:2", r"^malformed row: expected id\|text\|normalized_text, received 1 field\(s\)$"),
-        ("b|t|n|s|extra", "metadata.csv:2", r"^malformed row: .*received 5 field\(s\)$"),
+        ("just-one-field", "metadata.csv:2", r"^malformed row: expected id\|text\|normalized_text\[\|speaker\[\|language\]\], received 1 field\(s\)$"),
+        ("b|t|n|s|fa|extra", "metadata.csv:2", r"^malformed row: .*received 6 field\(s\)$"),
         ("|text without an id", "metadata.csv:2", r"^malformed row"),
         (b"b|caf\xe9 in Latin-1", "metadata.csv:2", r"^malformed row: not UTF-8 text$"),
         ("b| |  ", "b", r"^empty text$"),
@@ -200,8 +200,8 @@ def test_filelist_speakers_are_sorted(tmp_path):
 @pytest.mark.parametrize(
     ("line", "uid", "reason"),
     [
-        ("wavs/b.wav", "list.txt:2", r"^malformed row: expected path\|text or path\|text\|speaker, received 1 field\(s\)$"),
-        ("wavs/b.wav|text|speaker|extra", "list.txt:2", r"^malformed row: .*received 4 field\(s\)$"),
+        ("wavs/b.wav", "list.txt:2", r"^malformed row: expected path\|text\[\|speaker\[\|language\]\], received 1 field\(s\)$"),
+        ("wavs/b.wav|text|speaker|fa|extra", "list.txt:2", r"^malformed row: .*received 5 field\(s\)$"),
         ("wavs/b.wav|a|b|c|d", "list.txt:2", r"^malformed row: .*received 5 field\(s\)$"),
         (b"wavs/b.wav|caf\xe9", "list.txt:2", r"^malformed row: not UTF-8 text$"),
         ("wavs/b.wav|   ", "wavs/b", r"^empty text$"),
@@ -270,3 +270,18 @@ def test_ljspeech_metadata_at_the_root_wins_over_speaker_folders(tmp_path):
 def test_unreadable_corpus_raises(tmp_path, make, layout, match):
     with pytest.raises(CorpusError, match=match):
         read_corpus(make(tmp_path), layout=layout)
+
+
+def test_rows_name_their_language_in_the_last_column(tmp_path):
+    corpus = read_corpus(
+        ljspeech(tmp_path, ["a|Hello.", "b|سلام||spk|fa", "c|Hi.|hi|spk|"], ("a", "b", "c"))
+    )
+    assert [(r.id, r.speaker, r.language) for r in corpus.rows] == [
+        ("a", "default", None),
+        ("b", "spk", "fa"),
+        ("c", "spk", None),
+    ]
+    listed = tmp_path / "list.txt"
+    listed.write_text("wavs/a.wav|Hello.|spk|en\nwavs/b.wav|سلام||fa\n", encoding="utf-8")
+    rows = read_corpus(listed).rows
+    assert [(r.speaker, r.language) for r in rows] == [("spk", "en"), ("default", "fa")]

@@ -11,12 +11,17 @@ import pytest
 import soundfile
 
 import xtts_audio as xa
-from xtts_data import demo_corpus
+from xtts_data import _demo_espeak, demo_corpus
+from xtts_data._demo_sentences import SENTENCES, join_sentences
+from xtts_data.cli import main
+from xtts_data.corpus import read_corpus
 from xtts_data.demo_corpus import DemoCorpus, speak_demo, write_demo_corpus
 from xtts_data.errors import ConfigError, XttsDataError
 from xtts_data.text import TextConfig, Tokenizer, normalize_text
 
 SHORT = {"min_seconds": 0.5, "max_seconds": 2.0}  # keeps every corpus here fast
+SENTENCE_BOUNDS = {"min_seconds": 1.0, "max_seconds": 4.0}  # one or two short sentences
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="no espeak-ng")
 
 
 def _rows(root: Path) -> list[list[str]]:
@@ -68,9 +73,10 @@ def test_public_surface():
 def test_the_demo_sentences_are_spoken_within_the_corpus_lengths():
     # Eval sentences of the demo language: every letter known, and spoken (silence
     # trimmed, as the demo trims) no longer than the demo's longest utterances, 1.6 s.
-    tokenizer = Tokenizer.from_config(TextConfig())
+    config = TextConfig(symbols=None)  # the built-in vocabulary, not one built from a corpus
+    tokenizer = Tokenizer.from_config(config)
     for text in demo_corpus.DEMO_SENTENCES:
-        spoken = normalize_text(text, TextConfig())
+        spoken = normalize_text(text, config)
         _, unknown = tokenizer.encode(spoken)
         assert not unknown, text
         wave = speak_demo(spoken, seed=0).astype(np.float32) / 32768
@@ -211,7 +217,7 @@ def test_espeak_missing_says_how_to_fix(tmp_path, monkeypatch):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+@needs_espeak
 def test_espeak_engine(tmp_path):
     bounds = {"min_seconds": 1.0, "max_seconds": 3.0}
     result = write_demo_corpus(tmp_path / "c", n=2, speakers=2, engine="espeak", **bounds)
@@ -243,3 +249,148 @@ def test_speak_demo_renders_any_text_like_the_corpus():
 def test_speak_demo_bad_arguments(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         speak_demo(**kwargs)
+
+
+def _sentences_of(text: str, language: str) -> list[str]:
+    """The built-in sentences `text` joins, in order; fails on any other text."""
+    found, rest = [], text
+    while rest:
+        matches = [s for s in SENTENCES[language] if rest.startswith(s)]
+        assert matches, f"not a built-in {language} sentence: {rest!r}"
+        found.append(max(matches, key=len))
+        rest = rest[len(found[-1]) :].lstrip(" ")
+    assert join_sentences(found, language) == text
+    return found
+
+
+def _check_language_wavs(root: Path, rows: list[list[str]], bounds: dict) -> None:
+    """Every row's wav: 22050 Hz mono 16-bit, within the bounds, and not silence."""
+    for uid, *_ in rows:
+        audio, sr = soundfile.read(root / "wavs" / f"{uid}.wav")
+        info = soundfile.info(root / "wavs" / f"{uid}.wav")
+        assert (sr, info.channels, info.subtype) == (22050, 1, "PCM_16")
+        assert bounds["min_seconds"] <= len(audio) / sr <= bounds["max_seconds"]
+        assert np.sqrt(np.mean(audio**2)) > 0.01, uid  # speech, not padding alone
+
+
+@pytest.mark.parametrize("language", sorted(SENTENCES))
+def test_built_in_sentences(language):
+    table = SENTENCES[language]
+    with_digits = [s for s in table if re.search(r"\d", s)]
+
+    assert 25 <= len(table) <= 40
+    assert len(set(table)) == len(table)
+    assert 0.2 <= len(with_digits) / len(table) <= 0.35  # about a quarter hold a number
+    assert any(re.search(r"\d{4}", s) for s in with_digits)  # a year
+    assert any(re.search(r"[%٪]", s) for s in with_digits)  # a percentage
+    assert any(re.search(r"\d[.,٫]\d", s) for s in with_digits)  # a decimal
+    assert all(re.search(r"[.?!。？؟]$", s) and "|" not in s for s in table)
+
+
+def test_persian_sentences_hold_what_a_persian_normaliser_must_handle():
+    table = SENTENCES["fa"]
+
+    assert any(re.search(r"[۰-۹]", s) and "٪" in s for s in table)  # "۲۵٪"
+    assert any(re.search(r"[0-9]", s) and "%" in s for s in table)  # "25%"
+    assert any("\u200c" in s for s in table)  # ZERO WIDTH NON-JOINER: "می‌خواهم"
+    assert any(re.search(r"[A-Za-z]", s) for s in table)  # "GPU"
+
+
+@needs_espeak
+@pytest.mark.parametrize("speakers", [1, 2])
+def test_persian_corpus(tmp_path, speakers):
+    out = tmp_path / "c"
+    result = write_demo_corpus(
+        out, n=3, speakers=speakers, engine="espeak", language="fa", **SENTENCE_BOUNDS
+    )
+
+    rows = _rows(out)
+    assert result == DemoCorpus(out, 3, result.total_seconds, speakers)
+    assert [row[0] for row in rows] == ["DEMO001-0001", "DEMO001-0002", "DEMO001-0003"]
+    if speakers == 1:
+        assert {len(row) for row in rows} == {2}  # id|text: the reader normalises text
+    else:
+        assert [row[2:] for row in rows] == [["", "spk0"], ["", "spk1"], ["", "spk0"]]
+    for row in rows:
+        _sentences_of(row[1], "fa")
+    _check_language_wavs(out, rows, SENTENCE_BOUNDS)
+    read = read_corpus(out)
+    assert [(r.text, r.speaker) for r in read.rows] == [
+        (row[1], row[3] if speakers > 1 else "default") for row in rows
+    ]
+
+
+@needs_espeak
+@pytest.mark.parametrize("language", ["ar", "ru", "de", "fr", "es", "zh"])
+def test_other_languages_speak_their_sentences(tmp_path, language):
+    result = write_demo_corpus(
+        tmp_path / "c", n=1, engine="espeak", language=language, **SENTENCE_BOUNDS
+    )
+
+    rows = _rows(result.path)
+    assert [len(row) for row in rows] == [2]
+    _sentences_of(rows[0][1], language)
+    _check_language_wavs(result.path, rows, SENTENCE_BOUNDS)
+
+
+@needs_espeak
+def test_language_corpus_is_deterministic(tmp_path):
+    args = {"engine": "espeak", "language": "fa", "speakers": 2, **SENTENCE_BOUNDS}
+    write_demo_corpus(tmp_path / "a", n=2, **args)
+    write_demo_corpus(tmp_path / "b", n=2, **args)
+    write_demo_corpus(tmp_path / "prefix", n=1, **{**args, "speakers": 1})
+
+    files = _files(tmp_path / "a")
+    assert _files(tmp_path / "b") == files
+    prefix = _files(tmp_path / "prefix")  # utterance 0 (spk0 either way) ignores n
+    assert prefix["DEMO001-0001.wav"] == files["DEMO001-0001.wav"]
+
+
+@pytest.mark.parametrize(
+    ("engine", "language", "match"),
+    [
+        ("synth", "fa", r"engine='synth' .*use engine='espeak'.*received: language='fa'"),
+        ("espeak", "xx", r"one of en, fa, ar, ru, de, fr, es, zh, received: language='xx'"),
+        ("espeak", "it", r"built-in sentences.*received: language='it'"),  # espeak has "it"
+        ("synth", "", r"received: language=''"),
+    ],
+)
+def test_language_errors_need_no_espeak(tmp_path, monkeypatch, engine, language, match):
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # checked before espeak-ng
+
+    with pytest.raises(ConfigError, match=match):
+        write_demo_corpus(tmp_path / "c", n=1, engine=engine, language=language)
+    assert not (tmp_path / "c").exists()
+
+
+@needs_espeak
+def test_a_voice_espeak_lacks_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(_demo_espeak, "espeak_voice", lambda language: "zz-none")
+
+    with pytest.raises(XttsDataError, match=r"voice 'zz-none' for language='fa'"):
+        write_demo_corpus(tmp_path / "c", n=1, engine="espeak", language="fa")
+    assert not (tmp_path / "c").exists()
+
+
+def test_cli_language_error_is_one_line(tmp_path, capsys):
+    assert main(["demo-corpus", str(tmp_path / "c"), "--language", "fa"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "language='fa'" in err[0]
+
+
+def test_cli_language_help_lists_the_languages(capsys):
+    with pytest.raises(SystemExit):
+        main(["demo-corpus", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "en, fa, ar, ru, de, fr, es, zh" in help_text
+    assert "needs --engine espeak" in help_text
+
+
+@needs_espeak
+def test_cli_writes_a_persian_corpus(tmp_path, capsys):
+    out = tmp_path / "c"
+    args = ["demo-corpus", str(out), "--engine", "espeak", "--language", "fa", "--n", "1"]
+    assert main([*args, "--min-seconds", "1", "--max-seconds", "3"]) == 0
+    assert "wrote 1 utterances" in capsys.readouterr().out
+    _sentences_of(_rows(out)[0][1], "fa")

@@ -21,9 +21,10 @@ from xtts_data.text import (
     text_to_ids,
 )
 
-ENGLISH = TextConfig()
-BASIC = TextConfig(cleaners="basic")
-NONE = TextConfig(cleaners="none")
+# The built-in vocabularies (symbols=None); cleaning does not depend on the vocabulary.
+ENGLISH = TextConfig(symbols=None)
+BASIC = TextConfig(cleaners="basic", symbols=None)
+NONE = TextConfig(cleaners="none", symbols=None)
 
 
 def english(text: str) -> str:
@@ -206,7 +207,7 @@ def test_english_output_stays_in_default_symbols():
     ["", "1234567890", "!!!???...", "\ud800", "$", "-", "%", "1,", ",1", "1.", "$.5", "1..2",
      "\x00\x01\x7f", "1" * 400, "中文 العربية", "-0", "0th", "$0.00", "$-5"],
 )  # fmt: skip
-@pytest.mark.parametrize("cleaners", ["english", "basic", "none"])
+@pytest.mark.parametrize("cleaners", ["full", "basic", "none"])
 def test_odd_strings_never_raise(text, cleaners):
     assert isinstance(normalize_text(text, TextConfig(cleaners=cleaners)), str)
 
@@ -249,7 +250,7 @@ def test_cleaner_variants(config, text, expected):
     [
         (ENGLISH, DEFAULT_SYMBOLS),
         (BASIC, DEFAULT_SYMBOLS),
-        (TextConfig(lowercase=False), DEFAULT_SYMBOLS + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+        (TextConfig(lowercase=False, symbols=None), DEFAULT_SYMBOLS + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
         (NONE, DEFAULT_SYMBOLS + "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
         (TextConfig(symbols="abc"), "abc"),
     ],
@@ -277,7 +278,7 @@ def test_tokenizer_reserves_pad_and_eos():
     assert tokenizer.decode([0, 2, 3, 1, 0, 0]) == "ab"
 
 
-@pytest.mark.parametrize("config", [ENGLISH, TextConfig(lowercase=False)])
+@pytest.mark.parametrize("config", [ENGLISH, TextConfig(lowercase=False, symbols=None)])
 def test_tokenizer_round_trips_normalised_text(config):
     tokenizer = Tokenizer.from_config(config)
     ids, text, oov = text_to_ids(
@@ -319,7 +320,7 @@ def test_tokenizer_dict_round_trip_through_json(symbols):
 @pytest.mark.parametrize(
     ("values", "pattern"),
     [
-        ({"symbols": "ab"}, r"expected keys \['specials', 'symbols'\], received: \['symbols'\]"),
+        ({"symbols": "ab"}, r"expected keys \['languages', 'specials', 'symbols'\], received: \['symbols'\]"),
         ({"specials": ["<pad>", "<eos>"], "symbols": "ab", "x": 1}, r"received: \['specials', 'symbols', 'x'\]"),
         ({"specials": ["<eos>", "<pad>"], "symbols": "ab"}, r"expected specials .*received: specials=\['<eos>', '<pad>'\]"),
         ({"specials": ["<pad>", "<eos>"], "symbols": "aba"}, r"Tokenizer.symbols: expected distinct characters, received: repeated='a'"),
@@ -341,11 +342,11 @@ def test_text_config_dict_round_trip(config):
 @pytest.mark.parametrize(
     ("fields", "pattern"),
     [
-        ({"cleaners": "french"}, r"TextConfig.cleaners: expected one of \('english', 'basic', 'none'\), received: cleaners='french'"),
+        ({"cleaners": "french"}, r"TextConfig.cleaners: expected one of \('full', 'basic', 'none'\), received: cleaners='french'"),
         ({"symbols": ""}, r"TextConfig.symbols: expected a non-empty str, received: symbols=''"),
         ({"symbols": "abca"}, r"TextConfig.symbols: expected distinct characters, received: repeated='a'"),
         ({"lowercase": "yes"}, r"TextConfig.lowercase: expected a bool, received: lowercase='yes'"),
-        ({"language": ""}, r"TextConfig.language: expected a non-empty .*, received: language=''"),
+        ({"language": ""}, r"TextConfig.language: expected a BCP-47 language code .*, received: language=''"),
     ],
 )  # fmt: skip
 def test_text_config_errors_name_the_field(fields, pattern):
@@ -381,14 +382,14 @@ def test_phonemes_call_espeak_after_cleaning(monkeypatch):
 
     def phonemize(text, **kwargs):
         calls.append((text, kwargs))
-        return " ˈhɛloʊ  wˈɜːld "
+        return [" ˈhɛloʊ  wˈɜːld "] * len(text)
 
     monkeypatch.setitem(sys.modules, "phonemizer", types.SimpleNamespace(phonemize=phonemize))
-    config = TextConfig(phonemes=True, language="en-gb")
+    config = TextConfig(phonemes=True, language="en-gb", symbols=None)
     assert config.effective_symbols == IPA_SYMBOLS
     assert normalize_text("Hello,  World", config) == "ˈhɛloʊ wˈɜːld"
     text, kwargs = calls[0]
-    assert text == "hello, world"
+    assert text == ["hello, world"]
     assert kwargs["language"] == "en-gb"
     assert kwargs["backend"] == "espeak"
     assert kwargs["strip"]
@@ -402,13 +403,15 @@ def test_phonemes_report_a_missing_espeak(monkeypatch):
         raise RuntimeError("espeak not installed on your system")
 
     monkeypatch.setitem(sys.modules, "phonemizer", types.SimpleNamespace(phonemize=phonemize))
-    with pytest.raises(ConfigError, match=r"language='en-us' \(espeak not installed.*espeak-ng"):
+    with pytest.raises(
+        ConfigError, match=r"language='en' \(voice 'en-us': espeak not installed.*espeak-ng"
+    ):
         normalize_text("hi", TextConfig(phonemes=True))
 
 
 def test_real_phonemizer_output_is_mostly_in_ipa_symbols():
     pytest.importorskip("phonemizer")
-    config = TextConfig(phonemes=True)
+    config = TextConfig(phonemes=True, symbols=None)
     try:
         ipa = normalize_text("Hello world, this is a test.", config)
     except ConfigError as err:

@@ -16,6 +16,7 @@ from xtts_data import (
     Utterance,
     is_validation,
     load_audio,
+    normalize_text,
     read_utterances,
     text_to_ids,
     write_demo_corpus,
@@ -45,7 +46,8 @@ def test_a_corpus_gives_its_rows_with_features_computed_as_prepare_does(tmp_path
     data = dataclasses.replace(DATA, trim_top_db=trim_top_db)
     got = read_utterances(corpus, data, "all", audio=AUDIO)
     rows = [line.split("|") for line in (corpus / "metadata.csv").read_text().splitlines()]
-    tokenizer = Tokenizer.from_config(DATA.text)
+    cleaned = [normalize_text(row[2], DATA.text) for row in rows]
+    tokenizer = Tokenizer.from_texts(DATA.text, cleaned, ["en"])  # as prepare builds it
     assert [u.id for u in got] == sorted(row[0] for row in rows)
     for utterance, (uid, _, spoken) in zip(got, sorted(rows), strict=True):
         ids = text_to_ids(spoken, DATA.text, tokenizer)[0]
@@ -66,7 +68,7 @@ def test_too_many_asked_for_is_a_clear_error(cache):
 
 
 def test_other_symbols_or_audio_settings_are_errors(cache):
-    with pytest.raises(ConfigError, match="tokenised with other symbols"):
+    with pytest.raises(ConfigError, match="tokenised with another symbol table"):
         read_utterances(cache, DATA, "all", tokenizer=Tokenizer("abc"))
     with pytest.raises(CacheError, match="n_mels"):
         read_utterances(cache, DATA, "all", audio=dataclasses.replace(AUDIO, n_mels=40))

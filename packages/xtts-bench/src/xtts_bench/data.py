@@ -43,14 +43,11 @@ __all__ = [
 
 def baseline_utterances(corpus: xd.Corpus, data: xd.DataConfig) -> list[baselines.Utterance]:
     """The corpus rows as the baselines take them, with xtts-data's token ids."""
-    tokenizer = xd.Tokenizer.from_config(data.text)
+    transcripts = xd.read_transcripts(corpus.rows, data.text)
     return [
-        baselines.Utterance(
-            row.id.replace("/", "_"),
-            row.audio,
-            tuple(xd.text_to_ids(row.text, data.text, tokenizer)[0]),
-        )
+        baselines.Utterance(row.id.replace("/", "_"), row.audio, tuple(transcripts.tokens[row.id]))
         for row in corpus.rows
+        if row.id in transcripts.tokens
     ]
 
 

@@ -39,7 +39,7 @@ _ASR_HINT = 'pip install "xtts-bench[asr]" (pocketsphinx and jiwer)'
 def reference_words(text: str) -> str:
     """What a speaker reads aloud in `text`, as lowercase words: the english cleaners
     (numbers, abbreviations and symbols spelt out), punctuation dropped."""
-    cleaned = normalize_text(text, TextConfig(cleaners="english", phonemes=False))
+    cleaned = normalize_text(text, TextConfig(language="en"))
     return " ".join(re.sub(r"[^a-z' ]+", " ", cleaned).split())
 
 

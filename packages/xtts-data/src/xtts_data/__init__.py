@@ -15,6 +15,7 @@ from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
     from xtts_data._audio_io import BadAudioError, load_audio
+    from xtts_data._transcripts import Transcripts, read_transcripts
     from xtts_data.buckets import BatchShape, plan_shapes
     from xtts_data.cache import PrepareResult, format_summary, prepare
     from xtts_data.config import DataConfig, load_config
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from xtts_data.manifest import FeatureCache, verify_cache
     from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
     from xtts_data.service import start_dispatcher, start_worker
-    from xtts_data.text import TextConfig, Tokenizer, normalize_text, text_to_ids
+    from xtts_data.text import TextConfig, Tokenizer, normalize_text, normalize_texts, text_to_ids
     from xtts_data.utterances import Utterance, read_utterances
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "Skipped",
     "TextConfig",
     "Tokenizer",
+    "Transcripts",
     "Utterance",
     "XttsDataError",
     "diagnose",
@@ -56,10 +58,12 @@ __all__ = [
     "load_config",
     "make_dataset",
     "normalize_text",
+    "normalize_texts",
     "plan_shapes",
     "prepare",
     "python_ops",
     "read_corpus",
+    "read_transcripts",
     "read_utterances",
     "speak_demo",
     "start_dispatcher",
@@ -73,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(["BadAudioError", "load_audio"], "_audio_io"),
+        **dict.fromkeys(["Transcripts", "read_transcripts"], "_transcripts"),
         **dict.fromkeys(["BatchShape", "plan_shapes"], "buckets"),
         **dict.fromkeys(["PrepareResult", "format_summary", "prepare"], "cache"),
         **dict.fromkeys(["DataConfig", "load_config"], "config"),
@@ -85,7 +90,8 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["DataPipeline", "DatasetSpec", "is_validation", "make_dataset"],
                         "pipeline"),
         **dict.fromkeys(["start_dispatcher", "start_worker"], "service"),
-        **dict.fromkeys(["TextConfig", "Tokenizer", "normalize_text", "text_to_ids"], "text"),
+        **dict.fromkeys(["TextConfig", "Tokenizer", "normalize_text", "normalize_texts",
+                         "text_to_ids"], "text"),
         **dict.fromkeys(["Utterance", "read_utterances"], "utterances"),
     },
 )  # fmt: skip

@@ -19,11 +19,12 @@ import tensorflow as tf
 from xtts_audio import MelConfig, decode_wav, mel_features, num_frames, resample, to_mono
 from xtts_data import record
 from xtts_data._audio_io import load_audio
+from xtts_data._transcripts import read_transcripts
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Corpus, Skipped, read_corpus
 from xtts_data.errors import CacheError, ConfigError, CorpusError
 from xtts_data.manifest import FeatureCache
-from xtts_data.text import Tokenizer, text_to_ids
+from xtts_data.text import Tokenizer
 
 __all__ = ["Source", "open_source"]
 
@@ -118,16 +119,17 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
             "DataConfig.trim_top_db: silence trimming changes lengths, which the on-the-fly "
             "pipeline must know before decoding; build a cache with `xtts-data prepare`"
         )
-    tokenizer = Tokenizer.from_config(config.text)
+    transcripts = read_transcripts(corpus.rows, config.text)
     speakers = {name: i for i, name in enumerate(corpus.speakers)}
-    rows, skipped = [], list(corpus.skipped)
+    rows, skipped = [], list(corpus.skipped) + list(transcripts.skipped)
     for row in corpus.rows:
-        info = _wav_info(row.audio)
-        ids = text_to_ids(row.text, config.text, tokenizer)[0]
-        if isinstance(info, str) or len(ids) <= 1:
-            skipped.append(Skipped(row.id, info if isinstance(info, str) else "no known symbols"))
+        if row.id not in transcripts.tokens:
             continue
-        rows.append((row, info, ids))
+        info = _wav_info(row.audio)
+        if isinstance(info, str):
+            skipped.append(Skipped(row.id, info))
+            continue
+        rows.append((row, info, transcripts.tokens[row.id]))
     for s in skipped:
         logger.warning("skipped %s: %s", s.id, s.reason)
     if not rows:
@@ -184,7 +186,7 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         audio.n_mels,
         elements,
         load,
-        tokenizer,
+        transcripts.tokenizer,
         tuple(skipped),
     )
 

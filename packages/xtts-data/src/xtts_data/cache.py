@@ -29,6 +29,7 @@ from xtts_audio import MelConfig
 from xtts_data import record
 from xtts_data._audio_io import BadAudioError, load_audio
 from xtts_data._features import MelExtractor
+from xtts_data._transcripts import Transcripts, read_transcripts
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
 from xtts_data.errors import CacheError, CorpusError
@@ -41,7 +42,7 @@ from xtts_data.manifest import (
     sha256_file,
     write_json_atomic,
 )
-from xtts_data.text import Tokenizer, text_to_ids
+from xtts_data.text import Tokenizer
 
 __all__ = ["PrepareResult", "format_summary", "prepare"]
 
@@ -63,6 +64,9 @@ class PrepareResult:
     wall_seconds: float
     oov: dict[str, int]
     built_seconds: float = 0.0  # audio seconds computed by this run (not resumed)
+    dropped: dict[str, int] = dataclasses.field(default_factory=dict)  # removed by cleaning
+    languages: dict[str, int] = dataclasses.field(default_factory=dict)  # utterances each
+    text_rows_per_second: float = 0.0  # cleaning + tokenising speed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +76,18 @@ class _Build:
     out: Path
     audio: MelConfig
     data: DataConfig
-    tokenizer: Tokenizer
+    transcripts: Transcripts
     speakers: dict[str, int]
     extractor: MelExtractor
     num_shards: int
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self.transcripts.tokenizer
+
+    def language_index(self, row_id: str) -> int:
+        """Index of a row's language in the tokenizer's (and manifest's) languages."""
+        return self.tokenizer.languages.index(self.transcripts.languages[row_id])
 
     def shard_file(self, index: int) -> str:
         return f"shard-{index:05d}-of-{self.num_shards:05d}.tfrecord"
@@ -115,13 +127,18 @@ def prepare(
             f"{corpus.root}: no usable rows ({len(corpus.skipped)} skipped: {reasons})"
         )
     out = Path(out)
+    transcripts = read_transcripts(corpus.rows, data.text)
+    corpus = dataclasses.replace(
+        corpus,
+        rows=tuple(row for row in corpus.rows if row.id in transcripts.tokens),
+        skipped=corpus.skipped + transcripts.skipped,
+    )
     shards = _plan(corpus.rows, data.shard_size)
-    tokenizer = Tokenizer.from_config(data.text)
     build = _Build(
         out,
         audio,
         data,
-        tokenizer,
+        transcripts,
         {name: i for i, name in enumerate(corpus.speakers)},
         _extractor(audio),
         len(shards),
@@ -181,7 +198,8 @@ def _plan(rows: Sequence[Row], shard_size: int) -> list[list[Row]]:
 
 def _build_record(build: _Build, corpus: Corpus) -> dict:
     settings = settings_of(build.audio, build.data)
-    rows = [(r.id, os.path.relpath(r.audio, corpus.root), r.text, r.speaker) for r in corpus.rows]
+    rows = [(r.id, os.path.relpath(r.audio, corpus.root), r.text, r.speaker, r.language)
+            for r in corpus.rows]  # fmt: skip
     return {
         "settings_hash": settings_hash(settings),
         "settings": settings,
@@ -231,14 +249,13 @@ class _Chunk:
     skipped: list[Skipped]
     tokens: list[list[int]]
     mels: list[np.ndarray]
-    oov: collections.Counter
 
 
 def _compute(build: _Build, rows: list[Row], bar: tqdm.tqdm) -> _Chunk:
-    chunk = _Chunk(rows, [], [], [], [], collections.Counter())
+    chunk = _Chunk(rows, [], [], [], [])
     waves = []
     for row in rows:
-        entry = _load_row(build, row, chunk.oov)
+        entry = _load_row(build, row)
         bar.update(1)
         if isinstance(entry, Skipped):
             chunk.skipped.append(entry)
@@ -250,6 +267,7 @@ def _compute(build: _Build, rows: list[Row], bar: tqdm.tqdm) -> _Chunk:
             {
                 "id": row.id,
                 "speaker": build.speakers[row.speaker],
+                "language": build.language_index(row.id),
                 "tokens": len(ids),
                 "seconds": len(wave) / build.audio.sample_rate,
             }
@@ -263,7 +281,6 @@ def _compute(build: _Build, rows: list[Row], bar: tqdm.tqdm) -> _Chunk:
 def _write_shard(build: _Build, index: int, parts: list[_Chunk]) -> None:
     """The shard file, then its sidecar: the sidecar marks the shard complete."""
     samples = [s for p in parts for s in p.samples]
-    oov = sum((p.oov for p in parts), collections.Counter())
     shard = build.out / "shards" / build.shard_file(index)
     _write_tfrecord(
         shard, samples, [t for p in parts for t in p.tokens], [m for p in parts for m in p.mels]
@@ -276,17 +293,13 @@ def _write_shard(build: _Build, index: int, parts: list[_Chunk]) -> None:
             "sha256": sha256_file(shard),
             "samples": samples,
             "skipped": [dataclasses.asdict(s) for p in parts for s in p.skipped],
-            "oov": dict(sorted(oov.items())),
         },
     )
 
 
-def _load_row(build: _Build, row: Row, oov: collections.Counter):
+def _load_row(build: _Build, row: Row):
     """(waveform, token ids) of a row, or the reason it is skipped."""
-    ids, _, row_oov = text_to_ids(row.text, build.data.text, build.tokenizer)
-    oov.update(row_oov)
-    if len(ids) <= 1:  # the end-of-sequence id alone
-        return Skipped(row.id, "no known symbols left after text normalisation")
+    ids = build.transcripts.tokens[row.id]
     try:
         wave = load_audio(row.audio, build.audio, trim_top_db=build.data.trim_top_db)
     except BadAudioError as error:
@@ -309,9 +322,9 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
     """Write tokenizer.json, report.json and, last, manifest.json."""
     samples = [dict(s, shard=i) for i, side in enumerate(sidecars) for s in side["samples"]]
     skipped = list(corpus.skipped) + [Skipped(**s) for side in sidecars for s in side["skipped"]]
-    oov = collections.Counter()
-    for side in sidecars:
-        oov.update(side["oov"])
+    oov, dropped = build.transcripts.oov, build.transcripts.dropped
+    languages = list(build.tokenizer.languages)
+    per_language = collections.Counter(languages[s["language"]] for s in samples)
     seconds = float(sum(s["seconds"] for s in samples))
     write_json_atomic(build.out / "tokenizer.json", build.tokenizer.to_dict())
     write_json_atomic(
@@ -320,11 +333,13 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
             "ok": len(samples),
             "skipped": [dataclasses.asdict(s) for s in skipped],
             "oov": dict(sorted(oov.items())),
+            "dropped": dict(sorted(dropped.items())),
+            "languages": {tag: per_language[tag] for tag in languages},
             "audio_seconds": round(seconds, 3),
         },
     )
     settings = settings_of(build.audio, build.data)
-    columns = ("id", "speaker", "frames", "tokens", "shard")
+    columns = ("id", "speaker", "language", "frames", "tokens", "shard")
     write_json_atomic(
         build.out / "manifest.json",
         {
@@ -332,6 +347,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
             "settings": settings,
             "settings_hash": settings_hash(settings),
             "speakers": list(build.speakers),
+            "languages": languages,
             "num_mels": build.audio.n_mels,
             "counts": {
                 "ok": len(samples),
@@ -339,6 +355,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
                 "shards": len(sidecars),
                 "frames": int(sum(s["frames"] for s in samples)),
                 "audio_seconds": round(seconds, 3),
+                "languages": {tag: per_language[tag] for tag in languages},
             },
             "samples": {c: [s[c] for s in samples] for c in columns},
             "shards": [
@@ -358,7 +375,15 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
         seconds,
         0.0,
         dict(oov),
+        dropped=dict(dropped),
+        languages={tag: per_language[tag] for tag in languages},
+        text_rows_per_second=build.transcripts.rows_per_second,
     )
+
+
+def _counted(counts: dict[str, int], most: int = 8) -> str:
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:most]
+    return f"{sum(counts.values())} character(s): " + ", ".join(f"{c!r} x{n}" for c, n in top)
 
 
 def format_summary(result: PrepareResult, *, max_skipped: int = 10) -> str:
@@ -372,11 +397,13 @@ def format_summary(result: PrepareResult, *, max_skipped: int = 10) -> str:
         f"speed      {result.built_seconds / max(result.wall_seconds, 1e-9):.0f} s of audio per "
         f"second ({result.built_seconds / 3600:.2f} h computed in {result.wall_seconds:.1f} s)",
     ]
+    if result.languages:
+        lines.append("languages  " + ", ".join(f"{t} {n}" for t, n in result.languages.items()))
+    lines.append(f"text       {result.text_rows_per_second:,.0f} rows/s cleaned and tokenised")
+    if result.dropped:
+        lines.append(f'cleaning   {_counted(result.dropped)} removed (report.json "dropped")')
     if result.oov:
-        top = ", ".join(
-            f"{c!r} x{n}" for c, n in sorted(result.oov.items(), key=lambda kv: -kv[1])[:8]
-        )
-        lines.append(f"unknown    {sum(result.oov.values())} character(s) dropped: {top}")
+        lines.append(f"unknown    {_counted(result.oov)} not in the symbol table, dropped")
     reasons = collections.Counter(s.reason.split(":")[0] for s in result.skipped)
     for reason, count in reasons.most_common():
         lines.append(f"skipped    {count:>5} x {reason}")

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
+from xtts_data._demo_sentences import LANGUAGES as DEMO_LANGUAGES
 from xtts_data.errors import XttsDataError
 
 __all__ = ["main"]
@@ -53,6 +55,11 @@ def _add_prepare(commands) -> None:
         type=Path,
         help="YAML with `audio` and `data` sections "
         "(default: the xtts mel preset and default text settings)",
+    )
+    p.add_argument(
+        "--language",
+        help="the corpus's language, a BCP-47 code such as fa, de or zh: its cleaners and "
+        "number words (overrides data.text.language; default: en)",
     )
     p.add_argument("--workers", type=_positive, help="shards built at once (default: CPU cores)")
     p.add_argument(
@@ -121,7 +128,9 @@ def _add_demo_corpus(commands) -> None:
         help="write a synthetic speech-like corpus (LJSpeech layout)",
         description="Write a deterministic corpus that needs no download: a small "
         "synthesised language where each character has a sound and a duration. "
-        "--engine espeak uses espeak-ng for real synthesised speech instead.",
+        "--engine espeak uses espeak-ng for real synthesised speech instead, in English "
+        "or, with --language, from built-in sentences of another language (numbers "
+        "written in digits included).",
     )
     p.add_argument("out", type=Path, help="new (or empty) folder")
     p.add_argument("--n", type=_positive, default=200, help="utterances (default: 200)")
@@ -130,6 +139,12 @@ def _add_demo_corpus(commands) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-seconds", type=float, default=1.0)
     p.add_argument("--max-seconds", type=float, default=10.0)
+    p.add_argument(
+        "--language",
+        default="en",
+        help=f"language of the texts: {', '.join(DEMO_LANGUAGES)} (default: en); any "
+        "but en needs --engine espeak",
+    )
 
 
 def _positive(text: str) -> int:
@@ -150,6 +165,9 @@ def _run_prepare(args) -> int:
     from xtts_data.corpus import read_corpus
 
     audio, data = load_config(args.config)
+    if args.language is not None:
+        text = dataclasses.replace(data.text, language=args.language)
+        data = dataclasses.replace(data, text=text)
     corpus = read_corpus(args.corpus, layout=args.layout)
     result = prepare(
         corpus,
@@ -242,12 +260,16 @@ def _run_demo_corpus(args) -> int:
         seed=args.seed,
         min_seconds=args.min_seconds,
         max_seconds=args.max_seconds,
+        language=args.language,
         progress=True,
     )
     print(
         f"wrote {corpus.num_utterances} utterances ({corpus.total_seconds / 60:.1f} min, "
         f"{corpus.speakers} speaker(s)) to {corpus.path}"
     )
+    if args.language != "en":
+        print(f"prepare it with: xtts-data prepare {corpus.path} --out CACHE --language "
+              f"{args.language}")  # fmt: skip
     return 0
 
 

@@ -1,13 +1,18 @@
 """Read a TTS corpus into rows, with a reason for every row that cannot be used.
 
 Layouts (detected by `read_corpus`, or named with `layout=`):
-    ljspeech: `ROOT/metadata.csv` with `id|text|normalized_text` rows (also `id|text`, and
-        `id|text|normalized_text|speaker` for several speakers); audio in
-        `ROOT/wavs/<id>.wav` (or `.flac` / `.ogg`).
+    ljspeech: `ROOT/metadata.csv` with `id|text|normalized_text` rows (also `id|text`,
+        `id|text|normalized_text|speaker` for several speakers and
+        `id|text|normalized_text|speaker|language` for several languages; an empty field
+        takes the default); audio in `ROOT/wavs/<id>.wav` (or `.flac` / `.ogg`).
     speaker-folders: one LJSpeech-layout folder per speaker, `ROOT/<speaker>/metadata.csv`;
         ids become `<speaker>/<id>`.
-    filelist: a text file of `path|text` or `path|text|speaker` rows (Coqui / VITS
-        filelists); paths are relative to the file's folder; ids are paths without suffix.
+    filelist: a text file of `path|text`, `path|text|speaker` or
+        `path|text|speaker|language` rows (Coqui / VITS filelists); paths are relative to
+        the file's folder; ids are paths without suffix.
+
+A row's language is a BCP-47 tag (`fa`, `en-gb`); rows without one are in
+`data.text.language`.
 
 Rows are checked here for what needs no decoding (format, empty text, audio file present,
 paths inside the corpus root); the cache builder reports audio it cannot decode.
@@ -31,12 +36,14 @@ DEFAULT_SPEAKER = "default"
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One usable corpus row: utterance id, audio file, raw text and speaker name."""
+    """One usable corpus row: utterance id, audio file, raw text, speaker name and the
+    language the row names (`None`: the config's default)."""
 
     id: str
     audio: Path
     text: str
     speaker: str
+    language: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,14 +132,16 @@ def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None):
     for number, line in _lines(metadata):
         where = f"{metadata.name}:{number}"
         fields = None if line is None else [f.strip() for f in line.split("|")]
-        if fields is None or not 2 <= len(fields) <= 4 or not fields[0]:
-            skipped.append(Skipped(prefix + where, _malformed(line, "id|text|normalized_text")))
+        if fields is None or not 2 <= len(fields) <= 5 or not fields[0]:
+            expected = "id|text|normalized_text[|speaker[|language]]"
+            skipped.append(Skipped(prefix + where, _malformed(line, expected)))
             continue
+        fields += [""] * (5 - len(fields))
         uid = fields[0]
-        text = fields[2] if len(fields) >= 3 and fields[2] else fields[1]
-        row_speaker = speaker or (fields[3] if len(fields) == 4 and fields[3] else DEFAULT_SPEAKER)
+        text = fields[2] or fields[1]
+        row_speaker = speaker or fields[3] or DEFAULT_SPEAKER
         audio = _find_audio(root, os.path.join("wavs", uid))
-        result = _check(prefix + uid, root, audio, text, row_speaker)
+        result = _check(prefix + uid, root, audio, text, row_speaker, fields[4] or None)
         (rows if isinstance(result, Row) else skipped).append(result)
     return rows, skipped
 
@@ -151,13 +160,14 @@ def _read_filelist(filelist: Path):
     root = filelist.parent
     for number, line in _lines(filelist):
         fields = None if line is None else [f.strip() for f in line.split("|")]
-        if fields is None or len(fields) not in (2, 3) or not fields[0]:
+        if fields is None or not 2 <= len(fields) <= 4 or not fields[0]:
             where = f"{filelist.name}:{number}"
-            skipped.append(Skipped(where, _malformed(line, "path|text or path|text|speaker")))
+            skipped.append(Skipped(where, _malformed(line, "path|text[|speaker[|language]]")))
             continue
+        fields += [""] * (4 - len(fields))
         uid = os.path.splitext(os.path.normpath(fields[0]))[0].replace(os.sep, "/")
-        speaker = fields[2] if len(fields) == 3 and fields[2] else DEFAULT_SPEAKER
-        result = _check(uid, root, fields[0], fields[1], speaker)
+        speaker = fields[2] or DEFAULT_SPEAKER
+        result = _check(uid, root, fields[0], fields[1], speaker, fields[3] or None)
         (rows if isinstance(result, Row) else skipped).append(result)
     return rows, skipped
 
@@ -176,7 +186,8 @@ def _find_audio(root: Path, stem: str) -> str:
     return stem + ".wav"
 
 
-def _check(uid: str, root: Path, relative: str, text: str, speaker: str) -> Row | Skipped:
+def _check(uid: str, root: Path, relative: str, text: str, speaker: str,
+           language: str | None) -> Row | Skipped:  # fmt: skip
     normalized = os.path.normpath(relative)
     if os.path.isabs(relative) or normalized == ".." or normalized.startswith(".." + os.sep):
         return Skipped(uid, f"path outside the corpus root: {relative}")
@@ -185,7 +196,7 @@ def _check(uid: str, root: Path, relative: str, text: str, speaker: str) -> Row 
     audio = root / normalized
     if not audio.is_file():
         return Skipped(uid, f"missing audio file: {normalized}")
-    return Row(uid, audio, text, speaker)
+    return Row(uid, audio, text, speaker, language)
 
 
 def _drop_duplicates(rows: list[Row]) -> tuple[list[Row], list[Skipped]]:

@@ -10,24 +10,31 @@ floor sits under everything, so a mel spectrogram shows harmonics, formants and 
 Same arguments give byte-identical files: utterance `i` draws everything from
 `numpy.random.default_rng([seed, i])`, so it does not depend on `n` either.
 
-`engine="espeak"` runs `espeak-ng` instead, for real (robotic) English speech.
+`engine="espeak"` runs `espeak-ng` instead (`xtts_data._demo_espeak`), for real (robotic)
+speech: English, or with `language` one of the languages with built-in sentences
+(`xtts_data._demo_sentences`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
-import shutil
-import subprocess
 import wave
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from tqdm import tqdm
 
+from xtts_data._cleaners import espeak_voice
+from xtts_data._demo_espeak import (
+    ESPEAK_RATE,
+    Espeak,
+    english_utterance,
+    find_espeak,
+    sentence_utterance,
+)
+from xtts_data._demo_sentences import LANGUAGES, join_words, words
 from xtts_data.errors import ConfigError, XttsDataError
 
 __all__ = ["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"]
@@ -40,9 +47,7 @@ Engine = Literal["synth", "espeak"]
 # what `train.eval_sentences` is in the demo's runs, as the Harvard sentences are in English.
 DEMO_SENTENCES = ("The captain spoke.", "Her letter was old.")
 
-ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
 _BETA = (3.3, 2.1)  # target duration shape: mean at 61% of [min, max], 6.5 s for 1–10 s
-_SPECIAL_SHARE = 0.2  # utterances holding one token a text normaliser must expand
 _OVERLAP = 0.012  # seconds each sound overlaps its neighbours (cross-fade is twice this)
 _RING = 0.02  # seconds of room for filter ringing on either side of a sound
 _PLOSIVE_DECAY = 0.012  # seconds, burst decay time constant
@@ -140,87 +145,6 @@ _PHONES = {
 _GAP = _Phone(0.03, 0.0)  # any other character (apostrophe, hyphen)
 
 
-# fmt: off
-_FUNCTION_WORDS = (
-    "the", "of", "and", "to", "in", "a", "was", "that", "with", "by", "for", "on", "at", "from",
-    "his", "her", "it", "as", "is", "be", "had", "not", "which", "they", "were", "this", "but",
-    "have", "an", "or", "their", "into",
-)
-_CONTENT_WORDS = (
-    "house", "river", "morning", "letter", "garden", "window", "people", "market", "printer",
-    "court", "prisoner", "city", "evening", "paper", "street", "family", "journey", "silver",
-    "stone", "water", "winter", "summer", "doctor", "mother", "village", "station", "harbour",
-    "question", "answer", "number", "voice", "light", "forest", "island", "teacher", "captain",
-    "kitchen", "church", "bridge", "engine", "castle", "meadow", "lantern", "ribbon", "thunder",
-    "walked", "spoke", "carried", "opened", "wrote", "found", "remembered", "watched", "followed",
-    "turned", "waited", "listened", "returned", "believed", "promised", "gathered", "painted",
-    "wandered", "decided", "reached", "quiet", "early", "gentle", "narrow", "heavy", "bright",
-    "simple", "ancient", "modern", "careful", "distant", "golden", "sudden", "silent", "famous",
-    "common", "certain", "little", "great", "small", "long", "old", "young", "new", "good",
-    "slowly", "never", "always", "often", "later", "again", "together", "almost", "perhaps",
-    "quickly",
-)
-_NAMES = ("Hale", "Brown", "Gray", "Jones", "Carter", "Ellis")
-# fmt: on
-# (raw, spoken) pairs a text normaliser must expand; `{}` takes a name. The spoken forms
-# follow xtts_data's own normaliser ("twenty one", "five dollars, fifty cents").
-_SPECIAL = (
-    ("in 1984", "in nineteen eighty four"),
-    ("in 1776", "in seventeen seventy six"),
-    ("for $5.50", "for five dollars, fifty cents"),
-    ("$12", "twelve dollars"),
-    ("the 3rd", "the third"),
-    ("the 21st", "the twenty first"),
-    ("Dr. {}", "Doctor {}"),
-    ("Mr. {}", "Mister {}"),
-    ("Mrs. {}", "Missus {}"),
-    ("50%", "fifty percent"),
-    ("1,500", "one thousand five hundred"),
-    ("42", "forty two"),
-)
-_ENDINGS = (".", "?", "!")
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _pick(rng: np.random.Generator, items: tuple):
-    return items[int(rng.integers(len(items)))]
-
-
-def _words(rng: np.random.Generator) -> Iterator[tuple[str, str]]:
-    """Endless `(raw, spoken)` words of sentences, punctuation attached.
-
-    Sentence starts are not capitalised here: words that do not fit an utterance are
-    skipped, so `_sentences` capitalises the words actually kept.
-    """
-    special_at = int(rng.integers(4)) if rng.random() < _SPECIAL_SHARE else -1
-    count = itertools.count()
-    while True:
-        length = int(rng.integers(4, 13))
-        for i in range(length):
-            if next(count) == special_at:
-                name = _pick(rng, _NAMES)
-                raw, spoken = (form.format(name) for form in _pick(rng, _SPECIAL))
-            else:
-                raw = spoken = _pick(rng, _FUNCTION_WORDS if rng.random() < 0.4 else _CONTENT_WORDS)
-            if i == length - 1:
-                mark = _ENDINGS[int(rng.choice(3, p=[0.85, 0.1, 0.05]))]
-            else:
-                mark = "," if rng.random() < 0.1 else ""
-            yield raw + mark, spoken + mark
-
-
-def _sentences(words: list[str]) -> str:
-    """Join words, capitalise sentence starts and end the text with a sentence mark."""
-    text = [_capital(words[0])]
-    for word in words[1:]:
-        text.append(_capital(word) if text[-1][-1] in _ENDINGS else word)
-    body = " ".join(text).rstrip(",;:.?!")
-    return body + (text[-1][-1] if text[-1][-1] in _ENDINGS else ".")
-
-
 def _target_durations(
     n: int, rng: np.random.Generator, min_seconds: float, max_seconds: float
 ) -> np.ndarray:
@@ -257,21 +181,21 @@ def _compose(rng: np.random.Generator, voice: _Voice, sr: int, target: int, most
         phone is the leading silence, trailing silences are dropped.
     """
     phones, lengths = [_GAP], [np.array([round(rng.uniform(0.1, 0.25) * sr)])]
-    words: list[tuple[str, str]] = []
+    kept: list[tuple[str, str]] = []
     used, misses = int(lengths[0][0]), 0
-    for raw, spoken in _words(rng):
+    for raw, spoken in words(rng):
         sounds, samples = _sounds(spoken + " ", rng, voice, sr)
         # A first word too long even for `most` is kept after many tries; _finish cuts it.
-        if used + samples.sum() <= (target if words else most) or misses >= 50:
-            words.append((raw, spoken))
+        if used + samples.sum() <= (target if kept else most) or misses >= 50:
+            kept.append((raw, spoken))
             phones, used, misses = phones + sounds, used + samples.sum(), 0
             lengths.append(samples)
-        elif (misses := misses + 1) >= _MAX_MISSES and words:
+        elif (misses := misses + 1) >= _MAX_MISSES and kept:
             break
     lengths = np.concatenate(lengths)
     while phones[-1].level == 0:
         phones, lengths = phones[:-1], lengths[:-1]
-    raw, spoken = (_sentences([word[i] for word in words]) for i in (0, 1))
+    raw, spoken = (join_words([word[i] for word in kept]) for i in (0, 1))
     return raw, spoken, phones, lengths
 
 
@@ -417,52 +341,36 @@ def speak_demo(text: str, *, seed: int = 0, speaker: int = 0, sample_rate: int =
     return _finish(audio, rng, len(audio), len(audio), sample_rate)
 
 
-def _espeak_binary() -> str:
-    binary = shutil.which("espeak-ng")
-    if binary is None:
-        raise XttsDataError(
-            "Expected the espeak-ng program on PATH for engine='espeak', found none. "
-            "Install espeak-ng (e.g. `apt-get install espeak-ng`) or use the default "
-            "engine='synth', which needs no external tool."
-        )
-    return binary
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Engine:
+    """One engine speaking one language within duration bounds."""
+
+    sample_rate: int
+    seconds: tuple[float, float]  # (min_seconds, max_seconds)
+    language: str
+    espeak: str | None  # the espeak-ng program, or None for the synth engine
+
+    def utterance(self, rng: np.random.Generator, voice: _Voice, wav: Path):
+        """(raw text, spoken text or "" for "read the raw text", int16 [samples]).
+
+        espeak-ng writes into `wav` on the way; the caller writes the final audio there.
+        """
+        if self.espeak is None:
+            return _synth_utterance(rng, voice, self.sample_rate, self.seconds)
+        pitch = round(float(np.interp(voice.f0, [95.0, 235.0], [25.0, 75.0])))
+        voice_name = espeak_voice(self.language)
+        espeak = Espeak(binary=self.espeak, voice=voice_name, pitch=pitch, speed=165 * voice.rate)
+        bounds = _sample_bounds(rng, ESPEAK_RATE, *self.seconds)
+        if self.language == "en":
+            return english_utterance(rng, espeak, bounds, wav)
+        raw, pcm = sentence_utterance(rng, espeak, bounds, wav, self.language)
+        return raw, "", pcm
 
 
-def _espeak(binary: str, text: str, voice: _Voice, path: Path) -> np.ndarray:
-    """Speak `text` into `path` with espeak-ng; returns its int16 [samples]."""
-    pitch = round(float(np.interp(voice.f0, [95.0, 235.0], [25.0, 75.0])))
-    speed = round(165 * voice.rate)  # words per minute
-    command = [binary, "-w", str(path), "-v", "en-us", "-p", str(pitch), "-s", str(speed)]
-    # Text on stdin, so a text starting with "-" is never read as an option.
-    done = subprocess.run([*command, "--stdin"], input=text, text=True, capture_output=True)
-    if done.returncode != 0:
-        raise XttsDataError(f"espeak-ng failed (exit {done.returncode}): {done.stderr.strip()}")
-    with wave.open(str(path), "rb") as wav:
-        layout = (wav.getframerate(), wav.getnchannels(), wav.getsampwidth())
-        frames = wav.readframes(wav.getnframes())
-    if layout != (ESPEAK_RATE, 1, 2):
-        expected = f"Expected espeak-ng to write {ESPEAK_RATE} Hz mono 16-bit audio"
-        raise XttsDataError(f"{expected}, received: (rate, channels, bytes)={layout}")
-    return np.frombuffer(frames, dtype="<i2")
-
-
-def _espeak_utterance(rng, voice: _Voice, seconds: tuple[float, float], binary: str, path):
-    """(raw text, spoken text, int16 [samples]) spoken by espeak-ng into `path`.
-
-    Durations follow the text: the word count aims at the target duration, and texts whose
-    audio passes max_seconds are shortened and spoken again (a single word that is still
-    too long is cut). Audio shorter than min_seconds is padded with silence.
-    """
-    fewest, target, most = _sample_bounds(rng, ESPEAK_RATE, *seconds)
-    count = max(1, round(target / ESPEAK_RATE * 165 * voice.rate / 60 * 0.85))
-    words = list(itertools.islice(_words(rng), count))
-    while True:
-        raw, spoken = (_sentences([word[i] for word in words]) for i in (0, 1))
-        pcm = _espeak(binary, spoken, voice, path)
-        if len(pcm) <= most or len(words) == 1:
-            break
-        words = words[: max(1, min(len(words) - 1, len(words) * most // len(pcm)))]
-    return raw, spoken, np.pad(pcm[:most], (0, max(fewest - len(pcm), 0)))
+def _row(uid: str, raw: str, spoken: str, speaker: str) -> str:
+    """One `id|text|normalized_text|speaker` line of metadata.csv, empty trailing fields
+    dropped; an empty normalized_text before a speaker tells the reader to use text."""
+    return "|".join([uid, raw, spoken, speaker]).rstrip("|")
 
 
 def _write_wav(path: Path, pcm: np.ndarray, sr: int) -> None:
@@ -497,6 +405,16 @@ def _check(n, speakers, seed, engine, sample_rate, min_seconds, max_seconds) -> 
     _require(espeak_ok, rule, f"sample_rate={sample_rate}")
 
 
+def _check_language(engine: str, language: str) -> None:
+    known = f"a language with built-in sentences, one of {', '.join(LANGUAGES)}"
+    _require(language in LANGUAGES, known, f"language={language!r}")
+    rule = (
+        "language='en' with engine='synth' (the synth engine speaks only its own "
+        "English-like language; use engine='espeak')"
+    )
+    _require(engine != "synth" or language == "en", rule, f"language={language!r}")
+
+
 def _empty_directory(out: str | Path) -> Path:
     root = Path(out)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
@@ -519,6 +437,7 @@ def write_demo_corpus(
     engine: Engine = "synth",
     min_seconds: float = 1.0,
     max_seconds: float = 10.0,
+    language: str = "en",
     progress: bool = False,
 ) -> DemoCorpus:
     """Write a deterministic demo corpus in LJSpeech layout, with no download.
@@ -529,6 +448,11 @@ def write_demo_corpus(
     abbreviation ("1984", "$5.50", "3rd", "Dr.", "50%") spelled out in `normalized_text`.
     Utterance `i` goes to speaker `i % speakers`; speakers differ in pitch, formants and
     speaking rate.
+
+    In a language other than English, rows are `id|text` (`id|text||speaker` with
+    speakers): built-in sentences as written, digits included (about a quarter hold a
+    number), which the corpus reader then normalises itself. espeak-ng speaks the same
+    text through `normalize_text` with `TextConfig(language=language)`.
 
     Args:
         out: directory to create, or an existing empty one.
@@ -543,28 +467,34 @@ def write_demo_corpus(
             [min_seconds, max_seconds] with mean at 61% of the range (6.5 s for 1–10 s);
             words are added while they fit and the rest is trailing silence. Only a
             single word longer than `max_seconds` is cut (its text stays whole).
+        language: "en", or with `engine="espeak"` a language with built-in sentences:
+            "fa" (Persian), "ar" (Arabic), "ru" (Russian), "de" (German), "fr" (French),
+            "es" (Spanish), "zh" (Mandarin). Sentences are joined until the target
+            duration; one that would pass `max_seconds` is left out (a first one is cut).
         progress: show a tqdm progress bar.
 
     Returns:
         What was written.
 
     Raises:
-        ConfigError: an argument is out of range.
-        XttsDataError: `out` is not empty, or espeak-ng is missing or fails.
+        ConfigError: an argument is out of range, an unknown language, or a language other
+            than "en" with the synth engine.
+        XttsDataError: `out` is not empty, or espeak-ng is missing, has no voice for the
+            language, or fails.
     """
     _check(n, speakers, seed, engine, sample_rate, min_seconds, max_seconds)
-    binary = _espeak_binary() if engine == "espeak" else None
+    _check_language(engine, language)
+    espeak = find_espeak(language) if engine == "espeak" else None
     root = _empty_directory(out)
-    rows, samples, seconds = [], 0, (min_seconds, max_seconds)
+    seconds = (min_seconds, max_seconds)
+    synthesis = _Engine(sample_rate=sample_rate, seconds=seconds, language=language, espeak=espeak)
+    rows, samples = [], 0
     for index in tqdm(range(n), desc="demo corpus", unit="utt", disable=not progress):
         uid, voice = _utterance_id(index), _voice(index % speakers)
         rng, wav = np.random.default_rng([seed, index]), root / "wavs" / f"{uid}.wav"
-        if binary is None:
-            raw, spoken, pcm = _synth_utterance(rng, voice, sample_rate, seconds)
-        else:
-            raw, spoken, pcm = _espeak_utterance(rng, voice, seconds, binary, wav)
+        raw, spoken, pcm = synthesis.utterance(rng, voice, wav)
         _write_wav(wav, pcm, sample_rate)
-        rows.append("|".join([uid, raw, spoken] + ([voice.name] if speakers > 1 else [])))
+        rows.append(_row(uid, raw, spoken, voice.name if speakers > 1 else ""))
         samples += len(pcm)
     with open(root / "metadata.csv", "w", encoding="utf-8", newline="\n") as metadata:
         metadata.writelines(row + "\n" for row in rows)

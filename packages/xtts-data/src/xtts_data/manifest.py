@@ -5,10 +5,11 @@ CACHE/
   build.json              settings + plan of the build (written first; resume checks it)
   shards/shard-00000-of-00012.tfrecord   tf.train.Example per utterance
   shards/shard-00000-of-00012.json       per-shard sidecar (samples, skips, sha256)
-  tokenizer.json          symbol table of the character tokenizer
-  report.json             {"ok": n, "skipped": [{"id", "reason"}], ...}
-  manifest.json           written last: settings hash, speakers, per-sample lengths,
-                          shard checksums, counts
+  tokenizer.json          symbol table (and languages) of the character tokenizer
+  report.json             {"ok": n, "skipped": [{"id", "reason"}], "dropped": {char: n},
+                          "oov": {char: n}, "languages": {tag: n}, ...}
+  manifest.json           written last: settings hash, speakers, languages, per-sample
+                          lengths, shard checksums, counts
 ```
 Every file appears complete or not at all (temp file + rename).
 """
@@ -32,7 +33,7 @@ from xtts_data.text import Tokenizer
 
 __all__ = ["FORMAT_VERSION", "FeatureCache", "settings_hash", "settings_of", "verify_cache"]
 
-FORMAT_VERSION = 2  # 2: raw little-endian records (xtts_data.record)
+FORMAT_VERSION = 3  # 2: raw little-endian records (xtts_data.record); 3: languages
 
 
 def settings_of(audio: MelConfig, data: DataConfig) -> dict[str, Any]:
@@ -133,6 +134,11 @@ class FeatureCache:
         return cls(path, manifest, MelConfig.from_dict(manifest["settings"]["audio"]), tokenizer)
 
     @property
+    def languages(self) -> list[str]:
+        """Language tags of the corpus; a sample's `language` is an index into this list."""
+        return list(self.manifest["languages"])
+
+    @property
     def speakers(self) -> list[str]:
         """Speaker names; a sample's `speaker` is an index into this list."""
         return list(self.manifest["speakers"])
@@ -142,13 +148,14 @@ class FeatureCache:
         return [self.path / "shards" / s["file"] for s in self.manifest["shards"]]
 
     def samples(self) -> dict[str, np.ndarray]:
-        """Per-sample columns: `id` (str), `speaker`, `frames`, `tokens`, `shard` (int)."""
+        """Per-sample columns: `id` (str), `speaker`, `language`, `frames`, `tokens`,
+        `shard` (int)."""
         columns = self.manifest["samples"]
         return {
             "id": np.array(columns["id"], dtype=object),
             **{
                 k: np.asarray(columns[k], np.int64)
-                for k in ("speaker", "frames", "tokens", "shard")
+                for k in ("speaker", "language", "frames", "tokens", "shard")
             },
         }
 

@@ -1,7 +1,9 @@
 """Text front end: `TextConfig`, `normalize_text` and the character/phoneme `Tokenizer`.
 
-Training and inference share this one path: raw text → `normalize_text` → `Tokenizer.encode`.
-The english cleaner follows Keith Ito's tacotron `english_cleaners` (see `_numbers`).
+Training and inference share this one path: raw text → `normalize_text` (the row
+language's cleaners, `_cleaners`; then IPA when phonemes are on) → `Tokenizer.encode`.
+The English cleaner follows Keith Ito's tacotron `english_cleaners`; numbers are read in
+the row's language through num2words (`_numbers`).
 """
 
 from __future__ import annotations
@@ -9,29 +11,39 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-import re
 import string
 import threading
-import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from xtts_data._numbers import CURRENCY_SIGNS, expand_numbers
+from xtts_data._cleaners import (
+    KEPT_PUNCTUATION,
+    LANGUAGES,
+    Cleaned,
+    canonical_language,
+    clean,
+    collapse_whitespace,
+    espeak_voice,
+    is_known_language,
+)
 from xtts_data.errors import ConfigError
 
 __all__ = [
     "DEFAULT_SYMBOLS",
     "IPA_SYMBOLS",
+    "Cleaned",
     "TextConfig",
     "Tokenizer",
     "normalize_text",
+    "normalize_texts",
     "text_to_ids",
 ]
 
-Cleaners = Literal["english", "basic", "none"]
-_CLEANERS = ("english", "basic", "none")
+Cleaners = Literal["full", "basic", "none"]
+_CLEANERS = ("full", "basic", "none")
+AUTO = "auto"
 
-_PUNCTUATION = " !\"'(),-.:;?"
+_PUNCTUATION = KEPT_PUNCTUATION
 DEFAULT_SYMBOLS = _PUNCTUATION + string.ascii_lowercase
 _IPA_GROUPS = (
     "iyɨʉɯuɪʏʊeøɘəɵɤoɛœɜɞʌɔæɐaɶɑɒᵻɚ",  # vowels
@@ -46,53 +58,6 @@ _PAD, _EOS = "<pad>", "<eos>"
 _PHONEMES_HINT = (
     'pip install "xtts-data[phonemes]" and install espeak-ng (e.g. apt-get install espeak-ng)'
 )
-
-# Punctuation that NFKC leaves alone but the symbol sets spell in ASCII.
-_PUNCT_MAP = str.maketrans(
-    {
-        **dict.fromkeys("‘’‚‛′`´", "'"),
-        **dict.fromkeys("“”„‟″«»", '"'),
-        **dict.fromkeys("‐‑‒–—―−", "-"),
-        "…": "...",
-    }
-)
-# Letters without a decomposition into ASCII (NFKD leaves them whole).
-_LETTER_MAP = str.maketrans(
-    {"ß": "ss", "æ": "ae", "Æ": "AE", "œ": "oe", "Œ": "OE", "ø": "o", "Ø": "O", "ł": "l"}
-    | {"Ł": "L", "đ": "d", "Đ": "D", "þ": "th", "Þ": "Th", "ð": "d", "Ð": "D", "ı": "i"}
-)
-# Symbols left after number expansion: spoken ones become words, the rest a space.
-_SPOKEN_MAP = str.maketrans(
-    {"&": " and ", "@": " at ", "%": " percent ", "+": " plus ", "=": " equals "}
-    | {"#": " number ", "$": " dollars ", "£": " pounds ", "€": " euros ", "¥": " yen "}
-    | {"[": "(", "{": "(", "]": ")", "}": ")"}
-    | dict.fromkeys("*/\\^_|~<>", " ")
-)
-_ABBREVIATIONS = {
-    "mrs": "misess",
-    "mr": "mister",
-    "dr": "doctor",
-    "st": "saint",
-    "co": "company",
-    "jr": "junior",
-    "maj": "major",
-    "gen": "general",
-    "drs": "doctors",
-    "rev": "reverend",
-    "lt": "lieutenant",
-    "hon": "honorable",
-    "sgt": "sergeant",
-    "capt": "captain",
-    "esq": "esquire",
-    "ltd": "limited",
-    "col": "colonel",
-    "ft": "fort",
-}
-_ABBREVIATION_RE = re.compile(
-    r"\b(" + "|".join(_ABBREVIATIONS) + r")\.(?P<end>\s*$)?", re.IGNORECASE
-)
-_WHITESPACE_RE = re.compile(r"\s+")
-_DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 
 
 def _fail(field: str, value: Any, expected: str) -> None:
@@ -125,51 +90,104 @@ def _import_phonemizer():
     return phonemizer
 
 
+def _language_tag(field: str, value: Any) -> str:
+    if not isinstance(value, str) or not is_known_language(canonical_language(value)):
+        _fail(field, value, "a BCP-47 language code with cleaners here (e.g. 'en', 'fa', "
+              f"'de-at'; languages: {', '.join(sorted(LANGUAGES))})")  # fmt: skip
+    return canonical_language(value)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TextConfig:
     """How raw transcripts become model input text.
 
     Attributes:
-        cleaners: `"english"`: Unicode NFKC, ASCII folding, lower-casing, abbreviations
-            ("dr." → "doctor"), numbers, money and percentages as words, spoken symbols
-            ("&" → "and"), whitespace clean-up. `"basic"`: the same without the English
-            expansions. `"none"`: the text as given, only stripped (`lowercase` and
-            `ascii_fold` do not apply).
-        lowercase: lower-case the text (english/basic).
+        language: BCP-47 code of the corpus (e.g. `"en"`, `"fa"`, `"de-at"`), for rows
+            that name none; it chooses the cleaners, the number words and the espeak
+            voice. One setting is all a corpus in one language needs.
+        languages: further languages rows may name in their `language` column (a
+            multilingual corpus); a row naming another is an error.
+        cleaners: `"full"`: Unicode NFKC, controls and format characters dropped (the
+            ZERO WIDTH NON-JOINER kept in Persian), punctuation in ASCII (Arabic ، ؟,
+            «», CJK 。), Persian letter unification and digits, lower-casing where the
+            script has case, numbers, percent and money in the row's language, English
+            abbreviations ("dr." → "doctor") and spoken symbols ("&" → "and"), anything
+            unspeakable dropped. `"basic"`: the same without expansions or the final
+            drop. `"none"`: the text as given, only stripped.
+        lowercase: lower-case the text (full/basic).
         ascii_fold: strip accents ("é" → "e") and drop characters with no ASCII form
-            (emoji, other scripts) (english/basic). Quotes, dashes and "…" are always
-            written in ASCII by english/basic.
-        phonemes: after cleaning, convert to IPA with `phonemizer`'s espeak backend
-            (optional extra: `pip install "xtts-data[phonemes]"` plus espeak-ng).
-        language: espeak language of the phonemizer, e.g. `"en-us"`.
-        symbols: the vocabulary, one character per symbol, ids in string order; `None`
-            picks `IPA_SYMBOLS` with phonemes, else `DEFAULT_SYMBOLS` (plus A–Z when the
-            cleaned text keeps capitals). See `effective_symbols`.
+            (full/basic); `None`: on for English, off for every other language.
+        phonemes: after cleaning, convert to IPA with `phonemizer`'s espeak backend, in
+            the row language's voice (optional extra: `pip install "xtts-data[phonemes]"`
+            plus espeak-ng).
+        symbols: the vocabulary, one character per symbol, ids in string order;
+            `"auto"` builds it at `prepare` from the cleaned training text (stored with
+            the cache and the run, then frozen); `None` picks `IPA_SYMBOLS` with
+            phonemes, else `DEFAULT_SYMBOLS` (plus A–Z when capitals are kept).
+        max_letter_loss: a row whose cleaning drops more than this share of its letters
+            (e.g. Persian words in an English row folded to ASCII) is skipped and
+            reported; `None` keeps every row.
     """
 
-    cleaners: Cleaners = "english"
+    language: str = "en"
+    languages: tuple[str, ...] = ()
+    cleaners: Cleaners = "full"
     lowercase: bool = True
-    ascii_fold: bool = True
+    ascii_fold: bool | None = None
     phonemes: bool = False
-    language: str = "en-us"
-    symbols: str | None = None
+    symbols: str | None = AUTO
+    max_letter_loss: float | None = 0.2
 
     def __post_init__(self) -> None:
         if self.cleaners not in _CLEANERS:
             _fail("cleaners", self.cleaners, f"one of {_CLEANERS}")
-        for name in ("lowercase", "ascii_fold", "phonemes"):
+        for name in ("lowercase", "phonemes"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "a bool")
-        if not isinstance(self.language, str) or not self.language.strip():
-            _fail("language", self.language, "a non-empty espeak language code such as 'en-us'")
-        if self.symbols is not None:
+        if self.ascii_fold is not None and not isinstance(self.ascii_fold, bool):
+            _fail("ascii_fold", self.ascii_fold, "a bool or None (per language)")
+        object.__setattr__(self, "language", _language_tag("language", self.language))
+        if isinstance(self.languages, str) or not isinstance(self.languages, Sequence):
+            _fail("languages", self.languages, "a list of language codes")
+        tags = tuple(_language_tag("languages", tag) for tag in self.languages)
+        object.__setattr__(self, "languages", tuple(dict.fromkeys(tags)))
+        if self.symbols is not None and self.symbols != AUTO:
             _check_symbols("TextConfig", self.symbols)
+        loss = self.max_letter_loss
+        if loss is not None and not (isinstance(loss, int | float) and not isinstance(loss, bool)
+                                     and 0.0 <= loss <= 1.0):  # fmt: skip
+            _fail("max_letter_loss", loss, "a share in [0, 1] or None")
         if self.phonemes:
             _import_phonemizer()
 
     @property
-    def effective_symbols(self) -> str:
-        """`symbols`, or the default set for these cleaners/phoneme settings when `None`."""
+    def all_languages(self) -> tuple[str, ...]:
+        """`language`, then `languages`: every language a row may be in."""
+        return tuple(dict.fromkeys((self.language, *self.languages)))
+
+    def row_language(self, tag: str | None) -> str:
+        """The canonical language of a row that names `tag` (`None`: `language`).
+
+        Raises:
+            ConfigError: `tag` is not one of `all_languages`.
+        """
+        if tag is None or not tag.strip():
+            return self.language
+        language = canonical_language(tag)
+        if language not in self.all_languages:
+            raise ConfigError(
+                f"Expected a row language in data.text.language/languages "
+                f"{list(self.all_languages)}, received: language={tag!r}; to fix: add it to "
+                f"data.text.languages (e.g. --set data.text.languages=[{language}])"
+            )
+        return language
+
+    @property
+    def effective_symbols(self) -> str | None:
+        """`symbols`, the built-in set when `None`, or `None` for `"auto"` (the
+        vocabulary then comes from the corpus: `Tokenizer.from_texts`)."""
+        if self.symbols == AUTO:
+            return None
         if self.symbols is not None:
             return self.symbols
         if self.phonemes:
@@ -188,53 +206,14 @@ class TextConfig:
         unknown = sorted(set(values) - set(known))
         if unknown:
             raise ConfigError(f"TextConfig: unknown field(s) {unknown}; known: {known}")
+        values = dict(values)
+        if isinstance(values.get("languages"), list):
+            values["languages"] = tuple(values["languages"])
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        """All fields as given (`symbols` may be `None`): round-trips `from_dict`."""
-        return dataclasses.asdict(self)
-
-
-def _strip_controls(text: str) -> str:
-    """Drop control/format/unassigned characters; whitespace controls become spaces."""
-    return "".join(
-        " " if c.isspace() else c
-        for c in text
-        if c.isspace() or unicodedata.category(c) not in _DROPPED_CATEGORIES
-    )
-
-
-def _fold_ascii(text: str, keep: str) -> str:
-    """Accents stripped, ASCII-less letters spelled out, anything else not in `keep` dropped."""
-    text = unicodedata.normalize("NFKD", text.translate(_LETTER_MAP))
-    return "".join(c for c in text if c.isascii() or c in keep)
-
-
-def _collapse_whitespace(text: str) -> str:
-    return _WHITESPACE_RE.sub(" ", text).strip()
-
-
-def _expand_abbreviation(match: re.Match[str]) -> str:
-    word = _ABBREVIATIONS[match.group(1).lower()]
-    if match.group(1)[0].isupper():
-        word = word.capitalize()
-    # At the very end the period also closes the sentence: keep it.
-    return word + ("." if match["end"] is not None else "")
-
-
-def _clean(text: str, config: TextConfig, *, keep: str = "") -> str:
-    """The shared english/basic steps: NFKC, ASCII punctuation, folding, lower-casing."""
-    text = unicodedata.normalize("NFKC", _strip_controls(text)).translate(_PUNCT_MAP)
-    if config.ascii_fold:
-        text = _fold_ascii(text, keep)
-    return text.lower() if config.lowercase else text
-
-
-def _clean_english(text: str, config: TextConfig) -> str:
-    text = _clean(text, config, keep=CURRENCY_SIGNS)
-    text = _ABBREVIATION_RE.sub(_expand_abbreviation, text)
-    text = expand_numbers(text).translate(_SPOKEN_MAP)
-    return _collapse_whitespace(text)
+        """All fields as given (`languages` as a list): round-trips `from_dict`."""
+        return dataclasses.asdict(self) | {"languages": list(self.languages)}
 
 
 # espeak-ng is one C library with global state: phonemizing from `prepare`'s reader
@@ -247,16 +226,19 @@ _PHONEMIZER_LOG = logging.getLogger("xtts_data.phonemizer")
 _PHONEMIZER_LOG.setLevel(logging.ERROR)
 
 
-def _phonemize(text: str, language: str) -> str:
-    """IPA for `text` from espeak, punctuation kept, stress marked."""
+def _phonemize(texts: list[str], language: str) -> list[str]:
+    """IPA for each of `texts` from espeak in `language`'s voice, punctuation kept,
+    stress marked (one espeak session for all of them)."""
     phonemizer = _import_phonemizer()
-    if not text:
-        return text
+    voice = espeak_voice(language)
+    spoken = [i for i, text in enumerate(texts) if text]
+    if not spoken:
+        return list(texts)
     try:
         with _ESPEAK_LOCK:
             ipa = phonemizer.phonemize(
-                text,
-                language=language,
+                [texts[i] for i in spoken],
+                language=voice,
                 backend="espeak",
                 strip=True,
                 preserve_punctuation=True,
@@ -266,45 +248,85 @@ def _phonemize(text: str, language: str) -> str:
     except RuntimeError as err:  # espeak-ng missing, or it does not know `language`
         raise ConfigError(
             f"TextConfig.language: expected a language espeak can phonemize, received: "
-            f"language={language!r} ({err}); to fix: {_PHONEMES_HINT}"
+            f"language={language!r} (voice {voice!r}: {err}); to fix: {_PHONEMES_HINT}"
         ) from err
-    return _collapse_whitespace(ipa)
+    out = list(texts)
+    for i, text in zip(spoken, ipa, strict=True):
+        out[i] = collapse_whitespace(text)
+    return out
 
 
-def normalize_text(text: str, config: TextConfig) -> str:
-    """Clean `text` with `config.cleaners`, then convert to IPA when `config.phonemes`.
+def _clean(text: str, config: TextConfig, language: str) -> Cleaned:
+    if not isinstance(text, str):
+        raise TypeError(f"normalize_text: expected text of type str, received: {type(text)}")
+    if config.cleaners == "none":
+        return Cleaned(text.strip(), collections.Counter(), 0)
+    fold = config.ascii_fold if config.ascii_fold is not None else language.startswith("en")
+    full = config.cleaners == "full"
+    return clean(text, language=language, full=full, fold=fold, lowercase=config.lowercase)
 
-    Never raises for a `str` with the english/basic/none cleaners (odd characters are
-    dropped, numbers too long to say are read digit by digit).
+
+def normalize_texts(
+    texts: Sequence[str], config: TextConfig, languages: Sequence[str | None] | None = None
+) -> list[Cleaned]:
+    """`normalize_text` of many rows, with what cleaning dropped from each.
+
+    Phonemes are made in one espeak session per language, far faster than row by row.
+
+    Args:
+        texts: raw transcripts.
+        config: the text settings.
+        languages: each row's language tag (`None`: `config.language`); default all `None`.
+
+    Raises:
+        TypeError: a text is not a str.
+        ConfigError: a row language not in the config, or phonemes espeak cannot make.
+    """
+    tags = [config.row_language(t) for t in (languages or [None] * len(texts))]
+    cleaned = [_clean(text, config, tag) for text, tag in zip(texts, tags, strict=True)]
+    if not config.phonemes:
+        return cleaned
+    for tag in dict.fromkeys(tags):
+        rows = [i for i, t in enumerate(tags) if t == tag]
+        ipa = _phonemize([cleaned[i].text for i in rows], tag)
+        for i, text in zip(rows, ipa, strict=True):
+            cleaned[i] = dataclasses.replace(cleaned[i], text=text)
+    return cleaned
+
+
+def normalize_text(text: str, config: TextConfig, *, language: str | None = None) -> str:
+    """Clean `text` with `config.cleaners` in its language, then convert to IPA when
+    `config.phonemes`.
+
+    Never raises for a `str` with the full/basic/none cleaners (unspeakable characters
+    are dropped, numbers too long to say are read digit by digit).
 
     Args:
         text: a raw transcript.
         config: the text settings.
+        language: the text's language tag (`None`: `config.language`).
 
     Returns:
         The text the tokenizer encodes; empty if nothing speakable is left.
 
     Raises:
         TypeError: `text` is not a str.
-        ConfigError: phonemes are on and espeak cannot phonemize (not installed, unknown
-            language).
+        ConfigError: `language` is not in the config, or phonemes are on and espeak
+            cannot phonemize (not installed, unknown language).
     """
-    if not isinstance(text, str):
-        raise TypeError(f"normalize_text: expected text of type str, received: {type(text)}")
-    if config.cleaners == "english":
-        text = _clean_english(text, config)
-    elif config.cleaners == "basic":
-        text = _collapse_whitespace(_clean(text, config))
-    else:
-        text = text.strip()
-    return _phonemize(text, config.language) if config.phonemes else text
+    return normalize_texts([text], config, [language])[0].text
 
 
 class Tokenizer:
-    """Characters ↔ integer ids: 0 is `<pad>`, 1 is `<eos>`, symbol `i` has id `i + 2`.
+    """Characters ↔ integer ids: 0 is `<pad>`, 1 is `<eos>`, then one language token per
+    language when there are several (XTTS conditions on a language token: it is the
+    first id of every encoded text, and its embedding is learned with the others), then
+    the symbols in order.
 
     Args:
         symbols: the vocabulary, distinct characters in id order.
+        languages: the canonical language tags of the corpus (`()` when unknown, from a
+            cache made before languages were recorded); tokens only when more than one.
 
     Raises:
         ConfigError: `symbols` is empty, not a str, or repeats a character.
@@ -313,40 +335,80 @@ class Tokenizer:
     PAD = 0
     EOS = 1
 
-    def __init__(self, symbols: str) -> None:
+    def __init__(self, symbols: str, languages: Sequence[str] = ()) -> None:
         _check_symbols("Tokenizer", symbols)
         self._symbols = symbols
-        self._ids = {c: i + 2 for i, c in enumerate(symbols)}
+        self._languages = tuple(languages)
+        tokens = self._languages if len(self._languages) > 1 else ()
+        self._language_ids = {tag: i + 2 for i, tag in enumerate(tokens)}
+        offset = 2 + len(tokens)
+        self._ids = {c: i + offset for i, c in enumerate(symbols)}
 
     @classmethod
-    def from_config(cls, config: TextConfig) -> Tokenizer:
-        """The tokenizer for `config.effective_symbols`."""
-        return cls(config.effective_symbols)
+    def from_config(cls, config: TextConfig, languages: Sequence[str] = ()) -> Tokenizer:
+        """The tokenizer for a fixed vocabulary (`config.symbols` not `"auto"`).
+
+        Raises:
+            ConfigError: `symbols` is `"auto"`: use `from_texts` on the cleaned corpus.
+        """
+        if config.effective_symbols is None:
+            raise ConfigError(
+                "TextConfig.symbols: 'auto' builds the vocabulary from the corpus; use "
+                "Tokenizer.from_texts(config, cleaned_texts), or `xtts-data prepare`"
+            )
+        return cls(config.effective_symbols, languages)
+
+    @classmethod
+    def from_texts(
+        cls, config: TextConfig, texts: Iterable[str], languages: Sequence[str] = ()
+    ) -> Tokenizer:
+        """The tokenizer of a corpus: with `symbols: auto`, every character of its cleaned
+        `texts` in code point order; otherwise `from_config`."""
+        if config.effective_symbols is not None:
+            return cls.from_config(config, languages)
+        found = sorted(set().union(*map(set, texts)) - {""})
+        if not found:
+            raise ConfigError("Tokenizer.from_texts: no characters in the cleaned texts")
+        return cls("".join(found), languages)
 
     @property
     def symbols(self) -> str:
-        """The vocabulary in id order (without the two reserved ids)."""
+        """The vocabulary in id order (without the reserved and language ids)."""
         return self._symbols
 
     @property
+    def languages(self) -> tuple[str, ...]:
+        """The corpus languages; each has a token when there are several."""
+        return self._languages
+
+    @property
     def vocab_size(self) -> int:
-        """Number of ids: `len(symbols) + 2` (pad and eos)."""
-        return len(self._symbols) + 2
+        """Number of ids: pad, eos, the language tokens and the symbols."""
+        return 2 + len(self._language_ids) + len(self._symbols)
 
     def encode(
-        self, text: str, *, add_eos: bool = True
+        self, text: str, *, language: str | None = None, add_eos: bool = True
     ) -> tuple[list[int], collections.Counter[str]]:
         """Ids of the characters of normalised `text`.
 
         Args:
             text: text already passed through `normalize_text`.
+            language: the text's language tag; with language tokens, its token is the
+                first id (`None`: the first language).
             add_eos: append `EOS`.
 
         Returns:
             `(ids, oov)`: the ids of in-vocabulary characters (others are dropped) and a
             Counter of the dropped characters.
+
+        Raises:
+            ConfigError: `language` is not one of a known `languages`.
         """
         ids: list[int] = []
+        if self._language_ids:
+            ids.append(self.language_id(language or self._languages[0]))
+        elif language is not None and self._languages:
+            self.language_id(language)  # a known language, though it has no token
         oov: collections.Counter[str] = collections.Counter()
         for char in text:
             if char in self._ids:
@@ -357,14 +419,28 @@ class Tokenizer:
             ids.append(self.EOS)
         return ids, oov
 
+    def language_id(self, language: str) -> int:
+        """The id of `language`'s token (-1 in a single-language vocabulary).
+
+        Raises:
+            ConfigError: `language` is not one of `languages`.
+        """
+        tag = canonical_language(language)
+        if tag not in self._languages:
+            raise ConfigError(
+                f"Expected a language this vocabulary was built for "
+                f"{list(self._languages)}, received: language={language!r}"
+            )
+        return self._language_ids.get(tag, -1)
+
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of `ids` (ints or an int array), skipping pad and eos.
+        """The text of `ids` (ints or an int array), skipping pad, eos and language ids.
 
         Raises:
             ConfigError: an id outside `[0, vocab_size)`: the ids come from another
                 vocabulary.
         """
-        chars = []
+        chars, offset = [], 2 + len(self._language_ids)
         for raw in ids:
             index = int(raw)
             if not 0 <= index < self.vocab_size:
@@ -372,25 +448,28 @@ class Tokenizer:
                     f"Tokenizer.decode: expected ids in [0, {self.vocab_size}), received: "
                     f"id={index} (ids made with another vocabulary?)"
                 )
-            if index >= 2:
-                chars.append(self._symbols[index - 2])
+            if index >= offset:
+                chars.append(self._symbols[index - offset])
         return "".join(chars)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready description: reserved tokens and symbols, round-trips `from_dict`."""
-        return {"specials": [_PAD, _EOS], "symbols": self._symbols}
+        """JSON-ready description (reserved tokens, languages, symbols): round-trips
+        `from_dict`."""
+        return {"specials": [_PAD, _EOS], "languages": list(self._languages),
+                "symbols": self._symbols}  # fmt: skip
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> Tokenizer:
-        """Rebuild from `to_dict` output.
+        """Rebuild from `to_dict` output (`languages` may be absent: older caches).
 
         Raises:
             ConfigError: unknown or missing keys, other reserved tokens, invalid symbols.
         """
         keys = sorted(values)
-        if keys != ["specials", "symbols"]:
+        if keys not in (["specials", "symbols"], ["languages", "specials", "symbols"]):
             raise ConfigError(
-                f"Tokenizer.from_dict: expected keys ['specials', 'symbols'], received: {keys}"
+                f"Tokenizer.from_dict: expected keys ['languages', 'specials', 'symbols'], "
+                f"received: {keys}"
             )
         specials = list(values["specials"])
         if specials != [_PAD, _EOS]:
@@ -398,26 +477,31 @@ class Tokenizer:
                 f"Tokenizer.from_dict: expected specials {[_PAD, _EOS]}, received: "
                 f"specials={specials!r}"
             )
-        return cls(values["symbols"])
+        return cls(values["symbols"], tuple(values.get("languages", ())))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Tokenizer) and other._symbols == self._symbols
+        return (isinstance(other, Tokenizer) and other._symbols == self._symbols
+                and other._languages == self._languages)  # fmt: skip
 
     def __hash__(self) -> int:
-        return hash(self._symbols)
+        return hash((self._symbols, self._languages))
 
     def __repr__(self) -> str:
-        return f"Tokenizer(symbols={self._symbols!r})"
+        return f"Tokenizer(symbols={self._symbols!r}, languages={self._languages!r})"
 
 
 def text_to_ids(
-    text: str, config: TextConfig, tokenizer: Tokenizer
+    text: str, config: TextConfig, tokenizer: Tokenizer, *, language: str | None = None
 ) -> tuple[list[int], str, collections.Counter[str]]:
-    """Normalise `text` and encode it (with `EOS`).
+    """Normalise `text` in its language and encode it (with `EOS`).
+
+    Args:
+        language: the text's language tag (`None`: `config.language`).
 
     Returns:
         `(ids, normalised_text, oov)`, as `normalize_text` and `Tokenizer.encode` give them.
     """
-    normalised = normalize_text(text, config)
-    ids, oov = tokenizer.encode(normalised)
+    tag = config.row_language(language)
+    normalised = normalize_text(text, config, language=tag)
+    ids, oov = tokenizer.encode(normalised, language=tag)
     return ids, normalised, oov

@@ -16,12 +16,13 @@ import numpy as np
 from xtts_audio import MelConfig, mel_features
 from xtts_data._audio_io import BadAudioError, load_audio
 from xtts_data._source import open_source
+from xtts_data._transcripts import read_transcripts
 from xtts_data.config import DataConfig
 from xtts_data.corpus import read_corpus
 from xtts_data.errors import ConfigError, CorpusError
 from xtts_data.manifest import FeatureCache
 from xtts_data.pipeline import is_validation
-from xtts_data.text import Tokenizer, text_to_ids
+from xtts_data.text import Tokenizer
 
 __all__ = ["Utterance", "read_utterances"]
 
@@ -59,7 +60,8 @@ def read_utterances(source, config: DataConfig, split: str = "val", *,
             built with other feature settings is an error).
         split: `"val"` (the held-out ids, as `make_dataset` splits them) or `"all"`.
         audio: the mel recipe; checked against a cache's, required for a corpus.
-        tokenizer: when given, the source's token ids must come from the same symbols.
+        tokenizer: when given, a cache's token ids must come from the same symbols (a
+            corpus is tokenised with it; characters it lacks are logged and dropped).
         limit: the first `limit` utterances only (None: all).
 
     Raises:
@@ -75,12 +77,12 @@ def read_utterances(source, config: DataConfig, split: str = "val", *,
     if isinstance(source, FeatureCache) or (Path(source) / "manifest.json").is_file():
         found = _from_cache(source, config, audio)
     else:
-        found = _from_corpus(Path(source), config, audio)
+        found = _from_corpus(Path(source), config, audio, tokenizer)
     path, src_tokenizer, ids, speakers, load = found
     if tokenizer is not None and src_tokenizer != tokenizer:
         raise ConfigError(
-            f"{path} is tokenised with other symbols ({src_tokenizer.symbols!r}) than "
-            f"expected ({tokenizer.symbols!r}); rebuild it with the same text settings"
+            f"{path} is tokenised with another symbol table ({src_tokenizer!r}) than "
+            f"expected ({tokenizer!r}); rebuild it with the same text settings"
         )
     chosen = np.ones(len(ids), bool)
     if split == "val":
@@ -106,23 +108,24 @@ def _from_cache(source, config: DataConfig, audio: MelConfig | None):
     return src.path, src.tokenizer, src.ids.astype(str), src.speakers, src.load
 
 
-def _from_corpus(path: Path, config: DataConfig, audio: MelConfig | None):
+def _from_corpus(path: Path, config: DataConfig, audio: MelConfig | None,
+                 tokenizer: Tokenizer | None):  # fmt: skip
     """(path, tokenizer, ids, speakers, load) of a corpus, read as `prepare` reads it:
-    any audio format, trimmed with `config.trim_top_db`; unusable rows are logged."""
+    any audio format, trimmed with `config.trim_top_db`, tokenised with `tokenizer` (e.g.
+    a trained run's) when given; unusable rows are logged."""
     if audio is None:
         raise ConfigError(f"{path} is not a feature cache: pass audio=MelConfig(...) to read it")
     corpus = read_corpus(path)
-    tokenizer = Tokenizer.from_config(config.text)
+    transcripts = read_transcripts(corpus.rows, config.text, tokenizer=tokenizer)
+    tokenizer = transcripts.tokenizer
     speakers = {name: i for i, name in enumerate(corpus.speakers)}
-    rows = []
-    for row in corpus.rows:
-        tokens = text_to_ids(row.text, config.text, tokenizer)[0]
-        if len(tokens) > 1:
-            rows.append((row, np.asarray(tokens, np.int32)))
-        else:
-            logger.warning("skipped %s: no known symbols", row.id)
-    if not rows:
-        raise CorpusError(f"{corpus.root}: no rows with known symbols")
+    for skipped in transcripts.skipped:
+        logger.warning("skipped %s: %s", skipped.id, skipped.reason)
+    if transcripts.oov:
+        logger.warning("%s: characters not in the symbol table dropped: %s", corpus.root,
+                       dict(transcripts.oov.most_common(8)))  # fmt: skip
+    rows = [(row, np.asarray(transcripts.tokens[row.id], np.int32))
+            for row in corpus.rows if row.id in transcripts.tokens]  # fmt: skip
 
     def load(indices: np.ndarray) -> list[dict[str, np.ndarray]]:
         out = []

@@ -1,0 +1,150 @@
+"""The demo corpus's espeak-ng engine: real (robotic) speech, in English or a built-in language.
+
+English texts are drawn word by word, as the synth engine draws them; other languages join
+built-in sentences (`xtts_data._demo_sentences.SENTENCES`). espeak-ng speaks what the model
+will read: for other languages, `spoken_text`, the raw sentence through `normalize_text`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import shutil
+import subprocess
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from xtts_data._cleaners import espeak_voice
+from xtts_data._demo_sentences import SENTENCES, join_sentences, join_words, words
+from xtts_data.errors import XttsDataError
+from xtts_data.text import TextConfig, normalize_text
+
+__all__ = [
+    "ESPEAK_RATE",
+    "Espeak",
+    "english_utterance",
+    "find_espeak",
+    "sentence_utterance",
+    "spoken_text",
+]
+
+ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Espeak:
+    """One espeak-ng voice at one pitch and speed.
+
+    Attributes:
+        binary: path of the espeak-ng program.
+        voice: espeak-ng voice name, e.g. "en-us", "fa", "cmn".
+        pitch: espeak-ng pitch, 0–99.
+        speed: words per minute (rounded when passed to espeak-ng).
+    """
+
+    binary: str
+    voice: str
+    pitch: int
+    speed: float
+
+
+def find_espeak(language: str) -> str:
+    """The espeak-ng program, checked to have the voice of `language`.
+
+    Raises:
+        XttsDataError: espeak-ng is not on PATH, or it has no such voice.
+    """
+    binary = shutil.which("espeak-ng")
+    if binary is None:
+        raise XttsDataError(
+            "Expected the espeak-ng program on PATH for engine='espeak', found none. "
+            "Install espeak-ng (e.g. `apt-get install espeak-ng`) or use the default "
+            "engine='synth', which needs no external tool."
+        )
+    voice = espeak_voice(language)
+    done = subprocess.run([binary, "-q", "-v", voice, "a"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise XttsDataError(
+            f"Expected espeak-ng to have the voice {voice!r} for language={language!r}, "
+            f"received: exit {done.returncode}: {done.stderr.strip()}. Install espeak-ng's "
+            f"voice data (e.g. `apt-get install espeak-ng-data`) or choose another language."
+        )
+    return binary
+
+
+def speak(espeak: Espeak, text: str, path: Path) -> np.ndarray:
+    """Speak `text` into `path` with espeak-ng; returns its int16 [samples]."""
+    command = [espeak.binary, "-w", str(path), "-v", espeak.voice, "-p", str(espeak.pitch)]
+    command += ["-s", str(round(espeak.speed))]
+    # Text on stdin, so a text starting with "-" is never read as an option.
+    done = subprocess.run([*command, "--stdin"], input=text, text=True, capture_output=True)
+    if done.returncode != 0:
+        raise XttsDataError(f"espeak-ng failed (exit {done.returncode}): {done.stderr.strip()}")
+    with wave.open(str(path), "rb") as wav:
+        layout = (wav.getframerate(), wav.getnchannels(), wav.getsampwidth())
+        frames = wav.readframes(wav.getnframes())
+    if layout != (ESPEAK_RATE, 1, 2):
+        expected = f"Expected espeak-ng to write {ESPEAK_RATE} Hz mono 16-bit audio"
+        raise XttsDataError(f"{expected}, received: (rate, channels, bytes)={layout}")
+    return np.frombuffer(frames, dtype="<i2")
+
+
+def _fit(pcm: np.ndarray, fewest: int, most: int) -> np.ndarray:
+    """Cut to `most` samples, pad with silence to `fewest`: int16 [fewest .. most]."""
+    return np.pad(pcm[:most], (0, max(fewest - len(pcm), 0)))
+
+
+def english_utterance(
+    rng: np.random.Generator, espeak: Espeak, bounds: tuple[int, int, int], path: Path
+):
+    """(raw text, spoken text, int16 [samples]) of drawn English words, spoken into `path`.
+
+    The word count aims at the target of `bounds` (fewest, target, most samples); texts
+    whose audio passes `most` are shortened and spoken again (a single word that is still
+    too long is cut). Audio shorter than `fewest` is padded with silence.
+    """
+    fewest, target, most = bounds
+    count = max(1, round(target / ESPEAK_RATE * espeak.speed / 60 * 0.85))
+    drawn = list(itertools.islice(words(rng), count))
+    while True:
+        raw, spoken = (join_words([word[i] for word in drawn]) for i in (0, 1))
+        pcm = speak(espeak, spoken, path)
+        if len(pcm) <= most or len(drawn) == 1:
+            break
+        drawn = drawn[: max(1, min(len(drawn) - 1, len(drawn) * most // len(pcm)))]
+    return raw, spoken, _fit(pcm, fewest, most)
+
+
+def spoken_text(raw: str, language: str) -> str:
+    """What espeak-ng says for a raw text of `language`: the text the model will read."""
+    return normalize_text(raw, TextConfig(language=language))
+
+
+def sentence_utterance(
+    rng: np.random.Generator,
+    espeak: Espeak,
+    bounds: tuple[int, int, int],
+    path: Path,
+    language: str,
+) -> tuple[str, np.ndarray]:
+    """(raw text, int16 [samples]) of built-in sentences of `language`, spoken into `path`.
+
+    Sentences are drawn without repeats and joined until the audio reaches the target of
+    `bounds` (fewest, target, most samples); a sentence that takes it past `most` is left
+    out and ends the utterance, unless it is the first (its audio is then cut). Audio
+    shorter than `fewest` is padded with silence.
+    """
+    fewest, target, most = bounds
+    table = SENTENCES[language]
+    kept, pcm = [], np.zeros(0, dtype="<i2")
+    for index in rng.permutation(len(table)):
+        candidate = [*kept, table[index]]
+        audio = speak(espeak, spoken_text(join_sentences(candidate, language), language), path)
+        if len(audio) > most and kept:
+            break
+        kept, pcm = candidate, audio
+        if len(pcm) >= target:
+            break
+    return join_sentences(kept, language), _fit(pcm, fewest, most)
