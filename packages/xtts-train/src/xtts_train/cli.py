@@ -101,6 +101,9 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--reference", type=Path,
                    help="voice to condition on (default: the run's reference clip)")  # fmt: skip
     p.add_argument("--max-frames", type=int, default=400, help="decoding buffer (default: 400)")
+    p.add_argument("--language", help="the text's language, a BCP-47 code such as fa or en "
+                   "(default: the run's data.text.language); a multilingual run speaks "
+                   "with that language's token")  # fmt: skip
 
 
 def _add_evaluate(commands) -> None:
@@ -142,7 +145,9 @@ def _add_export(commands) -> None:
         description="Write the run's last checkpoint as a SavedModel whose serving_default "
         "signature takes token ids (int32 [T], T <= --max-text) and a reference mel "
         "(float32 [frames, n_mels]) and returns mel, stop_probs, length and a Griffin-Lim "
-        "waveform; tokenizer.json, config.yaml and reference.npy are saved as assets.",
+        "waveform; tokenizer.json, config.yaml and reference.npy are saved as assets. A "
+        "multilingual run's signature also takes language (a string tag such as fa) and "
+        "puts that language's token in front of the token ids.",
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run's work dir")
     p.add_argument("--out", type=Path, required=True, help="the SavedModel folder to write")
@@ -231,7 +236,11 @@ def _run_synthesize(args) -> int:
     from xtts_train.synthesize import synthesize
 
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
-                        max_frames=args.max_frames)  # fmt: skip
+                        max_frames=args.max_frames, language=args.language)  # fmt: skip
+    if result.unknown:
+        shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
+        print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "
+              f"the text became {result.text!r}", file=sys.stderr)  # fmt: skip
     ending = "the stop token" if result.stopped else "a length limit (no stop token in range)"
     print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames, ended by "
           f"{ending}, alignment score {result.alignment:.2f}) and {result.png} (mel and "

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow as tf
 
-from xtts_data import TextConfig, Tokenizer, text_to_ids
+from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
 from xtts_train import compile_cache
 from xtts_train.alignment import alignment_score
 from xtts_train.errors import XttsTrainError
 from xtts_train.model import TextToMel
 
-__all__ = ["TEXT_BUCKET", "Decoded", "Decoding", "buffer_frames", "text_ids"]
+__all__ = ["TEXT_BUCKET", "Decoded", "Decoding", "Encoded", "buffer_frames", "text_ids"]
 
 # Token ids are padded to a multiple of this, so texts of similar length share a program.
 TEXT_BUCKET = 32
@@ -31,20 +31,44 @@ def buffer_frames(longest: int) -> int:
     return -(-2 * longest // FRAME_BUCKET) * FRAME_BUCKET
 
 
-def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str) -> list[int]:
-    """The token ids of `text` (normalised with `config`), ending with `<eos>`.
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A text as the model reads it.
+
+    Attributes:
+        ids: token ids (the language token first in a multilingual run), ending `<eos>`.
+        text: what the model reads: the cleaned text (IPA with phonemes) without the
+            characters the symbol table lacks.
+        unknown: characters left out, with counts: removed by cleaning, or missing from
+            the run's symbol table.
+    """
+
+    ids: list[int]
+    text: str
+    unknown: dict[str, int]
+
+
+def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str,
+             language: str | None = None) -> Encoded:  # fmt: skip
+    """The token ids of `text`, normalised with `config` in `language` (`None`: the
+    config's), and what was left out on the way.
 
     Raises:
-        XttsTrainError: no symbol of `tokenizer` is left after normalisation; `name`
-            says where the text came from.
+        XttsTrainError: no symbol of `tokenizer` is left after normalisation, or the run
+            has no such language; `name` says where the text came from.
     """
-    ids = text_to_ids(text, config, tokenizer)[0]
-    if len(ids) <= 1:
+    try:
+        tag = config.row_language(language)
+        (cleaned,) = normalize_texts([text], config, [tag])
+        ids, oov = tokenizer.encode(cleaned.text, language=tag)
+    except ConfigError as error:
+        raise XttsTrainError(f"{name}: {error}") from None
+    if len(ids) <= 1 + (len(tokenizer.languages) > 1):
         raise XttsTrainError(
             f"{name} {text!r} has no symbols of the tokenizer ({tokenizer.symbols!r}) after "
-            f"normalisation; write it in the corpus's script"
+            f"normalisation (it became {cleaned.text!r}); write it in the corpus's script"
         )
-    return ids
+    return Encoded(ids, tokenizer.decode(ids), dict(cleaned.dropped + oov))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,11 @@ probabilities, the decoded length and a Griffin-Lim waveform (peak 0.9) of the d
 frames (at least two per symbol, as `synthesize`). The
 run's `tokenizer.json` (the symbol table), `config.yaml` and `reference.npy` travel along
 as assets.
+
+A multilingual run's signature also takes `language`, a string tag of the run's
+languages (`tokenizer.json` lists them): the module puts that language's token in front
+of `tokens`, which then hold the text's symbol ids and `<eos>` only. An unknown tag fails
+the call with a message naming the languages.
 """
 
 from __future__ import annotations
@@ -33,17 +38,27 @@ class _Speaker(tf.Module):
     def __init__(self, workdir: Path, *, max_text: int, max_frames: int,
                  griffin_lim_iters: int) -> None:  # fmt: skip
         super().__init__()
-        stack, self.model, _ = load_run(workdir)
+        stack, self.model, tokenizer = load_run(workdir)
         self.audio, self.max_text, self.max_frames = stack.audio, max_text, max_frames
         self.cond_frames, self.n_mels = stack.data.cond_frames, stack.model.n_mels
         self.griffin_lim_iters = griffin_lim_iters
         self.assets = {name: tf.saved_model.Asset(str(workdir / name)) for name in _ASSETS
                        if (workdir / name).exists()}  # fmt: skip
         self._decode = tf.function(self._infer, jit_compile=True)
-        self.speak = tf.function(self._speak, input_signature=[
+        signature = [
             tf.TensorSpec([None], tf.int32, name="tokens"),
             tf.TensorSpec([None, self.n_mels], tf.float32, name="reference_mel"),
-        ])  # fmt: skip
+        ]
+        self.languages = list(tokenizer.languages) if len(tokenizer.languages) > 1 else []
+        if self.languages:
+            ids = [tokenizer.language_id(tag) for tag in self.languages]
+            self.language_ids = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(self.languages, ids), default_value=-1
+            )
+            signature.append(tf.TensorSpec([], tf.string, name="language"))
+            self.speak = tf.function(self._speak_language, input_signature=signature)
+        else:
+            self.speak = tf.function(self._speak, input_signature=signature)
         # Keras keeps its dropout seed states outside `model.variables`: track every
         # variable the traced decoding reads, or the SavedModel cannot hold them.
         self.variables_read = list(self.speak.get_concrete_function().graph.variables)
@@ -51,6 +66,13 @@ class _Speaker(tf.Module):
     def _infer(self, tokens, token_mask, cond_mel, cond_lengths):
         return self.model.infer(tokens, token_mask, cond_mel, cond_lengths,
                                 max_frames=self.max_frames)  # fmt: skip
+
+    def _speak_language(self, tokens, reference_mel, language):
+        token = self.language_ids.lookup(tf.strings.lower(language))
+        tf.debugging.assert_non_negative(
+            token, message=f"expected language one of {self.languages}"
+        )
+        return self._speak(tf.concat([token[None], tokens], 0), reference_mel)
 
     def _speak(self, tokens, reference_mel):
         count = tf.shape(tokens)[0]

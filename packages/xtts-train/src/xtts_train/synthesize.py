@@ -37,6 +37,8 @@ class Synthesis:
     stopped: bool  # the stop token ended it (not max_frames or the two-frames-per-symbol floor)
     alignment: float  # `alignment_score` of the decoding's attention over its frames and text
     mel: np.ndarray  # float32 [frames, n_mels]: what was turned into the WAV
+    text: str = ""  # what the text became (cleaned; IPA with phonemes)
+    unknown: dict[str, int] = dataclasses.field(default_factory=dict)  # characters left out
 
 
 def load_run(workdir: str | Path, *, step: int | None = None,
@@ -87,7 +89,8 @@ def load_run(workdir: str | Path, *, step: int | None = None,
 def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                reference: str | Path | None = None, max_frames: int = 400,
                griffin_lim_iters: int = 32,
-               truth: np.ndarray | None = None) -> Synthesis:  # fmt: skip
+               truth: np.ndarray | None = None, language: str | None = None,
+               ) -> Synthesis:  # fmt: skip
     """Speak `text` with the run's model; writes `out` (WAV) and `out` with `.png`.
 
     Args:
@@ -100,9 +103,16 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         griffin_lim_iters: Griffin-Lim iterations.
         truth: float32 [frames, n_mels], a recording of `text` in the features' scale,
             drawn beside the synthesis in the picture.
+        language: the text's language (BCP-47 tag); `None`: the run's `data.text.language`.
+            A multilingual run speaks it with that language's token.
+
+    Raises:
+        XttsTrainError: not a run, no checkpoint, a language the run was not trained
+            on, or a text with none of the run's symbols.
     """
     stack, model, tokenizer = load_run(workdir)
-    ids = text_ids(text, stack.data.text, tokenizer, name="the text")
+    encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
+    ids = encoded.ids
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
     decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames)
     (decoded,) = decoding([ids], cond)
@@ -115,7 +125,8 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     png = out.with_suffix(".png")
     plot_decoding(png, text, features, decoded.attention, truth)
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
-    return Synthesis(out, png, frames, seconds, decoded.stopped, decoded.alignment, features)
+    return Synthesis(out, png, frames, seconds, decoded.stopped, decoded.alignment, features,
+                     encoded.text, encoded.unknown)  # fmt: skip
 
 
 def load_reference(workdir: Path, stack: StackConfig,

@@ -74,6 +74,26 @@ def _check_workdir(workdir: Path, stack: StackConfig) -> None:
     path.write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
+def _check_tokenizer(workdir: Path, opened: xd.FeatureCache) -> None:
+    """A resumed run's ids must mean what they meant: its symbol table is frozen."""
+    path = workdir / "tokenizer.json"
+    if not path.exists():
+        return
+    before = xd.Tokenizer.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    if before != opened.tokenizer:
+        raise XttsTrainError(
+            f"{opened.path}'s symbol table disagrees with the run's in {workdir} (cache: "
+            f"{_described(opened.tokenizer)}; run: {_described(before)}); resume with the "
+            f"cache the run was trained on, or use a new --workdir"
+        )
+
+
+def _described(tokenizer: xd.Tokenizer) -> str:
+    symbols = tokenizer.symbols
+    shown = symbols if len(symbols) <= 24 else symbols[:24] + "…"
+    return f"{len(symbols)} symbols {shown!r}, languages {list(tokenizer.languages)}"
+
+
 def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress: bool = True,
         profile_steps: tuple[int, int] | None = None,
         clock: StartupClock | None = None) -> dict:  # fmt: skip
@@ -107,6 +127,7 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
         stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     )
     _check_workdir(workdir, stack)
+    _check_tokenizer(workdir, opened)
     shutil.copyfile(opened.path / "tokenizer.json", workdir / "tokenizer.json")  # synthesis
     start = latest_step(workdir)
     # A resumed run continues with freshly shuffled data, not the first epoch again.
@@ -132,7 +153,10 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
 def _eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[str, list[int]]]:
     """(text, token ids) of `train.eval_sentences`, checked before any compile."""
     return [
-        (text, text_ids(text, stack.data.text, tokenizer, name=f"train.eval_sentences[{i}]"))
+        (
+            text,
+            text_ids(text, stack.data.text, tokenizer, name=f"train.eval_sentences[{i}]").ids,
+        )
         for i, text in enumerate(stack.train.eval_sentences)
     ]
 
