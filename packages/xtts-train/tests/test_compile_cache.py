@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from train_helpers import ONE_SHAPE, as_cli
+from train_helpers import MICRO, ONE_SHAPE, as_cli
 
 from xtts_train import compile_cache
 from xtts_train.compile_cache import CompileCache
@@ -108,14 +108,6 @@ def test_staging_folders_of_dead_processes_are_removed(tmp_path):
 
 
 # -- end to end: the console script in new processes ------------------------------------------
-
-# A model smaller than tiny: a compile costs seconds.
-MICRO = [
-    "model.d_model=32", "model.heads=2", "model.text_layers=1", "model.decoder_layers=1",
-    "model.cond_layers=1", "model.cond_latents=2", "model.prenet_dim=32",
-    "model.postnet_layers=1", "model.postnet_channels=32", "model.text_convs=1",
-    "model.cond_convs=1",
-]  # fmt: skip
 
 
 def _fit(cache, workdir, root, *extra: str) -> subprocess.Popen:

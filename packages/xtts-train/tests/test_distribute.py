@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import tensorflow as tf
-from train_helpers import ONE_SHAPE, as_cli
+from train_helpers import MICRO, ONE_SHAPE, as_cli
 
 from xtts_train.trainer import latest_step
 
@@ -29,7 +29,7 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
     evaluate = ["train.eval_every=5", "train.eval_batches=1", "data.val_fraction=0.25"]
     result = subprocess.run(
         [sys.executable, "-c", TWO_CPUS, "fit", "--data", str(cache), "--workdir", str(workdir),
-         "--quiet", *as_cli([*ONE_SHAPE, *evaluate]), "--strategy", "mirrored", "--steps", "10"],
+         "--quiet", *as_cli([*ONE_SHAPE, *MICRO, *evaluate]), "--strategy", "mirrored", "--steps", "10"],
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr.decode()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile
 import tensorflow as tf
-from train_helpers import ONE_SHAPE
+from train_helpers import MICRO, ONE_SHAPE
 
 from xtts_data import prepare
 from xtts_train.cli import main
@@ -34,13 +34,6 @@ PERSIAN = [
     "ما در سال ۱۴۰۲ رفتیم.",
 ]
 ENGLISH = ["Hello there.", "A fine day today.", "The bridge was old.", "We walked home."]
-# A smaller model than `tiny`: these runs check the text path, not learning; each compile
-# is what they cost.
-SMALLER = [
-    "model.d_model=64", "model.text_convs=1", "model.text_layers=1", "model.cond_convs=1",
-    "model.decoder_layers=1", "model.prenet_dim=64", "model.postnet_layers=1",
-    "model.postnet_channels=64",
-]  # fmt: skip
 
 
 def _speechlike(seconds: float, seed: int) -> np.ndarray:
@@ -64,7 +57,7 @@ def _corpus(root, rows: list[tuple[str, str]]):
 
 
 def _train(root, rows, overrides):
-    stack = load_stack_config(None, [*ONE_SHAPE, *SMALLER, *overrides, "train.steps=2"])
+    stack = load_stack_config(None, [*ONE_SHAPE, *MICRO, *overrides, "train.steps=2"])
     corpus = _corpus(root / "corpus", rows)
     result = prepare(corpus, root / "cache", audio=stack.audio, data=stack.data)
     fit(stack, root / "cache", root / "run", progress=False)
@@ -122,9 +115,7 @@ def test_a_cache_whose_symbols_disagree_with_the_run_is_an_error(persian, tmp_pa
     _, run = persian
     other = tmp_path / "run"
     shutil.copytree(run, other)
-    stack = load_stack_config(
-        None, [*ONE_SHAPE, *SMALLER, "data.text.language=fa", "train.steps=3"]
-    )
+    stack = load_stack_config(None, [*ONE_SHAPE, *MICRO, "data.text.language=fa", "train.steps=3"])
     tokenizer = json.loads((other / "tokenizer.json").read_text())
     tokenizer["symbols"] = tokenizer["symbols"][::-1]  # same size, other ids
     (other / "tokenizer.json").write_text(json.dumps(tokenizer))

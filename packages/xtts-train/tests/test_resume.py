@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -9,9 +10,15 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+import pytest
 from train_helpers import ONE_SHAPE, as_cli
 
-from xtts_train.trainer import latest_step
+from xtts_data import LockError
+from xtts_data.files import folder_lock
+from xtts_train.cli import main
+from xtts_train.config import load_stack_config
+from xtts_train.trainer import _forget_metrics_after, fit, latest_step
 
 
 def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
@@ -30,6 +37,13 @@ def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
     first.wait()
     killed_at = latest_step(workdir)
     assert killed_at >= 20
+    # What a kill at a worse moment leaves: a half-written reference clip, a cut line in
+    # metrics.jsonl, an atomic writer's temp file.
+    reference = (workdir / "reference.npy").read_bytes()
+    (workdir / "reference.npy").write_bytes(reference[: len(reference) * 4 // 5])
+    with open(workdir / "metrics.jsonl", "a") as metrics:
+        metrics.write('{"step": 9999, "lo')
+    (workdir / ".summary.json.1234.tmp").write_text("{")
     resumed = subprocess.run([*command, "--steps", str(killed_at + 10)], env=env,
                              capture_output=True, timeout=600)  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr.decode()
@@ -40,8 +54,38 @@ def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
     lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     steps = [line["step"] for line in lines]
     assert steps == sorted(set(steps))  # no step logged twice
+    assert max(steps) == killed_at + 10  # the cut line is gone
+    assert (
+        np.load(workdir / "reference.npy").shape == np.load(io.BytesIO(reference)).shape
+    )  # saved again, whole
+    assert not list(workdir.glob(".*.tmp"))
     resumed_first = next(line for line in lines if line["step"] > killed_at)
     # Restored weights, optimizer and schedule: the curve goes on from where it was, not
     # from the loss of a fresh model.
     assert resumed_first["loss"] < lines[0]["loss"]
     assert lines[-1]["loss"] < lines[0]["loss"]
+
+
+def test_a_workdir_that_is_a_file_is_one_line_and_exit_2(cache, tmp_path, capsys):
+    (tmp_path / "run").write_text("not a folder")
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "is a file" in err[0]
+
+
+@pytest.mark.parametrize("checkpoint", [0, 20])
+def test_metrics_keep_steps_up_to_the_checkpoint_and_drop_a_cut_line(tmp_path, checkpoint):
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": step, "loss": 1.0}) for step in (10, 20, 30)]
+    path.write_text("\n".join(lines) + '\n{"step": 40, "lo')
+    _forget_metrics_after(path, checkpoint)
+    kept = [json.loads(line)["step"] for line in path.read_text().splitlines()]
+    assert kept == [step for step in (10, 20) if step <= checkpoint]
+
+
+def test_a_second_fit_on_the_same_workdir_is_refused(cache, tmp_path):
+    stack = load_stack_config(None, ONE_SHAPE)
+    held = rf"in use by another process \(pid {os.getpid()} "
+    with folder_lock(tmp_path / "run", purpose="fit"), pytest.raises(LockError, match=held):
+        fit(stack, cache, tmp_path / "run", progress=False)

@@ -12,6 +12,15 @@ OVERRIDES = [
 # One batch shape: for tests about something other than bucketing (one compile, not two).
 ONE_SHAPE = [*OVERRIDES, "data.num_buckets=1"]
 
+# A model smaller than tiny, for tests of plumbing rather than learning: a compile costs
+# seconds.
+MICRO = [
+    "model.d_model=32", "model.heads=2", "model.text_layers=1", "model.decoder_layers=1",
+    "model.cond_layers=1", "model.cond_latents=2", "model.prenet_dim=32",
+    "model.postnet_layers=1", "model.postnet_channels=32", "model.text_convs=1",
+    "model.cond_convs=1",
+]  # fmt: skip
+
 
 def as_cli(overrides: list[str]) -> list[str]:
     """`--set` arguments of the command line for `overrides`."""

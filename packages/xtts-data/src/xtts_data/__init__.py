@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
     from xtts_data.demo_corpus import DEMO_SENTENCES, DemoCorpus, speak_demo, write_demo_corpus
     from xtts_data.doctor import DoctorReport, diagnose, python_ops
-    from xtts_data.errors import CacheError, ConfigError, CorpusError, XttsDataError
+    from xtts_data.errors import CacheError, ConfigError, CorpusError, LockError, XttsDataError
     from xtts_data.manifest import FeatureCache, verify_cache
     from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
     from xtts_data.service import start_dispatcher, start_worker
@@ -43,6 +43,7 @@ __all__ = [
     "DemoCorpus",
     "DoctorReport",
     "FeatureCache",
+    "LockError",
     "PrepareResult",
     "Row",
     "Skipped",
@@ -85,7 +86,8 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"],
                         "demo_corpus"),
         **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
-        **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "XttsDataError"], "errors"),
+        **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "LockError", "XttsDataError"],
+                        "errors"),
         **dict.fromkeys(["FeatureCache", "verify_cache"], "manifest"),
         **dict.fromkeys(["DataPipeline", "DatasetSpec", "is_validation", "make_dataset"],
                         "pipeline"),

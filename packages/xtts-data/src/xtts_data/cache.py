@@ -33,14 +33,15 @@ from xtts_data._transcripts import Transcripts, read_transcripts
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
 from xtts_data.errors import CacheError, CorpusError
+from xtts_data.files import LOCK_NAME, folder_lock, remove_stale_temp_files, write_json_atomic
 from xtts_data.manifest import (
     FORMAT_VERSION,
     canonical_json,
+    integrity,
     read_json,
     settings_hash,
     settings_of,
     sha256_file,
-    write_json_atomic,
 )
 from xtts_data.text import Tokenizer
 
@@ -118,7 +119,16 @@ def prepare(
         CorpusError: the corpus has no usable rows.
         CacheError: `out` holds a cache or build of other settings or rows (and not
             `overwrite`).
+        LockError: another process is building into `out`.
     """
+    with folder_lock(Path(out), purpose="xtts-data prepare"):
+        return _prepare(corpus, Path(out), audio=audio, data=data, workers=workers,
+                        overwrite=overwrite, progress=progress)  # fmt: skip
+
+
+def _prepare(corpus, out: Path, *, audio: MelConfig, data: DataConfig, workers: int | None,
+             overwrite: bool, progress: bool) -> PrepareResult:  # fmt: skip
+    """`prepare` once `out` is this process's."""
     started = time.perf_counter()
     corpus = corpus if isinstance(corpus, Corpus) else read_corpus(corpus)
     if not corpus.rows:
@@ -218,14 +228,16 @@ def _start(build: _Build, corpus: Corpus, overwrite: bool) -> None:
                 f"{build.out} holds a cache built with other settings or corpus rows; pass "
                 f"--overwrite to replace it, or choose another --out folder"
             )
-        shutil.rmtree(build.out)
-    elif build.out.exists() and not path.exists() and any(build.out.iterdir()):
+        for child in build.out.iterdir():  # all but the lock this process holds
+            if child.name != LOCK_NAME:
+                shutil.rmtree(child) if child.is_dir() else child.unlink()
+    elif not path.exists() and any(p.name != LOCK_NAME for p in build.out.iterdir()):
         raise CacheError(
             f"{build.out} is not empty and holds no xtts-data cache; choose another --out"
         )
     (build.out / "shards").mkdir(parents=True, exist_ok=True)
-    for stale in (build.out / "shards").glob(".*.tmp"):  # left by a killed build
-        stale.unlink()
+    for folder in (build.out, build.out / "shards"):  # temp files of a killed build
+        remove_stale_temp_files(folder)
     if not path.exists():
         write_json_atomic(path, record)
 
@@ -327,6 +339,8 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
     per_language = collections.Counter(languages[s["language"]] for s in samples)
     seconds = float(sum(s["seconds"] for s in samples))
     write_json_atomic(build.out / "tokenizer.json", build.tokenizer.to_dict())
+    table = {c: [s[c] for s in samples] for c in ("id", "speaker", "language", "frames",
+                                                   "tokens", "shard")}  # fmt: skip
     write_json_atomic(
         build.out / "report.json",
         {
@@ -339,7 +353,6 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
         },
     )
     settings = settings_of(build.audio, build.data)
-    columns = ("id", "speaker", "language", "frames", "tokens", "shard")
     write_json_atomic(
         build.out / "manifest.json",
         {
@@ -357,7 +370,8 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
                 "audio_seconds": round(seconds, 3),
                 "languages": {tag: per_language[tag] for tag in languages},
             },
-            "samples": {c: [s[c] for s in samples] for c in columns},
+            "samples": table,
+            "integrity": integrity(table, (build.out / "tokenizer.json").read_bytes()),
             "shards": [
                 {k: side[k] for k in ("file", "bytes", "sha256")}
                 | {"samples": len(side["samples"])}

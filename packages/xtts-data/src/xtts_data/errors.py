@@ -5,7 +5,7 @@ Bad corpus *rows* are not errors: they are skipped and reported with a reason (s
 anything useful can happen: a bad config, an unreadable corpus layout, a damaged cache.
 """
 
-__all__ = ["CacheError", "ConfigError", "CorpusError", "XttsDataError"]
+__all__ = ["CacheError", "ConfigError", "CorpusError", "LockError", "XttsDataError"]
 
 
 class XttsDataError(Exception):
@@ -25,3 +25,7 @@ class CorpusError(XttsDataError, ValueError):
 
 class CacheError(XttsDataError, RuntimeError):
     """A feature cache is missing, damaged, or was built with other settings."""
+
+
+class LockError(XttsDataError, RuntimeError):
+    """Another live process is writing the same cache folder or work dir."""

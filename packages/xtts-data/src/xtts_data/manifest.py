@@ -19,21 +19,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 
 from xtts_audio import MelConfig
+from xtts_data import record
 from xtts_data.config import DataConfig
 from xtts_data.errors import CacheError
 from xtts_data.text import Tokenizer
 
 __all__ = ["FORMAT_VERSION", "FeatureCache", "settings_hash", "settings_of", "verify_cache"]
 
-FORMAT_VERSION = 3  # 2: raw little-endian records (xtts_data.record); 3: languages
+FORMAT_VERSION = 4  # 2: raw little-endian records (xtts_data.record); 3: languages; 4: integrity
 
 
 def settings_of(audio: MelConfig, data: DataConfig) -> dict[str, Any]:
@@ -48,25 +48,6 @@ def settings_hash(settings: dict[str, Any]) -> str:
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def write_json_atomic(path: Path, value: Any) -> None:
-    """Write `value` as JSON so that `path` is either the old file or the complete new one."""
-    text = json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
-    write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_json(path: Path) -> Any:
@@ -129,8 +110,14 @@ class FeatureCache:
             want["audio"] = audio.to_dict()
         if data is not None:
             want["data"] = data.cache_settings()
+        check_manifest(path, manifest)
         _check_settings(path, have, want)
         tokenizer = Tokenizer.from_dict(read_json(path / "tokenizer.json"))
+        if list(tokenizer.languages) != manifest["languages"]:
+            raise CacheError(
+                f"{path}: tokenizer.json's languages {list(tokenizer.languages)} disagree with "
+                f"the manifest's {manifest['languages']}; rebuild it with `xtts-data prepare`"
+            )
         return cls(path, manifest, MelConfig.from_dict(manifest["settings"]["audio"]), tokenizer)
 
     @property
@@ -160,6 +147,52 @@ class FeatureCache:
         }
 
 
+def integrity(samples: dict[str, list], tokenizer_json: bytes) -> dict[str, str]:
+    """Checksums of the manifest's per-sample table and of tokenizer.json, as the build
+    wrote them: any later edit of either is found at open."""
+    return {
+        "samples_sha256": hashlib.sha256(canonical_json(samples).encode()).hexdigest(),
+        "tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(),
+    }
+
+
+def _fail(path: Path, what: str) -> None:
+    raise CacheError(f"{path}: {what}; rebuild it with `xtts-data prepare --overwrite`")
+
+
+def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """The manifest agrees with itself, with the build's settings and with tokenizer.json.
+
+    Raises:
+        CacheError: naming what disagrees (settings edited after the build, the per-sample
+            table or tokenizer.json changed, an index outside its list).
+    """
+    settings = manifest["settings"]
+    if settings_hash(settings) != manifest["settings_hash"]:
+        built = path / "build.json"
+        diffs = _differences(read_json(built)["settings"], settings) if built.exists() else []
+        named = "; ".join(d.replace("cache has", "built with").replace("requested", "manifest says")
+                          for d in diffs[:5]) or "no build.json to compare with"  # fmt: skip
+        _fail(path, f"manifest.json's settings were changed after the build ({named})")
+    samples, checks = manifest["samples"], manifest["integrity"]
+    lengths = {name: len(column) for name, column in samples.items()}
+    if set(lengths.values()) != {manifest["counts"]["ok"]}:
+        _fail(path, f"manifest.json's per-sample columns have lengths {lengths}, expected "
+                    f"{manifest['counts']['ok']} each")  # fmt: skip
+    if integrity(samples, b"")["samples_sha256"] != checks["samples_sha256"]:
+        _fail(path, "manifest.json's per-sample table (ids, frames, tokens, speakers, "
+                    "shards) was changed after the build (checksum mismatch)")  # fmt: skip
+    tokenizer = (
+        (path / "tokenizer.json").read_bytes() if (path / "tokenizer.json").exists() else b""
+    )
+    if hashlib.sha256(tokenizer).hexdigest() != checks["tokenizer_sha256"]:
+        _fail(path, "tokenizer.json is missing or differs from the one the cache was built with")
+    for column, names in (("speaker", "speakers"), ("language", "languages")):
+        if samples[column] and max(samples[column]) >= len(manifest[names]):
+            _fail(path, f"a sample's {column} index {max(samples[column])} is outside the "
+                        f"manifest's {len(manifest[names])} {names}")  # fmt: skip
+
+
 def _check_settings(path: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
     if settings_hash(have) == settings_hash(want):
         return
@@ -182,16 +215,18 @@ def _differences(have: Any, want: Any, prefix: str = "") -> list[str]:
 
 
 def verify_cache(path: str | Path) -> list[str]:
-    """Check every shard of the cache at `path` against the manifest's checksums.
+    """Check the cache at `path`: the manifest against its settings hash, its checksums
+    and tokenizer.json; every shard against its size and sha256; every record against
+    the manifest's id, frames, tokens and speaker for it, and its size against its header.
 
     Returns:
-        One message per problem (missing manifest, missing shard, wrong size or
-        checksum); empty when the cache is intact.
+        One message per problem, naming the file or sample; empty when the cache is intact.
     """
     path = Path(path)
     try:
         manifest = read_json(path / "manifest.json")
         shards = manifest["shards"]
+        check_manifest(path, manifest)
     except (CacheError, KeyError, TypeError) as error:
         return [f"manifest: {error}"]
     problems = []
@@ -208,4 +243,32 @@ def verify_cache(path: str | Path) -> list[str]:
     for name in ("tokenizer.json", "report.json"):
         if not (path / name).is_file():
             problems.append(f"{name}: missing")
+    return problems or _verify_records(path, manifest)
+
+
+def _verify_records(path: Path, manifest: dict[str, Any]) -> list[str]:
+    """Each record's header and id against the manifest's row for it, in order."""
+    samples, n_mels, problems = manifest["samples"], manifest["num_mels"], []
+    rows = iter(range(len(samples["id"])))
+    for shard in manifest["shards"]:
+        for position, raw in enumerate(
+            tf.data.TFRecordDataset(str(path / "shards" / shard["file"]))
+        ):
+            header = record.read_header(raw.numpy(), n_mels)
+            where = f"{shard['file']} record {position}"
+            index = next(rows, None)
+            if isinstance(header, str):
+                problems.append(f"{where}: {header}")
+                continue
+            if index is None:
+                problems.append(f"{where} ({header['id']}): not in the manifest")
+                continue
+            wanted = {key: samples[key][index] for key in ("id", "frames", "tokens", "speaker")}
+            for key, value in wanted.items():
+                if header[key] != value:
+                    problems.append(f"{where} ({wanted['id']}): manifest says {key} {value!r}, "
+                                    f"the record holds {header[key]!r}")  # fmt: skip
+    left = sum(1 for _ in rows)
+    if left:
+        problems.append(f"{left} sample(s) of the manifest have no record")
     return problems

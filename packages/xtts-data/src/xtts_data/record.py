@@ -19,7 +19,15 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["HEADER_WORDS", "MAGIC", "SPLIT_BUCKETS", "decode", "encode", "split_bucket"]
+__all__ = [
+    "HEADER_WORDS",
+    "MAGIC",
+    "SPLIT_BUCKETS",
+    "decode",
+    "encode",
+    "read_header",
+    "split_bucket",
+]
 
 MAGIC = 0x31545458  # b"XTT1" read as a little-endian int32
 HEADER_WORDS = 6
@@ -44,6 +52,23 @@ def encode(uid: str, speaker: int, tokens, mel: np.ndarray, bucket: int) -> byte
             name + padding,
         ]
     )
+
+
+def read_header(raw: bytes, n_mels: int) -> dict[str, int | str] | str:
+    """The header fields and id of one record (NumPy, no TensorFlow op), or why the record
+    is not one: a wrong magic word, or a size other than its header says."""
+    if len(raw) < 4 * HEADER_WORDS:
+        return f"{len(raw)} bytes, shorter than a header"
+    magic, frames, tokens, speaker, _bucket, id_bytes = np.frombuffer(raw[:24], "<i4").tolist()
+    if magic != MAGIC:
+        return f"magic word {magic:#x}, expected {MAGIC:#x}"
+    start = 4 * (HEADER_WORDS + tokens + frames * n_mels)
+    size = start + id_bytes + (-id_bytes % 4)
+    if size != len(raw):
+        return (f"{len(raw)} bytes, its header says {size} ({frames} frames x {n_mels} mels, "
+                f"{tokens} tokens)")  # fmt: skip
+    uid = raw[start : start + id_bytes].decode("utf-8", errors="replace")
+    return {"id": uid, "frames": frames, "tokens": tokens, "speaker": speaker}
 
 
 def decode(record: tf.Tensor, n_mels: int) -> dict[str, tf.Tensor]:

@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
-from xtts_train.synthesize import load_run
+from xtts_train.synthesize import load_reference, load_run
 
 __all__ = ["export"]
 
@@ -39,6 +39,8 @@ class _Speaker(tf.Module):
                  griffin_lim_iters: int) -> None:  # fmt: skip
         super().__init__()
         stack, self.model, tokenizer = load_run(workdir)
+        if (workdir / "reference.npy").exists():
+            load_reference(workdir, stack)  # a damaged clip is an error, not an asset
         self.audio, self.max_text, self.max_frames = stack.audio, max_text, max_frames
         self.cond_frames, self.n_mels = stack.data.cond_frames, stack.model.n_mels
         self.griffin_lim_iters = griffin_lim_iters

@@ -141,7 +141,13 @@ def load_reference(workdir: Path, stack: StackConfig,
         path = workdir / "reference.npy"
         if not path.exists():
             raise XttsTrainError(f"{workdir} has no saved reference clip: pass --reference")
-        return np.load(path)
+        try:
+            return np.load(path)
+        except (ValueError, OSError, EOFError):
+            raise XttsTrainError(
+                f"{path} is damaged (a killed write?): pass --reference, or resume the run "
+                f"(`xtts-train fit` saves it again)"
+            ) from None
     wave = load_audio(Path(reference), stack.audio)
     mel = xa.mel_features(wave, stack.audio).numpy()
     return mel[: stack.data.cond_frames]

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import json
 import logging
 import math
-import shutil
 import signal
 import time
 from collections.abc import Sequence
@@ -31,6 +31,7 @@ import tqdm
 import yaml
 
 import xtts_data as xd
+from xtts_data.files import folder_lock, remove_stale_temp_files, write_bytes_atomic
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
 from xtts_train.decoding import Decoding, buffer_frames, text_ids
@@ -71,7 +72,35 @@ def _check_workdir(workdir: Path, stack: StackConfig) -> None:
                     f"{workdir} holds a run with another {section} config; resume it with the "
                     f"same settings or use a new --workdir"
                 )
-    path.write_text(yaml.safe_dump(resolved, sort_keys=False))
+    write_bytes_atomic(path, yaml.safe_dump(resolved, sort_keys=False).encode("utf-8"))
+
+
+def _forget_metrics_after(path: Path, step: int) -> None:
+    """Drop the lines of metrics.jsonl a killed run logged after its last checkpoint
+    (they are redone, so no step repeats), and a line a kill cut short."""
+    if path.exists():
+        kept = [line for line in path.read_text().splitlines()
+                if _logged_step(line) is not None and _logged_step(line) <= step]  # fmt: skip
+        write_bytes_atomic(path, "".join(line + "\n" for line in kept).encode())
+
+
+def _logged_step(line: str) -> int | None:
+    """The step of a metrics.jsonl line, or None for a line a kill cut short."""
+    try:
+        return int(json.loads(line)["step"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _heal_reference(workdir: Path) -> None:
+    """A reference clip a kill left unreadable is removed; the run saves it again."""
+    path = workdir / "reference.npy"
+    if path.exists():
+        try:
+            np.load(path)
+        except (ValueError, OSError, EOFError):
+            logger.warning("%s is damaged (a killed write?); it is saved again", path)
+            path.unlink()
 
 
 def _check_tokenizer(workdir: Path, opened: xd.FeatureCache) -> None:
@@ -120,7 +149,21 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     strategy = make_strategy(stack.train.strategy)  # first: collectives start with it
     worker = worker_index(strategy)
     workdir = Path(workdir) / f"worker-{worker}" if worker else Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir.exists() and not workdir.is_dir():
+        raise XttsTrainError(f"--workdir {workdir} is a file; expected a run folder (new or "
+                             f"to resume)")  # fmt: skip
+    with folder_lock(workdir, purpose="xtts-train fit"):
+        for stale in remove_stale_temp_files(workdir):  # left by a killed run's writers
+            logger.info("removed %s, left by a killed run", stale.name)
+        _heal_reference(workdir)
+        return _fit_locked(stack, cache, workdir, worker, strategy, progress=progress,
+                           profile_steps=profile_steps, clock=clock)  # fmt: skip
+
+
+def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: int, strategy,
+                *, progress: bool, profile_steps: tuple[int, int] | None,
+                clock: StartupClock) -> dict:  # fmt: skip
+    """`fit` once `workdir` is this process's."""
     with clock.part("data"):
         opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     stack = dataclasses.replace(
@@ -128,7 +171,8 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     )
     _check_workdir(workdir, stack)
     _check_tokenizer(workdir, opened)
-    shutil.copyfile(opened.path / "tokenizer.json", workdir / "tokenizer.json")  # synthesis
+    tokenizer = (opened.path / "tokenizer.json").read_bytes()
+    write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
     start = latest_step(workdir)
     # A resumed run continues with freshly shuffled data, not the first epoch again.
     data = dataclasses.replace(stack.data, seed=stack.train.seed + start + 7919 * worker)
@@ -222,8 +266,9 @@ class _Run:
         if start:
             restored = self.checkpoint.restore(self.manager.latest_checkpoint)
             restored.assert_existing_objects_matched()
-            self._forget_metrics_after(int(self.step))
             logger.info("resumed from step %d", int(self.step))
+        # 0: a run killed before its first checkpoint starts its metrics afresh
+        _forget_metrics_after(self.workdir / "metrics.jsonl", int(self.step))
         if self.progress:
             print(self.model.describe(), flush=True)
         warm = self._warm_up(clock)
@@ -274,7 +319,8 @@ class _Run:
             signal.signal(signal.SIGTERM, previous[1])
         self._save(step)
         summary = self._summary(step, timings, last_losses, warm, startup or clock.report())
-        (self.workdir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        write_bytes_atomic(self.workdir / "summary.json",
+                           (json.dumps(summary, indent=1) + "\n").encode())  # fmt: skip
         if self.progress:
             print(format_summary_line(summary), flush=True)
         return summary
@@ -291,19 +337,13 @@ class _Run:
         self.warm_traces = sum(self.steps.traces.values())
         return warm
 
-    def _forget_metrics_after(self, step: int) -> None:
-        """Drop lines a killed run logged after its last checkpoint: they are redone."""
-        path = self.workdir / "metrics.jsonl"
-        if path.exists():
-            lines = path.read_text().splitlines()
-            kept = [line for line in lines if json.loads(line)["step"] <= step]
-            path.write_text("".join(line + "\n" for line in kept))
-
     def _keep_reference(self, batch) -> None:
         """A conditioning clip for `synthesize` when no --reference is given."""
         path = self.workdir / "reference.npy"
         if not path.exists():
-            np.save(path, batch["cond_mel"][0, : int(batch["cond_lengths"][0])].numpy())
+            buffer = io.BytesIO()
+            np.save(buffer, batch["cond_mel"][0, : int(batch["cond_lengths"][0])].numpy())
+            write_bytes_atomic(path, buffer.getvalue())
 
     def _on_signal(self, signum, frame) -> None:
         self.stop_signal = signum  # the loop saves a checkpoint and returns

@@ -1,0 +1,54 @@
+"""Atomic files with the process's permissions, stale temp files cleared, one writer per
+folder (a dead holder's lock is free again)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from data_helpers import AUDIO, DATA
+
+from xtts_data import LockError, prepare, write_demo_corpus
+from xtts_data.files import folder_lock, write_json_atomic
+
+
+def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
+    corpus = write_demo_corpus(tmp_path / "corpus", n=2, max_seconds=1.0).path
+    with (
+        folder_lock(tmp_path / "cache", purpose="a test"),
+        pytest.raises(
+            LockError, match=rf"in use by another process \(pid {os.getpid()} .*: a test\)"
+        ),
+    ):
+        prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA)
+    (tmp_path / "cache" / ".lock").write_text("pid 999999 on gone: killed\n")  # no flock held
+    result = prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA)  # taken over
+    assert result.ok == 2
+
+
+def test_cache_files_get_the_shards_permissions_and_temp_files_are_cleared(tmp_path):
+    corpus = write_demo_corpus(tmp_path / "corpus", n=2, max_seconds=1.0).path
+    mask = os.umask(0o022)
+    try:
+        prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA)
+    finally:
+        os.umask(mask)
+    modes = {
+        path.name: stat.S_IMODE(path.stat().st_mode)
+        for path in (tmp_path / "cache").rglob("*")
+        if path.is_file() and path.name != ".lock"
+    }
+    assert set(modes.values()) == {0o644}, modes
+    stale = tmp_path / "cache" / ".report.json.123.tmp"  # a writer killed mid-write
+    stale.write_text("{")
+    prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA)  # the same build: complete
+    assert not stale.exists()
+
+
+def test_a_folder_that_is_a_file_is_an_error(tmp_path):
+    (tmp_path / "x").write_text("")
+    with pytest.raises(LockError, match="is a file"), folder_lock(tmp_path / "x", purpose="t"):
+        pass
+    write_json_atomic(tmp_path / "y.json", {"a": 1})
+    assert not list(tmp_path.glob(".*.tmp"))
