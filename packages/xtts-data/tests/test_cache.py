@@ -19,6 +19,7 @@ from data_helpers import AUDIO, BAD_ROWS, DATA, OTHER_FORMATS, read_records
 from xtts_audio import mel_features, resample
 from xtts_data import (
     CacheError,
+    ConfigError,
     DataConfig,
     FeatureCache,
     TextConfig,
@@ -187,3 +188,25 @@ def test_out_of_vocabulary_characters_are_counted_and_reported(tmp_path):
     assert "unknown" in format_summary(result)
     tokenizer = Tokenizer.from_dict(json.loads((tmp_path / "cache" / "tokenizer.json").read_text()))
     assert tokenizer.symbols == "abcdefghijklmnopqrstuvwxyz "
+
+
+def test_length_outliers_are_reported_and_clips_over_max_seconds_skipped(tmp_path):
+    root = tmp_path / "corpus"
+    (root / "wavs").mkdir(parents=True)
+    lengths = {f"u{i:02d}": 0.5 + 0.05 * i for i in range(12)} | {"long": 6.0, "huge": 21.0}
+    rng = np.random.default_rng(0)
+    for uid, seconds in lengths.items():
+        wave = 0.1 * rng.standard_normal(int(seconds * 22050)).astype(np.float32)
+        soundfile.write(root / "wavs" / f"{uid}.wav", wave, 22050)
+    (root / "metadata.csv").write_text("".join(f"{uid}|Some words.\n" for uid in lengths))
+    result = prepare(root, tmp_path / "cache", audio=AUDIO, data=DATA)
+    assert result.ok == 13
+    assert [(s.id, s.reason) for s in result.skipped] == [
+        ("huge", "too long: 21.0 s, over data.max_seconds=20.0")
+    ]
+    assert result.outliers == ({"id": "long", "seconds": 6.0},)
+    report = json.loads((tmp_path / "cache" / "report.json").read_text())
+    assert report["outliers"] == [{"id": "long", "seconds": 6.0}]
+    assert "outliers   1 utterance(s) far from the corpus's lengths, kept" in format_summary(result)
+    with pytest.raises(ConfigError, match=r"DataConfig.max_seconds: expected a positive"):
+        DataConfig(max_seconds=0)

@@ -285,3 +285,20 @@ def test_rows_name_their_language_in_the_last_column(tmp_path):
     listed.write_text("wavs/a.wav|Hello.|spk|en\nwavs/b.wav|سلام||fa\n", encoding="utf-8")
     rows = read_corpus(listed).rows
     assert [(r.speaker, r.language) for r in rows] == [("spk", "en"), ("default", "fa")]
+
+
+def test_a_symlink_resolving_outside_the_root_is_skipped(tmp_path):
+    outside = tmp_path / "secret.wav"
+    write_audio(outside)
+    root = ljspeech(tmp_path / "corpus", ["a|Good row.", "b|Escapes by a link."], audio=("a",))
+    (root / "wavs" / "b.wav").symlink_to(outside)
+    corpus = read_corpus(root)
+    assert [row.id for row in corpus.rows] == ["a"]
+    skipped = single_skip(corpus)
+    assert skipped.id == "b"
+    assert skipped.reason == f"path outside the corpus root: wavs/b.wav (resolves to {outside})"
+    inside = ljspeech(tmp_path / "linked", ["a|Linked inside."], audio=())
+    write_audio(inside / "takes" / "a.wav")
+    (inside / "wavs").mkdir(exist_ok=True)
+    (inside / "wavs" / "a.wav").symlink_to(inside / "takes" / "a.wav")
+    assert [row.id for row in read_corpus(inside).rows] == ["a"]  # inside the root: kept

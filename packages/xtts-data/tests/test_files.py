@@ -3,13 +3,17 @@ folder (a dead holder's lock is free again)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
 import pytest
+import tensorflow as tf
 from data_helpers import AUDIO, DATA
 
-from xtts_data import LockError, prepare, write_demo_corpus
+from xtts_data import CacheError, CorpusError, LockError, prepare, write_demo_corpus
+from xtts_data.cli import main
+from xtts_data.doctor import time_batches
 from xtts_data.files import folder_lock, write_json_atomic
 
 
@@ -52,3 +56,40 @@ def test_a_folder_that_is_a_file_is_an_error(tmp_path):
         pass
     write_json_atomic(tmp_path / "y.json", {"a": 1})
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_full_disk_is_one_error_and_leaves_no_partial_shard(tmp_path, monkeypatch):
+    corpus = write_demo_corpus(tmp_path / "corpus", n=2, max_seconds=1.0).path
+
+    sync = os.fsync
+
+    def full(fd):  # the disk fills up while a shard is written
+        if ".tfrecord." in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        sync(fd)
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(CacheError, match=r"cannot write the cache \(No space left on device\); "):
+        prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA)
+    assert (tmp_path / "cache" / "build.json").exists()
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.name.endswith(".tmp")]
+    monkeypatch.undo()
+    assert prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA).ok == 2  # resumes
+
+
+def test_doctor_works_on_a_corpus_smaller_than_a_batch(tmp_path, capsys):
+    corpus = write_demo_corpus(tmp_path / "corpus", n=3, max_seconds=1.0).path
+    prepare(corpus, tmp_path / "cache", audio=AUDIO, data=DATA)
+    config = tmp_path / "fixed.yaml"
+    config.write_text("data: {policy: fixed, batch_size: 8, val_fraction: 0.0}\n")
+    for extra in ([], ["--config", str(config)]):  # batches fill across repeated epochs
+        assert main(["doctor", str(tmp_path / "cache"), "--batches", "2", *extra]) == 0
+    assert "samples/s" in capsys.readouterr().out
+
+
+def test_a_pipeline_that_gives_no_batch_says_why():
+    # `xtts-bench compare` times its baselines this way: a corpus smaller than a batch
+    # once raised a bare StopIteration.
+    empty = iter(tf.data.Dataset.range(0).repeat())
+    with pytest.raises(CorpusError, match="fewer utterances than its batch size"):
+        time_batches(empty, batches=2)

@@ -5,20 +5,23 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from train_helpers import ONE_SHAPE, as_cli
 
-from xtts_data import LockError
+from xtts_data import LockError, make_dataset
 from xtts_data.files import folder_lock
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
-from xtts_train.trainer import _forget_metrics_after, fit, latest_step
+from xtts_train.errors import XttsTrainError
+from xtts_train.trainer import _forget_metrics_after, _next_batch, fit, latest_step
 
 
 def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
@@ -89,3 +92,17 @@ def test_a_second_fit_on_the_same_workdir_is_refused(cache, tmp_path):
     held = rf"in use by another process \(pid {os.getpid()} "
     with folder_lock(tmp_path / "run", purpose="fit"), pytest.raises(LockError, match=held):
         fit(stack, cache, tmp_path / "run", progress=False)
+
+
+def test_a_damaged_record_met_in_training_is_one_clear_error(cache, tmp_path):
+    damaged = Path(shutil.copytree(cache, tmp_path / "cache"))
+    shard = sorted((damaged / "shards").glob("*.tfrecord"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside a record's mel: its CRC no longer matches
+    shard.write_bytes(bytes(data))
+    stack = load_stack_config(None, ONE_SHAPE)
+    # The iterator `fit` draws from, without the compile: the error is the same.
+    pipe = make_dataset(damaged, stack.data, "train", audio=stack.audio)
+    iterator = iter(pipe.dataset)  # one epoch: the damaged record is met on the way
+    with pytest.raises(XttsTrainError, match=r"the feature cache holds a damaged record \("):
+        list(iter(lambda: _next_batch(iterator), None))

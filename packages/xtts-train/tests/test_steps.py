@@ -108,22 +108,21 @@ def test_mixed_float16_scales_the_loss_and_stays_finite():
 
 
 def test_concurrent_warm_up_compiles_every_shape_exactly_once():
-    spec = DatasetSpec((BatchShape(8, 4, 2), BatchShape(12, 6, 2), BatchShape(16, 4, 1)),
-                       n_mels=80, cond_frames=8)  # fmt: skip
+    spec = DatasetSpec((BatchShape(8, 4, 2), BatchShape(16, 4, 1)), n_mels=80, cond_frames=8)
     seen = []
     compiled = _compiled(TrainConfig(), spec, workers=2,
                          progress=lambda done, total, program: seen.append((done, total)))  # fmt: skip
-    assert compiled.traces == {(2, 4, 8): 1, (2, 6, 12): 1, (1, 4, 16): 1}
-    assert compiled.compiled_shapes == 3
+    assert compiled.traces == {(2, 4, 8): 1, (1, 4, 16): 1}
+    assert compiled.compiled_shapes == 2
     report = compiled.report
     assert report.workers == 2
-    assert [p.name for p in report.programs] == ["train 2x4x8", "train 2x6x12", "train 1x4x16"]
+    assert [p.name for p in report.programs] == ["train 2x4x8", "train 1x4x16"]
     assert all(p.trace_seconds > 0 and p.compile_seconds > 0 for p in report.programs)
-    assert sorted(seen) == [(1, 3), (2, 3), (3, 3)]
+    assert sorted(seen) == [(1, 2), (2, 2)]
     assert report.seconds >= report.trace_seconds
-    for shape in ((2, 4, 8), (2, 6, 12), (1, 4, 16)):  # every program runs, none retraces
+    for shape in ((2, 4, 8), (1, 4, 16)):  # every program runs, none retraces
         b, t, f = shape
         batch = dummy_batch(MICRO, batch_size=b, text_len=t, frames=f, cond_frames=8)
         assert bool(compiled.train(batch, step=5)["finite"])
-    assert sum(compiled.traces.values()) == 3
-    assert int(compiled.optimizer.iterations) == 3
+    assert sum(compiled.traces.values()) == 2
+    assert int(compiled.optimizer.iterations) == 2

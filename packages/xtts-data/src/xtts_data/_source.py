@@ -126,6 +126,10 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         if row.id not in transcripts.tokens:
             continue
         info = _wav_info(row.audio)
+        if not isinstance(info, str) and config.max_seconds is not None:
+            seconds = info[1] / info[0]
+            if seconds > config.max_seconds:
+                info = f"too long: {seconds:.1f} s, over data.max_seconds={config.max_seconds}"
         if isinstance(info, str):
             skipped.append(Skipped(row.id, info))
             continue

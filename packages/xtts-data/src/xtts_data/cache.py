@@ -68,6 +68,7 @@ class PrepareResult:
     dropped: dict[str, int] = dataclasses.field(default_factory=dict)  # removed by cleaning
     languages: dict[str, int] = dataclasses.field(default_factory=dict)  # utterances each
     text_rows_per_second: float = 0.0  # cleaning + tokenising speed
+    outliers: tuple[dict, ...] = ()  # {"id", "seconds"} far outside the length distribution
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,10 +121,19 @@ def prepare(
         CacheError: `out` holds a cache or build of other settings or rows (and not
             `overwrite`).
         LockError: another process is building into `out`.
+        CacheError: writing failed (e.g. a full disk); complete shards are kept, no
+            partial file is left, and the same call resumes.
     """
     with folder_lock(Path(out), purpose="xtts-data prepare"):
-        return _prepare(corpus, Path(out), audio=audio, data=data, workers=workers,
-                        overwrite=overwrite, progress=progress)  # fmt: skip
+        try:
+            return _prepare(corpus, Path(out), audio=audio, data=data, workers=workers,
+                            overwrite=overwrite, progress=progress)  # fmt: skip
+        except (OSError, tf.errors.OpError) as error:  # e.g. a full disk
+            reason = getattr(error, "strerror", None) or getattr(error, "message", str(error))
+            raise CacheError(
+                f"{out}: cannot write the cache ({reason}); the complete shards are kept: "
+                f"free space and run the same command again to resume"
+            ) from None
 
 
 def _prepare(corpus, out: Path, *, audio: MelConfig, data: DataConfig, workers: int | None,
@@ -235,11 +245,11 @@ def _start(build: _Build, corpus: Corpus, overwrite: bool) -> None:
         raise CacheError(
             f"{build.out} is not empty and holds no xtts-data cache; choose another --out"
         )
+    if not path.exists():  # first: a folder holding it is this build's, whatever follows
+        write_json_atomic(path, record)
     (build.out / "shards").mkdir(parents=True, exist_ok=True)
     for folder in (build.out, build.out / "shards"):  # temp files of a killed build
         remove_stale_temp_files(folder)
-    if not path.exists():
-        write_json_atomic(path, record)
 
 
 def _sidecar(build: _Build, index: int) -> dict | None:
@@ -316,18 +326,26 @@ def _load_row(build: _Build, row: Row):
         wave = load_audio(row.audio, build.audio, trim_top_db=build.data.trim_top_db)
     except BadAudioError as error:
         return Skipped(row.id, str(error))
+    seconds, limit = len(wave) / build.audio.sample_rate, build.data.max_seconds
+    if limit is not None and seconds > limit:
+        return Skipped(row.id, f"too long: {seconds:.1f} s, over data.max_seconds={limit}")
     return wave, ids
 
 
 def _write_tfrecord(path: Path, samples: list[dict], tokens: list[list[int]], mels) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     buckets = record.split_bucket([s["id"] for s in samples]).numpy() if samples else []
-    with tf.io.TFRecordWriter(str(tmp)) as writer:
-        for sample, ids, mel, bucket in zip(samples, tokens, mels, buckets, strict=True):
-            writer.write(record.encode(sample["id"], sample["speaker"], ids, mel, int(bucket)))
-    with open(tmp, "rb+") as file:  # the rename below must never expose unsynced bytes
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
+    try:
+        with tf.io.TFRecordWriter(str(tmp)) as writer:
+            for sample, ids, mel, bucket in zip(samples, tokens, mels, buckets, strict=True):
+                writer.write(record.encode(sample["id"], sample["speaker"], ids, mel,
+                                           int(bucket)))  # fmt: skip
+        with open(tmp, "rb+") as file:  # the rename below must never expose unsynced bytes
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not stay full of a partial shard
+        raise
 
 
 def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResult:
@@ -338,6 +356,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
     languages = list(build.tokenizer.languages)
     per_language = collections.Counter(languages[s["language"]] for s in samples)
     seconds = float(sum(s["seconds"] for s in samples))
+    outliers = length_outliers(samples)
     write_json_atomic(build.out / "tokenizer.json", build.tokenizer.to_dict())
     table = {c: [s[c] for s in samples] for c in ("id", "speaker", "language", "frames",
                                                    "tokens", "shard")}  # fmt: skip
@@ -349,6 +368,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
             "oov": dict(sorted(oov.items())),
             "dropped": dict(sorted(dropped.items())),
             "languages": {tag: per_language[tag] for tag in languages},
+            "outliers": outliers,
             "audio_seconds": round(seconds, 3),
         },
     )
@@ -392,7 +412,21 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
         dropped=dict(dropped),
         languages={tag: per_language[tag] for tag in languages},
         text_rows_per_second=build.transcripts.rows_per_second,
+        outliers=tuple(outliers),
     )
+
+
+def length_outliers(samples: list[dict], *, fences: float = 3.0) -> list[dict]:
+    """Utterances far outside the corpus's length distribution: beyond `fences`
+    interquartile ranges from the quartiles (Tukey's far-out values), longest first."""
+    if len(samples) < 8:
+        return []  # too few to tell a distribution from its tails
+    lengths = np.array([s["seconds"] for s in samples])
+    q1, q3 = np.percentile(lengths, [25, 75])
+    low, high = q1 - fences * (q3 - q1), q3 + fences * (q3 - q1)
+    far = [s for s in samples if not low <= s["seconds"] <= high]
+    return [{"id": s["id"], "seconds": round(s["seconds"], 2)}
+            for s in sorted(far, key=lambda s: -s["seconds"])]  # fmt: skip
 
 
 def _counted(counts: dict[str, int], most: int = 8) -> str:
@@ -418,6 +452,10 @@ def format_summary(result: PrepareResult, *, max_skipped: int = 10) -> str:
         lines.append(f'cleaning   {_counted(result.dropped)} removed (report.json "dropped")')
     if result.oov:
         lines.append(f"unknown    {_counted(result.oov)} not in the symbol table, dropped")
+    if result.outliers:
+        shown = ", ".join(f"{o['id']} {o['seconds']:.1f} s" for o in result.outliers[:4])
+        lines.append(f"outliers   {len(result.outliers)} utterance(s) far from the corpus's "
+                     f"lengths, kept (report.json \"outliers\"): {shown}")  # fmt: skip
     reasons = collections.Counter(s.reason.split(":")[0] for s in result.skipped)
     for reason, count in reasons.most_common():
         lines.append(f"skipped    {count:>5} x {reason}")

@@ -45,6 +45,9 @@ class DataConfig:
         text: text normalisation and symbol set (`TextConfig`).
         trim_top_db: trim leading/trailing audio quieter than this many dB below the
             clip's peak before computing features; `None` keeps the audio whole.
+        max_seconds: utterances longer than this (after trimming) are skipped and
+            reported: one stray long clip would otherwise set the padded length of its
+            bucket, or of every batch with `fixed`; `None` keeps every length.
         shard_size: utterances per cache shard (TFRecord file).
 
     Batching (`make_dataset`):
@@ -82,6 +85,7 @@ class DataConfig:
 
     text: TextConfig = dataclasses.field(default_factory=TextConfig)
     trim_top_db: float | None = None
+    max_seconds: float | None = 20.0
     shard_size: int = 256
     policy: Policy = "buckets"
     batch_size: int = 32
@@ -108,6 +112,10 @@ class DataConfig:
             _is_number(self.trim_top_db) and self.trim_top_db > 0
         ):
             _fail("trim_top_db", self.trim_top_db, "a positive number of dB or None")
+        if self.max_seconds is not None and not (
+            _is_number(self.max_seconds) and self.max_seconds > 0
+        ):
+            _fail("max_seconds", self.max_seconds, "a positive number of seconds or None")
         if self.policy not in ("fixed", "buckets"):
             _fail("policy", self.policy, "'fixed' or 'buckets'")
         self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
@@ -158,7 +166,8 @@ class DataConfig:
 
     def cache_settings(self) -> dict[str, Any]:
         """The settings that change cached features (hashed into the cache manifest)."""
-        return {"text": self.text.to_dict(), "trim_top_db": self.trim_top_db}
+        return {"text": self.text.to_dict(), "trim_top_db": self.trim_top_db,
+                "max_seconds": self.max_seconds}  # fmt: skip
 
     def round_up(self, length: int) -> int:
         """`length` rounded up to a multiple of `pad_multiple`."""

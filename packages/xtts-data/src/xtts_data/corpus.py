@@ -80,7 +80,7 @@ def read_corpus(path: str | Path, *, layout: Layout = "auto") -> Corpus:
         raise CorpusError(f"Expected a corpus folder or filelist, received: {path} (not found)")
     layout = _detect(path) if layout == "auto" else layout
     if layout == "ljspeech":
-        rows, skipped = _read_ljspeech(path, prefix="", speaker=None)
+        rows, skipped = _read_ljspeech(path, prefix="", speaker=None, top=path)
     elif layout == "speaker-folders":
         rows, skipped = _read_speaker_folders(path)
     elif layout == "filelist":
@@ -126,7 +126,7 @@ def _lines(path: Path) -> list[tuple[int, str | None]]:
     return lines
 
 
-def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None):
+def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None, top: Path):
     rows, skipped = [], []
     metadata = root / "metadata.csv"
     for number, line in _lines(metadata):
@@ -141,7 +141,7 @@ def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None):
         text = fields[2] or fields[1]
         row_speaker = speaker or fields[3] or DEFAULT_SPEAKER
         audio = _find_audio(root, os.path.join("wavs", uid))
-        result = _check(prefix + uid, root, audio, text, row_speaker, fields[4] or None)
+        result = _check(prefix + uid, root, audio, text, row_speaker, fields[4] or None, top)
         (rows if isinstance(result, Row) else skipped).append(result)
     return rows, skipped
 
@@ -149,7 +149,8 @@ def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None):
 def _read_speaker_folders(root: Path):
     rows, skipped = [], []
     for folder in sorted(p for p in root.iterdir() if (p / "metadata.csv").is_file()):
-        found, bad = _read_ljspeech(folder, prefix=f"{folder.name}/", speaker=folder.name)
+        found, bad = _read_ljspeech(folder, prefix=f"{folder.name}/", speaker=folder.name,
+                                    top=root)  # fmt: skip
         rows += found
         skipped += bad
     return rows, skipped
@@ -167,7 +168,7 @@ def _read_filelist(filelist: Path):
         fields += [""] * (4 - len(fields))
         uid = os.path.splitext(os.path.normpath(fields[0]))[0].replace(os.sep, "/")
         speaker = fields[2] or DEFAULT_SPEAKER
-        result = _check(uid, root, fields[0], fields[1], speaker, fields[3] or None)
+        result = _check(uid, root, fields[0], fields[1], speaker, fields[3] or None, root)
         (rows if isinstance(result, Row) else skipped).append(result)
     return rows, skipped
 
@@ -187,13 +188,18 @@ def _find_audio(root: Path, stem: str) -> str:
 
 
 def _check(uid: str, root: Path, relative: str, text: str, speaker: str,
-           language: str | None) -> Row | Skipped:  # fmt: skip
+           language: str | None, top: Path) -> Row | Skipped:  # fmt: skip
+    """A row, or why it is skipped; `top` is the corpus root its audio must resolve into
+    (symlinks and `..` followed), `root` the folder its path is relative to."""
     normalized = os.path.normpath(relative)
     if os.path.isabs(relative) or normalized == ".." or normalized.startswith(".." + os.sep):
         return Skipped(uid, f"path outside the corpus root: {relative}")
     if not text.strip():
         return Skipped(uid, "empty text")
     audio = root / normalized
+    resolved = audio.resolve()
+    if not resolved.is_relative_to(top.resolve()):
+        return Skipped(uid, f"path outside the corpus root: {normalized} (resolves to {resolved})")
     if not audio.is_file():
         return Skipped(uid, f"missing audio file: {normalized}")
     return Row(uid, audio, text, speaker, language)

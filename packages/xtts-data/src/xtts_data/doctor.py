@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
 
+from xtts_data.errors import CorpusError
 from xtts_data.pipeline import DataPipeline
 
 __all__ = [
@@ -86,6 +87,17 @@ class Timing:
         }
 
 
+def _next(iterator):
+    try:
+        return next(iterator)
+    except StopIteration:
+        raise CorpusError(
+            "Expected the pipeline to give batches, received none: the split has fewer "
+            "utterances than its batch size (batches are full, partial ones are dropped); "
+            "lower data.batch_size or use a larger corpus"
+        ) from None
+
+
 def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> Timing:
     """Draw `batches` batches from `iterator`, optionally feeding a simulated device.
 
@@ -103,7 +115,7 @@ def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> T
     start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(batches):
         before = time.perf_counter()
-        batch = next(iterator)
+        batch = _next(iterator)
         arrived = time.perf_counter()
         waits.append(arrived - before)
         b, f = batch["mel"].shape[:2]
@@ -211,7 +223,7 @@ def diagnose(
     started = time.perf_counter()
     iterator = iter(dataset)
     for _ in range(warmup):
-        next(iterator)
+        _next(iterator)
     startup = time.perf_counter() - started
     alone = time_batches(iterator, batches=batches)
     device = time_batches(iterator, batches=batches, device_ms=device_ms) if device_ms else None

@@ -84,6 +84,19 @@ def _forget_metrics_after(path: Path, step: int) -> None:
         write_bytes_atomic(path, "".join(line + "\n" for line in kept).encode())
 
 
+def _next_batch(iterator):
+    """The next batch; a record the input pipeline cannot read is one clear error."""
+    try:
+        return next(iterator)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as error:
+        first = error.message.strip().splitlines()[0]
+        raise XttsTrainError(
+            f"the feature cache holds a damaged record ({first}); run `xtts-data verify` on "
+            f"it and rebuild it with `xtts-data prepare --overwrite`; the run resumes from "
+            f"its last checkpoint"
+        ) from None
+
+
 def _logged_step(line: str) -> int | None:
     """The step of a metrics.jsonl line, or None for a line a kill cut short."""
     try:
@@ -287,7 +300,7 @@ class _Run:
         try:
             while step < self.config.steps and self.stop_signal is None:
                 before = time.perf_counter()
-                batch = next(iterator)
+                batch = _next_batch(iterator)
                 got = time.perf_counter()
                 if startup is None:
                     self._keep_reference(batch)
