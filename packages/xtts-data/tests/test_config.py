@@ -170,7 +170,11 @@ def test_from_dict_rejects_bad_values(values, match):
 
 def test_cache_settings_are_the_feature_changing_fields():
     config = DataConfig()
-    assert config.cache_settings() == {"text": TextConfig().to_dict(), "trim_top_db": None}
+    assert config.cache_settings() == {
+        "text": TextConfig().to_dict(),
+        "trim_top_db": None,
+        "max_seconds": 20.0,
+    }
 
 
 @pytest.mark.parametrize(
