@@ -171,6 +171,19 @@ def test_seeded_deterministic_pipeline_repeats_itself(cache):
         np.testing.assert_array_equal(a["cond_mel"], b["cond_mel"])
 
 
+def test_a_resumed_stream_sees_the_batches_of_an_uninterrupted_one(cache):
+    # How `fit` resumes: the same seeded stream, the batches before the checkpoint's step
+    # drawn again and dropped.
+    config = dataclasses.replace(DATA, deterministic=True, seed=3)
+    stream = lambda skip: iter(make_dataset(cache, config, repeat=True).dataset.skip(skip))  # noqa: E731
+    straight, resumed = stream(0), stream(7)
+    whole = [next(straight) for _ in range(12)]
+    for expected in whole[7:]:
+        batch = next(resumed)
+        for key in ("tokens", "mel", "cond_mel"):
+            np.testing.assert_array_equal(batch[key], expected[key])
+
+
 def test_bad_split_and_empty_result_are_errors(cache):
     with pytest.raises(ConfigError, match="split"):
         make_dataset(cache, DATA, "test")

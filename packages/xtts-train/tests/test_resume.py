@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_helpers import ONE_SHAPE, as_cli
+from train_helpers import MICRO, ONE_SHAPE, as_cli
 
 from xtts_data import LockError, make_dataset
 from xtts_data.files import folder_lock
@@ -23,23 +23,37 @@ from xtts_train.config import load_stack_config
 from xtts_train.errors import XttsTrainError
 from xtts_train.trainer import _forget_metrics_after, _next_batch, fit, latest_step
 
+# The micro model, a long schedule, checkpoints every 10 steps: runs stopped by signals at
+# chosen checkpoints.
+SETTINGS = [*ONE_SHAPE, *MICRO]
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
-def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
-    workdir = tmp_path / "run"
+
+def _fit_until(cache, workdir, checkpoint: int, stop: int) -> subprocess.Popen:
+    """`fit` in a new process until `workdir` holds `checkpoint`, then `stop` (a signal)."""
     command = [sys.executable, "-m", "xtts_train.cli", "fit", "--data", str(cache),
-               "--workdir", str(workdir), "--quiet", *as_cli(ONE_SHAPE)]  # fmt: skip
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    first = subprocess.Popen([*command, "--steps", "500"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+               "--workdir", str(workdir), "--quiet", "--steps", "3000", *as_cli(SETTINGS)]  # fmt: skip
+    process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while not (workdir / "checkpoints" / "ckpt-20.index").exists():
-        assert first.poll() is None, first.stderr.read().decode()
+    while not (workdir / "checkpoints" / f"ckpt-{checkpoint}.index").exists():
+        assert process.poll() is None, process.stderr.read().decode()
         assert time.monotonic() < deadline
-        time.sleep(0.2)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
+        time.sleep(0.05)
+    process.send_signal(stop)
+    process.wait(timeout=120)
+    return process
+
+
+def _losses(workdir) -> dict[int, float]:
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return {line["step"]: line["loss"] for line in lines if "loss" in line}
+
+
+def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
+    workdir = tmp_path / "run"
+    _fit_until(cache, workdir, 20, signal.SIGKILL)
     killed_at = latest_step(workdir)
-    assert killed_at >= 20
+    assert 20 <= killed_at < 60
     # What a kill at a worse moment leaves: a half-written reference clip, a cut line in
     # metrics.jsonl, an atomic writer's temp file.
     reference = (workdir / "reference.npy").read_bytes()
@@ -47,26 +61,26 @@ def test_killed_training_resumes_with_the_same_command(cache, tmp_path):
     with open(workdir / "metrics.jsonl", "a") as metrics:
         metrics.write('{"step": 9999, "lo')
     (workdir / ".summary.json.1234.tmp").write_text("{")
-    resumed = subprocess.run([*command, "--steps", str(killed_at + 10)], env=env,
-                             capture_output=True, timeout=600)  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr.decode()
+    resumed = _fit_until(cache, workdir, 60, signal.SIGTERM)
+    assert resumed.returncode == 0, resumed.stderr.read().decode()
     summary = json.loads((workdir / "summary.json").read_text())
-    assert summary["steps"] == killed_at + 10
-    assert summary["steps_this_run"] == 10
+    assert summary["steps"] >= 60
+    assert summary["steps_this_run"] == summary["steps"] - killed_at
     assert summary["traces"] == summary["compiled_shapes"] == 1  # compiled again, once
     lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     steps = [line["step"] for line in lines]
     assert steps == sorted(set(steps))  # no step logged twice
-    assert max(steps) == killed_at + 10  # the cut line is gone
+    assert max(steps) < 9999  # the cut line is gone
     assert (
         np.load(workdir / "reference.npy").shape == np.load(io.BytesIO(reference)).shape
     )  # saved again, whole
     assert not list(workdir.glob(".*.tmp"))
-    resumed_first = next(line for line in lines if line["step"] > killed_at)
-    # Restored weights, optimizer and schedule: the curve goes on from where it was, not
-    # from the loss of a fresh model.
-    assert resumed_first["loss"] < lines[0]["loss"]
-    assert lines[-1]["loss"] < lines[0]["loss"]
+    # Restored weights, optimizer, schedule and data position: the curve goes on from where
+    # it was, not from the loss of a fresh model. (Not bit for bit: see the README.)
+    losses = _losses(workdir)
+    assert min(losses) <= killed_at < max(losses)
+    assert losses[min(step for step in losses if step > killed_at)] < losses[min(losses)]
+    assert losses[max(losses)] < losses[min(losses)]
 
 
 def test_a_workdir_that_is_a_file_is_one_line_and_exit_2(cache, tmp_path, capsys):

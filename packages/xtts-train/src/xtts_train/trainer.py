@@ -187,8 +187,10 @@ def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: in
     tokenizer = (opened.path / "tokenizer.json").read_bytes()
     write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
     start = latest_step(workdir)
-    # A resumed run continues with freshly shuffled data, not the first epoch again.
-    data = dataclasses.replace(stack.data, seed=stack.train.seed + start + 7919 * worker)
+    # One seeded order per run (and worker); a resumed run skips the batches it has
+    # trained on, so it sees the batches an uninterrupted run would.
+    seed = stack.data.seed if stack.data.seed is not None else stack.train.seed
+    data = dataclasses.replace(stack.data, seed=seed + 7919 * worker)
     with clock.part("data"):
         train = xd.make_dataset(opened, data, "train", repeat=True)
         val = None
@@ -286,7 +288,9 @@ class _Run:
             print(self.model.describe(), flush=True)
         warm = self._warm_up(clock)
         with clock.part("data"):
-            iterator = iter(self.train_pipe.dataset)
+            # The data position: the batches before `step` are drawn again and dropped.
+            position = int(self.step)
+            iterator = iter(self.train_pipe.dataset.skip(position))
         timings, last_losses, interval = Timings(), {}, Interval()
         previous = (
             signal.signal(signal.SIGINT, self._on_signal),
