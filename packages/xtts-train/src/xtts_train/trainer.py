@@ -263,9 +263,12 @@ class _Run:
         self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
         self.model, self.optimizer = self.steps.model, self.steps.optimizer
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        # Keras keeps the dropout layers' seed states out of the model's checkpoint: saved
+        # beside it, a resumed run draws the dropout masks an uninterrupted one would.
+        seeds = [v.value for v in self.model.variables if v.path.endswith("seed_generator_state")]
         self.checkpoint = tf.train.Checkpoint(
             model=self.model, optimizer=self.optimizer, step=self.step,
-            nonfinite=self.steps.nonfinite,
+            nonfinite=self.steps.nonfinite, seed_states=seeds,
         )  # fmt: skip
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(workdir / "checkpoints"), max_to_keep=self.config.keep_checkpoints
@@ -278,15 +281,19 @@ class _Run:
     # -- the loop -------------------------------------------------------------------------
 
     def train(self, start: int, clock: StartupClock, profiler: _Profiler) -> dict:
-        if start:
-            restored = self.checkpoint.restore(self.manager.latest_checkpoint)
-            restored.assert_existing_objects_matched()
-            logger.info("resumed from step %d", int(self.step))
-        # 0: a run killed before its first checkpoint starts its metrics afresh
-        _forget_metrics_after(self.workdir / "metrics.jsonl", int(self.step))
         if self.progress:
             print(self.model.describe(), flush=True)
         warm = self._warm_up(clock)
+        if start:  # after the warm-up, whose compiling runs may move the dropout seeds
+            latest = self.manager.latest_checkpoint
+            restored = self.checkpoint.restore(latest)
+            if any(name.startswith("seed_states") for name, _ in tf.train.list_variables(latest)):
+                restored.assert_existing_objects_matched()
+            else:  # saved before the seeds were: everything else is restored
+                logger.warning("%s holds no dropout seed states; they start afresh", latest)
+            logger.info("resumed from step %d", int(self.step))
+        # 0: a run killed before its first checkpoint starts its metrics afresh
+        _forget_metrics_after(self.workdir / "metrics.jsonl", int(self.step))
         with clock.part("data"):
             # The data position: the batches before `step` are drawn again and dropped.
             position = int(self.step)
