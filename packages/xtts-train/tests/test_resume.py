@@ -36,7 +36,8 @@ def _fit_until(cache, workdir, checkpoint: int, stop: int) -> subprocess.Popen:
                "--workdir", str(workdir), "--quiet", "--steps", "3000", *as_cli(SETTINGS)]  # fmt: skip
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
-    while not (workdir / "checkpoints" / f"ckpt-{checkpoint}.index").exists():
+    # The checkpoint is complete once the manager's state names it (its files come first).
+    while latest_step(workdir) < checkpoint:
         assert process.poll() is None, process.stderr.read().decode()
         assert time.monotonic() < deadline
         time.sleep(0.05)
