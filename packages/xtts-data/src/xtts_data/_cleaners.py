@@ -27,8 +27,16 @@ import unicodedata
 
 from xtts_data._numbers import CURRENCY_SIGNS, NUMBER_LANGUAGES, expand_numbers
 
-__all__ = ["KEPT_PUNCTUATION", "LANGUAGES", "Cleaned", "canonical_language", "clean",
-           "espeak_voice"]  # fmt: skip
+__all__ = [
+    "KEPT_PUNCTUATION",
+    "LANGUAGES",
+    "Cleaned",
+    "canonical_language",
+    "clean",
+    "collapse_whitespace",
+    "espeak_voice",
+    "is_known_language",
+]
 
 KEPT_PUNCTUATION = " !\"'(),-.:;?"
 ZWNJ = "\u200c"
