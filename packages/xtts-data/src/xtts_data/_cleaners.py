@@ -44,7 +44,7 @@ ZWNJ = "\u200c"
 LANGUAGES = NUMBER_LANGUAGES
 _TAG_RE = re.compile(r"^[a-z]{2,3}(-[a-z0-9]{2,8})*$")
 # espeak-ng voices whose name is not the bare language code
-_ESPEAK_VOICES = {"en": "en-us", "zh": "cmn", "fa": "fa", "ar": "ar"}
+_ESPEAK_VOICES = {"en": "en-us", "zh": "cmn"}
 _ZWNJ_LANGUAGES = frozenset({"fa", "ur", "ps", "ku", "tg"})
 
 _PUNCT_MAP = str.maketrans(
@@ -73,12 +73,11 @@ _ASCII_LETTERS = str.maketrans(
     | {"Ł": "L", "đ": "d", "Đ": "D", "þ": "th", "Þ": "Th", "ð": "d", "Ð": "D", "ı": "i"}
 )
 # English symbols left after number expansion: spoken ones become words, the rest a space.
-_SPOKEN_MAP = str.maketrans(
+_BRACKETS = str.maketrans({"[": "(", "{": "(", "]": ")", "}": ")"})
+_SPOKEN_MAP = _BRACKETS | str.maketrans(
     {"&": " and ", "@": " at ", "%": " percent ", "+": " plus ", "=": " equals "}
     | {"#": " number ", "$": " dollars ", "£": " pounds ", "€": " euros ", "¥": " yen "}
-    | {"[": "(", "{": "(", "]": ")", "}": ")"}
 )
-_BRACKETS = str.maketrans({"[": "(", "{": "(", "]": ")", "}": ")"})
 _ABBREVIATIONS = {
     "mrs": "misess", "mr": "mister", "dr": "doctor", "st": "saint", "co": "company",
     "jr": "junior", "maj": "major", "gen": "general", "drs": "doctors", "rev": "reverend",

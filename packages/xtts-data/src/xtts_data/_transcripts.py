@@ -40,11 +40,6 @@ class Transcripts:
     oov: collections.Counter[str]
     rows_per_second: float
 
-    def language_counts(self) -> dict[str, int]:
-        """Kept rows per language, in the tokenizer's language order."""
-        counts = collections.Counter(self.languages.values())
-        return {tag: counts[tag] for tag in self.tokenizer.languages if counts[tag]}
-
 
 def _row_languages(rows: Sequence[Row], config: TextConfig) -> list[str]:
     tags = []
@@ -99,10 +94,10 @@ def read_transcripts(
     if tokenizer is None:
         present = [t for t in config.all_languages if t in {tag for _, tag, _ in kept}]
         tokenizer = Tokenizer.from_texts(config, [text for _, _, text in kept], present)
-    least = 3 if len(tokenizer.languages) > 1 else 2  # a symbol, eos (and a language id)
+    least = 3 if tokenizer.language_tokens else 2  # a symbol, eos (and a language id)
     tokens, languages, oov = {}, {}, collections.Counter()
     for row, tag, text in kept:
-        ids, row_oov = tokenizer.encode(text, language=tag if tokenizer.languages else None)
+        ids, row_oov = tokenizer.encode(text, language=tag)
         oov.update(row_oov)
         if len(ids) < least:
             skipped.append(Skipped(row.id, "no known symbols left after text normalisation"))

@@ -354,7 +354,8 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
     skipped = list(corpus.skipped) + [Skipped(**s) for side in sidecars for s in side["skipped"]]
     oov, dropped = build.transcripts.oov, build.transcripts.dropped
     languages = list(build.tokenizer.languages)
-    per_language = collections.Counter(languages[s["language"]] for s in samples)
+    counted = collections.Counter(languages[s["language"]] for s in samples)
+    per_language = {tag: counted[tag] for tag in languages}
     seconds = float(sum(s["seconds"] for s in samples))
     outliers = length_outliers(samples)
     write_json_atomic(build.out / "tokenizer.json", build.tokenizer.to_dict())
@@ -367,7 +368,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
             "skipped": [dataclasses.asdict(s) for s in skipped],
             "oov": dict(sorted(oov.items())),
             "dropped": dict(sorted(dropped.items())),
-            "languages": {tag: per_language[tag] for tag in languages},
+            "languages": per_language,
             "outliers": outliers,
             "audio_seconds": round(seconds, 3),
         },
@@ -388,7 +389,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
                 "shards": len(sidecars),
                 "frames": int(sum(s["frames"] for s in samples)),
                 "audio_seconds": round(seconds, 3),
-                "languages": {tag: per_language[tag] for tag in languages},
+                "languages": per_language,
             },
             "samples": table,
             "integrity": integrity(table, (build.out / "tokenizer.json").read_bytes()),
@@ -410,7 +411,7 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
         0.0,
         dict(oov),
         dropped=dict(dropped),
-        languages={tag: per_language[tag] for tag in languages},
+        languages=per_language,
         text_rows_per_second=build.transcripts.rows_per_second,
         outliers=tuple(outliers),
     )

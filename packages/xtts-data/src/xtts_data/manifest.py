@@ -170,22 +170,22 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
     settings = manifest["settings"]
     if settings_hash(settings) != manifest["settings_hash"]:
         built = path / "build.json"
-        diffs = _differences(read_json(built)["settings"], settings) if built.exists() else []
-        named = "; ".join(d.replace("cache has", "built with").replace("requested", "manifest says")
-                          for d in diffs[:5]) or "no build.json to compare with"  # fmt: skip
+        labels = ("built with", "manifest says")
+        diffs = (_differences(read_json(built)["settings"], settings, labels=labels)
+                 if built.exists() else [])  # fmt: skip
+        named = "; ".join(diffs[:5]) or "no build.json to compare with"
         _fail(path, f"manifest.json's settings were changed after the build ({named})")
     samples, checks = manifest["samples"], manifest["integrity"]
     lengths = {name: len(column) for name, column in samples.items()}
     if set(lengths.values()) != {manifest["counts"]["ok"]}:
         _fail(path, f"manifest.json's per-sample columns have lengths {lengths}, expected "
                     f"{manifest['counts']['ok']} each")  # fmt: skip
-    if integrity(samples, b"")["samples_sha256"] != checks["samples_sha256"]:
+    tokenizer = path / "tokenizer.json"
+    found = integrity(samples, tokenizer.read_bytes() if tokenizer.exists() else b"")
+    if found["samples_sha256"] != checks["samples_sha256"]:
         _fail(path, "manifest.json's per-sample table (ids, frames, tokens, speakers, "
                     "shards) was changed after the build (checksum mismatch)")  # fmt: skip
-    tokenizer = (
-        (path / "tokenizer.json").read_bytes() if (path / "tokenizer.json").exists() else b""
-    )
-    if hashlib.sha256(tokenizer).hexdigest() != checks["tokenizer_sha256"]:
+    if found["tokenizer_sha256"] != checks["tokenizer_sha256"]:
         _fail(path, "tokenizer.json is missing or differs from the one the cache was built with")
     for column, names in (("speaker", "speakers"), ("language", "languages")):
         if samples[column] and max(samples[column]) >= len(manifest[names]):
@@ -203,14 +203,15 @@ def _check_settings(path: Path, have: dict[str, Any], want: dict[str, Any]) -> N
     )
 
 
-def _differences(have: Any, want: Any, prefix: str = "") -> list[str]:
+def _differences(have: Any, want: Any, prefix: str = "", *,
+                 labels: tuple[str, str] = ("cache has", "requested")) -> list[str]:  # fmt: skip
     if isinstance(have, dict) and isinstance(want, dict):
         out = []
         for key in sorted(set(have) | set(want)):
-            out += _differences(have.get(key), want.get(key), f"{prefix}{key}.")
+            out += _differences(have.get(key), want.get(key), f"{prefix}{key}.", labels=labels)
         return out
     if have != want:
-        return [f"{prefix.rstrip('.')}: cache has {have!r}, requested {want!r}"]
+        return [f"{prefix.rstrip('.')}: {labels[0]} {have!r}, {labels[1]} {want!r}"]
     return []
 
 

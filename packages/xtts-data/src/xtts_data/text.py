@@ -382,6 +382,12 @@ class Tokenizer:
         return self._languages
 
     @property
+    def language_tokens(self) -> tuple[str, ...]:
+        """The languages with a token (in id order): all of them when there are several,
+        none for one; an encoded text then starts with its language's token."""
+        return tuple(self._language_ids)
+
+    @property
     def vocab_size(self) -> int:
         """Number of ids: pad, eos, the language tokens and the symbols."""
         return 2 + len(self._language_ids) + len(self._symbols)

@@ -95,7 +95,7 @@ def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str,
         ids, oov = tokenizer.encode(cleaned.text, language=tag)
     except ConfigError as error:
         raise XttsTrainError(f"{name}: {error}") from None
-    if len(ids) <= 1 + (len(tokenizer.languages) > 1):
+    if len(ids) <= (2 if tokenizer.language_tokens else 1):  # eos (and a language id) alone
         raise XttsTrainError(
             f"{name} {text!r} has no symbols of the tokenizer ({tokenizer.symbols!r}) after "
             f"normalisation (it became {cleaned.text!r}); write it in the corpus's script"

@@ -53,7 +53,7 @@ class _Speaker(tf.Module):
             tf.TensorSpec([None], tf.int32, name="tokens"),
             tf.TensorSpec([None, self.n_mels], tf.float32, name="reference_mel"),
         ]
-        self.languages = list(tokenizer.languages) if len(tokenizer.languages) > 1 else []
+        self.languages = list(tokenizer.language_tokens)
         if self.languages:
             ids = [tokenizer.language_id(tag) for tag in self.languages]
             self.language_ids = tf.lookup.StaticHashTable(

@@ -79,8 +79,9 @@ def _forget_metrics_after(path: Path, step: int) -> None:
     """Drop the lines of metrics.jsonl a killed run logged after its last checkpoint
     (they are redone, so no step repeats), and a line a kill cut short."""
     if path.exists():
-        kept = [line for line in path.read_text().splitlines()
-                if _logged_step(line) is not None and _logged_step(line) <= step]  # fmt: skip
+        lines = path.read_text().splitlines()
+        kept = [line for line, logged in zip(lines, map(_logged_step, lines), strict=True)
+                if logged is not None and logged <= step]  # fmt: skip
         write_bytes_atomic(path, "".join(line + "\n" for line in kept).encode())
 
 
@@ -105,15 +106,14 @@ def _logged_step(line: str) -> int | None:
         return None
 
 
-def _heal_reference(workdir: Path) -> None:
+def _heal_reference(workdir: Path, stack: StackConfig) -> None:
     """A reference clip a kill left unreadable is removed; the run saves it again."""
-    path = workdir / "reference.npy"
-    if path.exists():
+    if (workdir / "reference.npy").exists():
         try:
-            np.load(path)
-        except (ValueError, OSError, EOFError):
-            logger.warning("%s is damaged (a killed write?); it is saved again", path)
-            path.unlink()
+            load_reference(workdir, stack)
+        except XttsTrainError as error:
+            logger.warning("%s; it is saved again", error)
+            (workdir / "reference.npy").unlink()
 
 
 def _check_tokenizer(workdir: Path, opened: xd.FeatureCache) -> None:
@@ -162,13 +162,10 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     strategy = make_strategy(stack.train.strategy)  # first: collectives start with it
     worker = worker_index(strategy)
     workdir = Path(workdir) / f"worker-{worker}" if worker else Path(workdir)
-    if workdir.exists() and not workdir.is_dir():
-        raise XttsTrainError(f"--workdir {workdir} is a file; expected a run folder (new or "
-                             f"to resume)")  # fmt: skip
-    with folder_lock(workdir, purpose="xtts-train fit"):
+    with folder_lock(workdir, purpose="xtts-train fit"):  # a file there is a LockError
         for stale in remove_stale_temp_files(workdir):  # left by a killed run's writers
             logger.info("removed %s, left by a killed run", stale.name)
-        _heal_reference(workdir)
+        _heal_reference(workdir, stack)
         return _fit_locked(stack, cache, workdir, worker, strategy, progress=progress,
                            profile_steps=profile_steps, clock=clock)  # fmt: skip
 
