@@ -106,3 +106,11 @@ def test_compare_on_a_missing_corpus_exits_2(tmp_path):
     done = _compare(str(tmp_path / "nowhere"), *COMPARE)
     assert done.returncode == 2
     assert "nowhere (not found)" in done.stderr
+
+
+def test_compare_on_a_corpus_smaller_than_a_batch_says_why(tmp_path):
+    write_demo_corpus(tmp_path / "corpus", n=3, min_seconds=0.5, max_seconds=1.5)
+    done = _compare(str(tmp_path / "corpus"), *COMPARE)  # batch size 4 > 3 utterances
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
+    assert "fewer utterances than its batch size" in done.stderr

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +10,7 @@ import pytest
 import soundfile
 import yaml
 from data_helpers import AUDIO, BAD_ROWS, DATA, OTHER_FORMATS, read_records
+from fault_helpers import killed, run_with_fault
 
 from xtts_audio import mel_features, resample
 from xtts_data import (
@@ -123,53 +119,50 @@ def test_rerunning_a_complete_build_changes_nothing(cache_copy, corpus, cache):
     assert (cache_copy / "manifest.json").read_bytes() == (cache / "manifest.json").read_bytes()
 
 
-def _cli_prepare(corpus: Path, out: Path, config: Path) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "xtts_data.cli",
-        "prepare",
-        str(corpus),
-        "--out",
-        str(out),
-        "--config",
-        str(config),
-        "--workers",
-        "1",
-        "--quiet",
-    ]
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+# A build killed at each kind of file event (fault_helpers), then run again: the cache is
+# byte for byte the one an uninterrupted build makes, with no temp file left. The suite
+# runs one event of each kind; `hatch run test-faults` runs every rename of the build.
+EVENTS = {
+    "temp file created": "before:shard-*.tfrecord:2",
+    "renamed": "after:shard-*.tfrecord:1",
+    "manifest written": "after:manifest.json:1",
+}
+# build.json, 7 shards x (records + sidecar), tokenizer.json, report.json, manifest.json
+RENAMES = [("build.json", 1), *((f"shard-*.{ext}", n) for n in range(1, 8) for ext in ("tfrecord", "json")),
+           ("tokenizer.json", 1), ("report.json", 1), ("manifest.json", 1)]  # fmt: skip
+EVERY_EVENT = [f"{when}:{glob}:{n}" for glob, n in RENAMES for when in ("before", "after")]
 
 
-def _wait_for(predicate, process, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert process.poll() is None, process.communicate()
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
+def _prepare_args(corpus: Path, out: Path, config: Path) -> list[str]:
+    return ["xtts_data.cli", "prepare", str(corpus), "--out", str(out), "--config",
+            str(config), "--workers", "1", "--quiet"]  # fmt: skip
 
 
-@pytest.mark.parametrize("moment", ["first shard done", "build started"])
-def test_killed_build_resumes_to_identical_files(tmp_path, corpus, cache, moment):
+def _killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event):
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"audio": {"preset": "xtts"}, "data": {"shard_size": 8}}))
     out = tmp_path / "cache"
-    process = _cli_prepare(corpus, out, config)
-    if moment == "first shard done":
-        _wait_for(lambda: any((out / "shards").glob("*.json")), process)
-    else:
-        _wait_for(lambda: (out / "build.json").exists(), process)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    assert not (out / "manifest.json").exists()
-    resumed = _cli_prepare(corpus, out, config)
-    stdout, stderr = resumed.communicate(timeout=300)
-    assert resumed.returncode == 0, stderr.decode()
-    assert (out / "manifest.json").read_bytes() == (cache / "manifest.json").read_bytes()
-    assert (out / "report.json").read_bytes() == (cache / "report.json").read_bytes()
-    assert not list((out / "shards").glob(".*"))  # no temp files left behind
-    assert "utterances" in stdout.decode()
+    assert killed(run_with_fault(event, *_prepare_args(corpus, out, config)))
+    resumed = run_with_fault(None, *_prepare_args(corpus, out, config))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "utterances" in resumed.stdout
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*")
+                if p.is_file() and p.name != ".lock"}  # fmt: skip
+
+    assert files(out) == files(cache)  # manifest (with shard checksums), report, shards
+
+
+@pytest.mark.parametrize("event", EVENTS.values(), ids=EVENTS.keys())
+def test_killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event):
+    _killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event)
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("event", EVERY_EVENT)
+def test_a_build_killed_at_any_rename_resumes_to_identical_files(tmp_path, corpus, cache, event):
+    _killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event)
 
 
 def test_out_of_vocabulary_characters_are_counted_and_reported(tmp_path):

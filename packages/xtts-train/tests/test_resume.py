@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from fault_helpers import killed, run_with_fault
 from train_helpers import MICRO, ONE_SHAPE, as_cli
 
 from xtts_data import LockError, make_dataset
@@ -30,10 +31,14 @@ SETTINGS = [*ONE_SHAPE, *MICRO, "data.deterministic=true"]
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
+def _fit_args(cache, workdir, steps: int = 3000) -> list[str]:
+    return ["xtts_train.cli", "fit", "--data", str(cache), "--workdir", str(workdir),
+            "--quiet", "--steps", str(steps), *as_cli(SETTINGS)]  # fmt: skip
+
+
 def _fit_until(cache, workdir, checkpoint: int, stop: int) -> subprocess.Popen:
     """`fit` in a new process until `workdir` holds `checkpoint`, then `stop` (a signal)."""
-    command = [sys.executable, "-m", "xtts_train.cli", "fit", "--data", str(cache),
-               "--workdir", str(workdir), "--quiet", "--steps", "3000", *as_cli(SETTINGS)]  # fmt: skip
+    command = [sys.executable, "-m", *_fit_args(cache, workdir)]
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     # The checkpoint is complete once the manager's state names it (its files come first).
@@ -55,9 +60,10 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
     straight = tmp_path / "straight"
     assert _fit_until(cache, straight, 40, signal.SIGTERM).returncode == 0  # saves, ends
     workdir = tmp_path / "run"
-    _fit_until(cache, workdir, 20, signal.SIGKILL)
+    # Killed the moment checkpoint 20 is written (a fault event, as in the matrix below).
+    assert killed(run_with_fault("after:checkpoint:2", *_fit_args(cache, workdir)))
     killed_at = latest_step(workdir)
-    assert 20 <= killed_at < 40
+    assert killed_at == 20
     # What a kill at a worse moment leaves: a half-written reference clip, a cut line in
     # metrics.jsonl, an atomic writer's temp file.
     reference = (workdir / "reference.npy").read_bytes()
@@ -92,6 +98,31 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
     assert len(names) > 50
     for name in names:
         np.testing.assert_array_equal(ours.get_tensor(name), theirs.get_tensor(name), name)
+
+
+# `fit` killed at a file event (fault_helpers), then run again: it resumes from its last
+# checkpoint and ends where an uninterrupted run ends, with no step logged twice and no
+# temp file left. The suite kills at a checkpoint (above); `hatch run test-faults` kills
+# before and after the rename of every file fit writes, and after each checkpoint.
+FIT_FILES = ("config.yaml", "tokenizer.json", "reference.npy", "metrics.jsonl", "summary.json")
+EVERY_FIT_EVENT = ["after:checkpoint:1", "after:checkpoint:2", "before:checkpoint:2", *(
+    f"{when}:{name}:1" for name in FIT_FILES for when in ("before", "after"))]  # fmt: skip
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("event", EVERY_FIT_EVENT)
+def test_fit_killed_at_any_file_event_resumes(cache, tmp_path, event):
+    workdir = tmp_path / "run"
+    assert killed(run_with_fault(event, *_fit_args(cache, workdir, steps=20)))
+    stopped_at = latest_step(workdir)
+    resumed = run_with_fault(None, *_fit_args(cache, workdir, steps=20))
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["steps"] == 20
+    assert summary["steps_this_run"] == 20 - stopped_at
+    assert list(_losses(workdir)) == [5, 10, 15, 20]  # each logged step once, none lost
+    assert np.load(workdir / "reference.npy").ndim == 2
+    assert not list(workdir.glob(".*.tmp"))
 
 
 def test_a_workdir_that_is_a_file_is_one_line_and_exit_2(cache, tmp_path, capsys):

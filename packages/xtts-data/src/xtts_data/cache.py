@@ -232,6 +232,10 @@ def _start(build: _Build, corpus: Corpus, overwrite: bool) -> None:
     """Create `out`, or check an existing build there is this build (resume)."""
     record = _build_record(build, corpus)
     path = build.out / "build.json"
+    # Temp files of a killed build, first: one killed writing build.json left only that.
+    for folder in (build.out, build.out / "shards"):
+        if folder.is_dir():
+            remove_stale_temp_files(folder)
     if path.exists() and read_json(path) != record:
         if not overwrite:
             raise CacheError(
@@ -248,8 +252,6 @@ def _start(build: _Build, corpus: Corpus, overwrite: bool) -> None:
     if not path.exists():  # first: a folder holding it is this build's, whatever follows
         write_json_atomic(path, record)
     (build.out / "shards").mkdir(parents=True, exist_ok=True)
-    for folder in (build.out, build.out / "shards"):  # temp files of a killed build
-        remove_stale_temp_files(folder)
 
 
 def _sidecar(build: _Build, index: int) -> dict | None:
