@@ -23,9 +23,23 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from xtts_train.config import STRATEGIES
-from xtts_train.errors import ConfigError
+from xtts_train.errors import ConfigError, XttsTrainError
 
-__all__ = ["STRATEGIES", "local_replicas", "make_strategy", "replica_slice", "worker_index"]
+__all__ = [
+    "STRATEGIES",
+    "common_step",
+    "is_multi_worker",
+    "local_replicas",
+    "lost_peer_error",
+    "make_strategy",
+    "replica_slice",
+    "worker_index",
+]
+
+# What a collective raises when a peer is gone: a reset connection at once, TensorFlow's
+# health check (every 30 s, 3 tries of 10 s) for a peer that stops answering.
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+               tf.errors.CancelledError)  # fmt: skip
 
 
 def make_strategy(name: str) -> tf.distribute.Strategy | None:
@@ -69,6 +83,36 @@ def worker_index(strategy: tf.distribute.Strategy | None) -> int:
     """This process's task index in a multi-worker cluster (0 otherwise: the chief)."""
     resolver = getattr(strategy, "cluster_resolver", None)
     return int(resolver.task_id or 0) if resolver is not None and resolver.task_type else 0
+
+
+def is_multi_worker(strategy: tf.distribute.Strategy | None) -> bool:
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def common_step(strategy: tf.distribute.Strategy | None, step: int) -> int:
+    """The smallest of every worker's `step`: the newest checkpoint all of them hold.
+
+    A worker killed between its peers' checkpoint and its own is one checkpoint behind
+    them; resuming each from its own newest would pair different steps in every
+    all-reduce. Not multi-worker: `step` itself.
+    """
+    if not is_multi_worker(strategy):
+        return step
+    values = strategy.experimental_distribute_values_from_function(
+        lambda _: tf.constant([step], tf.int64)
+    )
+    return int(tf.reduce_min(strategy.gather(values, axis=0)))
+
+
+def lost_peer_error(error: tf.errors.OpError, worker: int, step: int) -> XttsTrainError:
+    """The one-line error of a worker whose cluster lost a peer (`step`: the checkpoint
+    the pair resumes from)."""
+    first = error.message.strip().splitlines()[0]
+    return XttsTrainError(
+        f"worker {worker} lost contact with the cluster ({first}); training cannot go on "
+        f"with a worker missing: start every worker again with the same command, and they "
+        f"resume from their last common checkpoint (this worker's newest: step {step})"
+    )
 
 
 def local_replicas(strategy: tf.distribute.Strategy) -> int:

@@ -35,7 +35,14 @@ from xtts_data.files import folder_lock, remove_stale_temp_files, write_bytes_at
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
 from xtts_train.decoding import Decoding, buffer_frames, text_ids
-from xtts_train.distribute import make_strategy, worker_index
+from xtts_train.distribute import (
+    PEER_ERRORS,
+    common_step,
+    is_multi_worker,
+    lost_peer_error,
+    make_strategy,
+    worker_index,
+)
 from xtts_train.errors import XttsTrainError
 from xtts_train.gpu import GpuMonitor
 from xtts_train.media import free_running_eval, write_eval_media
@@ -166,8 +173,13 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
         for stale in remove_stale_temp_files(workdir):  # left by a killed run's writers
             logger.info("removed %s, left by a killed run", stale.name)
         _heal_reference(workdir, stack)
-        return _fit_locked(stack, cache, workdir, worker, strategy, progress=progress,
-                           profile_steps=profile_steps, clock=clock)  # fmt: skip
+        try:
+            return _fit_locked(stack, cache, workdir, worker, strategy, progress=progress,
+                               profile_steps=profile_steps, clock=clock)  # fmt: skip
+        except PEER_ERRORS as error:
+            if not is_multi_worker(strategy):
+                raise
+            raise lost_peer_error(error, worker, latest_step(workdir)) from None
 
 
 def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: int, strategy,
@@ -183,7 +195,7 @@ def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: in
     _check_tokenizer(workdir, opened)
     tokenizer = (opened.path / "tokenizer.json").read_bytes()
     write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
-    start = latest_step(workdir)
+    start = common_step(strategy, latest_step(workdir))  # each worker's own otherwise
     # One seeded order per run (and worker); a resumed run skips the batches it has
     # trained on, so it sees the batches an uninterrupted run would.
     seed = stack.data.seed if stack.data.seed is not None else stack.train.seed
@@ -277,17 +289,30 @@ class _Run:
 
     # -- the loop -------------------------------------------------------------------------
 
+    def _checkpoint_at(self, step: int) -> str:
+        """The checkpoint of `step`: the newest, or an older one the other workers share."""
+        for path in reversed(self.manager.checkpoints):
+            if path.endswith(f"-{step}"):
+                return path
+        raise XttsTrainError(
+            f"Expected {self.workdir / 'checkpoints'} to hold the checkpoint of step {step}, "
+            f"the newest every worker holds, received: steps "
+            f"{[int(p.rsplit('-', 1)[1]) for p in self.manager.checkpoints]} (it keeps "
+            f"train.keep_checkpoints={self.config.keep_checkpoints}); resume every worker "
+            f"from a copy of one worker's work dir"
+        )
+
     def train(self, start: int, clock: StartupClock, profiler: _Profiler) -> dict:
         if self.progress:
             print(self.model.describe(), flush=True)
         warm = self._warm_up(clock)
         if start:  # after the warm-up, whose compiling runs may move the dropout seeds
-            latest = self.manager.latest_checkpoint
-            restored = self.checkpoint.restore(latest)
-            if any(name.startswith("seed_states") for name, _ in tf.train.list_variables(latest)):
+            path = self._checkpoint_at(start)
+            restored = self.checkpoint.restore(path)
+            if any(name.startswith("seed_states") for name, _ in tf.train.list_variables(path)):
                 restored.assert_existing_objects_matched()
             else:  # saved before the seeds were: everything else is restored
-                logger.warning("%s holds no dropout seed states; they start afresh", latest)
+                logger.warning("%s holds no dropout seed states; they start afresh", path)
             logger.info("resumed from step %d", int(self.step))
         # 0: a run killed before its first checkpoint starts its metrics afresh
         _forget_metrics_after(self.workdir / "metrics.jsonl", int(self.step))
