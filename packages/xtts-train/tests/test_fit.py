@@ -16,7 +16,7 @@ from train_helpers import OVERRIDES, as_cli
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
-from xtts_train.decoding import Decoding, decoding_bytes
+from xtts_train.decoding import Decoding
 from xtts_train.synthesize import load_reference, load_run, synthesize
 
 
@@ -322,5 +322,3 @@ def test_a_decoding_buffer_too_large_for_memory_is_refused_before_it_runs(run, t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert re.search(r"Expected max_frames <= \d+ on this machine, .*GiB", err[0])
-    stack, _, _ = load_run(workdir)
-    assert decoding_bytes(stack.model, 100_000) > 100 * 2**30  # the 158 GiB it once tried

@@ -8,8 +8,6 @@ training), so texts of similar length share one XLA program and its compile-cach
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,8 +16,8 @@ import tensorflow as tf
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
 from xtts_train import compile_cache
 from xtts_train.alignment import alignment_score
-from xtts_train.config import ModelConfig
 from xtts_train.errors import XttsTrainError
+from xtts_train.memory import check_decoding_memory
 from xtts_train.model import TextToMel
 
 __all__ = ["TEXT_BUCKET", "Decoded", "Decoding", "Encoded", "buffer_frames", "text_ids"]
@@ -32,35 +30,6 @@ FRAME_BUCKET = 32  # decoding buffers are a multiple of this
 def buffer_frames(longest: int) -> int:
     """A decoding buffer with room for twice `longest` frames, rounded up to 32."""
     return -(-2 * longest // FRAME_BUCKET) * FRAME_BUCKET
-
-
-def decoding_bytes(config: ModelConfig, max_frames: int, batch_size: int = 1) -> int:
-    """The largest memory term of a compiled decoding: every step runs the decoder over the
-    whole buffer, so its self-attention holds heads x steps² float32 scores (logits and
-    softmax) per row, steps = max_frames / r. 100,000 frames of the tiny model (r = 1):
-    149 GiB, as measured when it was tried (158 GiB)."""
-    steps = -(-max_frames // config.reduction_factor)
-    return 2 * 4 * config.heads * steps * steps * batch_size
-
-
-def check_decoding_memory(config: ModelConfig, max_frames: int, batch_size: int = 1) -> None:
-    """Refuse a decoding buffer whose attention would not fit in half of physical memory.
-
-    Raises:
-        XttsTrainError: with the estimate, the machine's memory and the largest buffer
-            that fits.
-    """
-    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    needed = decoding_bytes(config, max_frames, batch_size)
-    if needed > memory // 2:
-        per_step = 2 * 4 * config.heads * batch_size
-        limit = math.isqrt(memory // 2 // per_step) * config.reduction_factor
-        raise XttsTrainError(
-            f"Expected max_frames <= {limit} on this machine, received: max_frames="
-            f"{max_frames} (decoding would need about {needed / 2**30:,.0f} GiB for the "
-            f"decoder's attention over its buffer, more than half of the "
-            f"{memory / 2**30:.0f} GiB here)"
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -177,6 +146,8 @@ class Decoding:
         inputs = self._inputs(rows, reference)
         text = inputs[0].shape[1]
         if text not in self._programs:
+            check_decoding_memory(self.model.config, self.max_frames, self.batch_size,
+                                  text_len=text)  # fmt: skip
             name = f"decode {self.batch_size}x{text}x{self.cond_frames}x{self.max_frames}"
             with compile_cache.collect(), compile_cache.stable_names(name):
                 self._programs[text] = self._infer.get_concrete_function(*inputs)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import tensorflow as tf
 
-from xtts_train.decoding import check_decoding_memory
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
+from xtts_train.memory import check_decoding_memory
 from xtts_train.synthesize import load_reference, load_run
 
 __all__ = ["export"]
@@ -40,7 +40,7 @@ class _Speaker(tf.Module):
                  griffin_lim_iters: int) -> None:  # fmt: skip
         super().__init__()
         stack, self.model, tokenizer = load_run(workdir)
-        check_decoding_memory(stack.model, max_frames)
+        check_decoding_memory(stack.model, max_frames, text_len=max_text, text_name="max_text")
         if (workdir / "reference.npy").exists():
             load_reference(workdir, stack)  # a damaged clip is an error, not an asset
         self.audio, self.max_text, self.max_frames = stack.audio, max_text, max_frames

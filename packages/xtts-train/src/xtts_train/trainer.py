@@ -46,6 +46,7 @@ from xtts_train.distribute import (
 from xtts_train.errors import XttsTrainError
 from xtts_train.gpu import GpuMonitor
 from xtts_train.media import free_running_eval, write_eval_media
+from xtts_train.memory import check_training_memory
 from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.optim import AdamW
 from xtts_train.process import StartupClock, format_startup, peak_rss_mb
@@ -191,10 +192,6 @@ def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: in
     stack = dataclasses.replace(
         stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     )
-    _check_workdir(workdir, stack)
-    _check_tokenizer(workdir, opened)
-    tokenizer = (opened.path / "tokenizer.json").read_bytes()
-    write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
     start = common_step(strategy, latest_step(workdir))  # each worker's own otherwise
     # One seeded order per run (and worker); a resumed run skips the batches it has
     # trained on, so it sees the batches an uninterrupted run would.
@@ -207,6 +204,14 @@ def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: in
             val = xd.make_dataset(
                 opened, dataclasses.replace(data, shuffle_buffer=0), "val", repeat=True
             )
+    # Sizes too large for this machine are refused before the work dir is written to (so
+    # the same command with smaller sizes may follow), as `build_steps` refuses them
+    # before it compiles.
+    check_training_memory(stack.model, train.spec)
+    _check_workdir(workdir, stack)
+    _check_tokenizer(workdir, opened)
+    tokenizer = (opened.path / "tokenizer.json").read_bytes()
+    write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
     previous = keras.mixed_precision.global_policy()
     try:
         with clock.part("model"):
@@ -251,6 +256,7 @@ def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
     Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
     With a `strategy`, the model and optimizer variables are created in its scope.
     """
+    check_training_memory(stack.model, spec)  # before any compile: a step that fits
     keras.mixed_precision.set_global_policy(stack.train.precision)
     keras.utils.set_random_seed(stack.train.seed)
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
