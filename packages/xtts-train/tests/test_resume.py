@@ -104,7 +104,8 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
 # checkpoint and ends where an uninterrupted run ends, with no step logged twice and no
 # temp file left. The suite kills at a checkpoint (above); `hatch run test-faults` kills
 # before and after the rename of every file fit writes, and after each checkpoint.
-FIT_FILES = ("config.yaml", "tokenizer.json", "reference.npy", "metrics.jsonl", "summary.json")
+# (metrics.jsonl is appended to; a line a kill cuts short is tested below.)
+FIT_FILES = ("config.yaml", "tokenizer.json", "reference.npy", "summary.json")
 EVERY_FIT_EVENT = ["after:checkpoint:1", "after:checkpoint:2", "before:checkpoint:2", *(
     f"{when}:{name}:1" for name in FIT_FILES for when in ("before", "after"))]  # fmt: skip
 
@@ -162,3 +163,21 @@ def test_a_damaged_record_met_in_training_is_one_clear_error(cache, tmp_path):
     iterator = iter(pipe.dataset)  # one epoch: the damaged record is met on the way
     with pytest.raises(XttsTrainError, match=r"the feature cache holds a damaged record \("):
         list(iter(lambda: _next_batch(iterator), None))
+
+
+def test_a_checkpoint_saved_before_the_seed_states_is_restored_with_a_warning(
+    cache, tmp_path, monkeypatch, caplog
+):
+    workdir = tmp_path / "run"
+    with monkeypatch.context() as patch:  # the checkpoint as runs saved it before the seeds
+        checkpoint = tf.train.Checkpoint
+        patch.setattr(tf.train, "Checkpoint", lambda seed_states, **kept: checkpoint(**kept))
+        fit(load_stack_config(None, [*SETTINGS, "train.steps=10"]), cache, workdir,
+            progress=False)  # fmt: skip
+    saved = tf.train.list_variables(str(workdir / "checkpoints" / "ckpt-10"))
+    assert not any(name.startswith("seed_states") for name, _ in saved)
+    with caplog.at_level("WARNING", logger="xtts_train.trainer"):
+        summary = fit(load_stack_config(None, [*SETTINGS, "train.steps=20"]), cache, workdir,
+                      progress=False)  # fmt: skip
+    assert "ckpt-10 holds no dropout seed states; they start afresh" in caplog.text
+    assert (summary["steps"], summary["steps_this_run"]) == (20, 10)
