@@ -141,7 +141,9 @@ def test_every_utterance_fits_its_bucket(seed, k):
 
 
 def test_assign_picks_the_first_bucket_that_fits():
-    shapes = [BatchShape(16, 8, 4), BatchShape(40, 8, 2), BatchShape(104, 8, 1)]
+    shapes = [
+        BatchShape(frames=f, text_len=8, batch_size=b) for f, b in ((16, 4), (40, 2), (104, 1))
+    ]
     assert assign(np.array([1, 16, 17, 40, 41, 104]), shapes).tolist() == [0, 0, 1, 1, 2, 2]
 
 

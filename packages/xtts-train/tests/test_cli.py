@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from train_helpers import ONE_SHAPE, as_cli
+import dataclasses
 
+from train_helpers import MICRO, ONE_SHAPE, OVERRIDES, as_cli
+
+import xtts_data as xd
 from xtts_train.cli import main
 
 
@@ -23,10 +26,33 @@ def test_demo_runs_the_whole_stack(tmp_path, capsys):
 
 
 def test_check_reports_one_trace_per_shape(cache, capsys):
-    assert main(["check", "--data", str(cache), *as_cli(ONE_SHAPE), "--repeats", "2"]) == 0
+    assert (
+        main(["check", "--data", str(cache), *as_cli([*ONE_SHAPE, *MICRO]), "--repeats", "2"]) == 0
+    )
     out = capsys.readouterr().out
     assert "compiled 1 shape(s)" in out
     assert "ok: one trace per shape, no retrace" in out
     rows = [line for line in out.splitlines() if line[:1].isdigit()]
     assert len(rows) == 1
     assert all(line.split()[5] == "1" for line in rows)  # traces column
+
+
+def test_check_reports_a_shape_outside_the_spec_as_a_retrace_and_exits_1(
+    cache, capsys, monkeypatch
+):
+    make_dataset = xd.make_dataset
+
+    def spec_missing_a_shape(*args, **kwargs):  # the pipeline emits a shape it did not list
+        pipeline = make_dataset(*args, **kwargs)
+        spec = dataclasses.replace(pipeline.spec, shapes=pipeline.spec.shapes[:1])
+        return dataclasses.replace(pipeline, spec=spec)
+
+    monkeypatch.setattr(xd, "make_dataset", spec_missing_a_shape)
+    assert (
+        main(["check", "--data", str(cache), *as_cli([*OVERRIDES, *MICRO]), "--repeats", "1"]) == 1
+    )
+    out = capsys.readouterr().out
+    assert "RETRACED: 1 shape(s) outside the spec were traced after the warm-up" in out
+    rows = [line for line in out.splitlines() if line[:1].isdigit()]
+    assert len(rows) == 2
+    assert sum(line.endswith("not in the spec") for line in rows) == 1

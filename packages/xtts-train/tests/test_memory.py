@@ -87,7 +87,9 @@ def test_training_estimate_rejects_a_bad_size(name, value):
 
 
 def _spec(*shapes: tuple[int, int, int], cond: int = 128) -> DatasetSpec:
-    return DatasetSpec(tuple(BatchShape(f, t, b) for b, t, f in shapes), 80, cond)
+    return DatasetSpec(
+        tuple(BatchShape(frames=f, text_len=t, batch_size=b) for b, t, f in shapes), 80, cond
+    )
 
 
 def test_training_check_names_the_largest_batch_that_fits(sixteen_gib):

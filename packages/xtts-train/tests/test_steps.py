@@ -18,7 +18,7 @@ MICRO = ModelConfig.from_preset(
     "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
     prenet_dim=32, postnet_layers=1, postnet_channels=32, text_convs=1, cond_convs=1,
 )  # fmt: skip
-SPEC = DatasetSpec((BatchShape(8, 4, 2),), n_mels=80, cond_frames=8)
+SPEC = DatasetSpec((BatchShape(frames=8, text_len=4, batch_size=2),), n_mels=80, cond_frames=8)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +108,8 @@ def test_mixed_float16_scales_the_loss_and_stays_finite():
 
 
 def test_concurrent_warm_up_compiles_every_shape_exactly_once():
-    spec = DatasetSpec((BatchShape(8, 4, 2), BatchShape(16, 4, 1)), n_mels=80, cond_frames=8)
+    spec = DatasetSpec((BatchShape(frames=8, text_len=4, batch_size=2),
+                        BatchShape(frames=16, text_len=4, batch_size=1)), n_mels=80, cond_frames=8)  # fmt: skip
     seen = []
     compiled = _compiled(TrainConfig(), spec, workers=2,
                          progress=lambda done, total, program: seen.append((done, total)))  # fmt: skip

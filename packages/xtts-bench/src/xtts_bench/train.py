@@ -280,7 +280,7 @@ def run_train_benchmarks(bench: TrainBenchConfig, *, progress: bool = False) -> 
     return {
         "settings": dataclasses.asdict(bench),
         "corpus": corpus,
-        "spec_shapes": [[s.batch_size, s.text_len, s.frames] for s in inputs.spec.shapes],
+        "spec_shapes": [list(s.key) for s in inputs.spec.shapes],
         **sides,
         # Measured: a lower bound when the side stopped early. Projected: every batch.
         "ratio": {

@@ -17,13 +17,22 @@ from xtts_data.errors import ConfigError
 __all__ = ["BatchShape", "assign", "plan_shapes"]
 
 
-@dataclasses.dataclass(frozen=True, order=True)
+@dataclasses.dataclass(frozen=True, order=True, kw_only=True)
 class BatchShape:
-    """One static batch shape: `batch_size` utterances padded to `text_len` x `frames`."""
+    """One static batch shape: `batch_size` utterances padded to `text_len` x `frames`.
+
+    Shapes sort by frames first (buckets shortest first); `key` is the (batch, text,
+    frames) tuple of a batch's tensor shapes, the one key of a shape everywhere else.
+    """
 
     frames: int
     text_len: int
     batch_size: int
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """(batch, text, frames): the shape's key, in the order of the batch's dimensions."""
+        return self.batch_size, self.text_len, self.frames
 
 
 def plan_shapes(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> list[BatchShape]:
@@ -47,11 +56,13 @@ def plan_shapes(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> l
     rounded = np.minimum(rounded, max_frames)  # a configured maximum is kept exactly
     max_text = config.max_text_len or config.round_up(int(np.max(tokens)))
     if config.policy == "fixed":
-        return [BatchShape(max_frames, max_text, config.batch_size)]
+        return [BatchShape(frames=max_frames, text_len=max_text, batch_size=config.batch_size)]
     budget = config.frame_budget or config.batch_size * max_frames
     shapes = []
     for bound in _boundaries(rounded, config.num_buckets):
-        in_bucket = assign(frames, [*shapes, BatchShape(bound, 0, 0)]) == len(shapes)
+        in_bucket = assign(
+            frames, [*shapes, BatchShape(frames=bound, text_len=0, batch_size=0)]
+        ) == len(shapes)
         text_len = min(config.round_up(int(tokens[in_bucket].max())), max_text)
         size = budget // bound // config.batch_multiple * config.batch_multiple
         if size < 1:
@@ -59,7 +70,7 @@ def plan_shapes(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> l
                 f"DataConfig.frame_budget: expected at least {bound * config.batch_multiple} "
                 f"frames (one batch of the {bound}-frame bucket), received: frame_budget={budget}"
             )
-        shapes.append(BatchShape(bound, text_len, size))
+        shapes.append(BatchShape(frames=bound, text_len=text_len, batch_size=size))
     return shapes
 
 

@@ -227,7 +227,7 @@ def diagnose(
     startup = time.perf_counter() - started
     alone = time_batches(iterator, batches=batches)
     device = time_batches(iterator, batches=batches, device_ms=device_ms) if device_ms else None
-    spec_shapes = [(s.batch_size, s.text_len, s.frames) for s in pipeline.spec.shapes]
+    spec_shapes = [s.key for s in pipeline.spec.shapes]
     return DoctorReport(
         alone, device, device_ms, python_ops(pipeline.dataset), spec_shapes, startup
     )

@@ -1,9 +1,9 @@
 """`xtts-train check`: does the step compile once per shape, start fast and run steadily?
 
 Builds the pipeline and the compiled steps as `fit` does, compiles every shape (timed:
-trace and compile, cache hits), then draws batches until every shape has run `repeats`
-times, timing each step. A trace after warm-up — a shape the spec did not list — fails
-the check. Reports the time to the first step and its parts, and the peak memory.
+trace and compile, cache hits), then draws an epoch of batches, and more until every
+shape has run `repeats` times, timing each step. A trace after warm-up (a shape traced
+twice, or one the spec did not list) fails the check: exit 1. Reports the time to the first step and its parts, and the peak memory.
 """
 
 from __future__ import annotations
@@ -29,11 +29,13 @@ __all__ = ["CheckReport", "check"]
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """Per shape (batch, text, frames): traces, step times in ms; the warm-up, the time to
-    the first step (`StartupClock.report()`), the peak RSS and the compile cache."""
+    """Per shape (batch, text, frames): traces, step times in ms; the shapes the spec
+    lists; the warm-up, the time to the first step (`StartupClock.report()`), the peak RSS
+    and the compile cache."""
 
     traces: dict[tuple[int, int, int], int]
     step_ms: dict[tuple[int, int, int], list[float]]
+    spec_shapes: frozenset[tuple[int, int, int]]
     warm_up: WarmUp
     startup: dict
     peak_rss_mb: float
@@ -44,8 +46,14 @@ class CheckReport:
         return self.warm_up.seconds
 
     @property
+    def unknown_shapes(self) -> list[tuple[int, int, int]]:
+        """Shapes traced that the spec does not list: each one a retrace in `fit`."""
+        return sorted(set(self.traces) - self.spec_shapes)
+
+    @property
     def retraced(self) -> bool:
-        return any(count != 1 for count in self.traces.values())
+        """A shape traced more than once, or traced at all without being in the spec."""
+        return bool(self.unknown_shapes) or any(n != 1 for n in self.traces.values())
 
     def format(self) -> str:
         warm = self.warm_up
@@ -65,25 +73,36 @@ class CheckReport:
             program = programs.get("train " + "x".join(map(str, shape)))
             timing = (f"{program.trace_seconds:>9.1f}{program.compile_seconds:>11.1f}"
                       if program else f"{'-':>9}{'-':>11}")  # fmt: skip
+            unknown = "  not in the spec" if shape not in self.spec_shapes else ""
             lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{timing}{mean:>10.1f}"
-                         f"{cv(times):>7.1%}")  # fmt: skip
-        lines.append("RETRACED: a shape was traced more than once" if self.retraced
-                     else "ok: one trace per shape, no retrace")  # fmt: skip
+                         f"{cv(times):>7.1%}{unknown}")  # fmt: skip
+        lines.append(self._verdict())
         return "\n".join(lines)
+
+    def _verdict(self) -> str:
+        if self.unknown_shapes:
+            return (f"RETRACED: {len(self.unknown_shapes)} shape(s) outside the spec were "
+                    f"traced after the warm-up: {self.unknown_shapes}")  # fmt: skip
+        if self.retraced:
+            return "RETRACED: a shape was traced more than once"
+        return "ok: one trace per shape, no retrace"
 
 
 def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
           max_batches: int = 500) -> CheckReport:  # fmt: skip
-    """Compile every shape of the cache's pipeline, then run each `repeats` times.
+    """Compile every shape of the cache's pipeline, then draw at least one epoch of
+    batches, running each shape `repeats` times (drawing on up to `max_batches` batches
+    when a shape is rare).
 
-    Raises:
-        RetraceError: a batch of a shape outside the spec (unless `allow_retrace`).
+    A batch of a shape outside the spec is traced and reported (`CheckReport.retraced`),
+    not an error: the check runs with `train.allow_retrace`.
     """
     clock = StartupClock()
     with clock.part("data"):
         opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
         model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
-        stack = dataclasses.replace(stack, model=model)
+        train = dataclasses.replace(stack.train, allow_retrace=True)
+        stack = dataclasses.replace(stack, model=model, train=train)
         pipeline = xd.make_dataset(opened, stack.data, "train", repeat=True)
     previous = keras.mixed_precision.global_policy()
     try:
@@ -91,24 +110,27 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
             steps = build_steps(stack, pipeline.spec)
         warm = steps.warm_up(defer_cached=False)  # each shape's timed steps: no load in them
         clock.add_warm_up(warm)
-        times: dict[tuple[int, int, int], list[float]] = {
-            (s.batch_size, s.text_len, s.frames): [] for s in pipeline.spec.shapes
-        }
+        times: dict[tuple[int, int, int], list[float]] = {s.key: [] for s in pipeline.spec.shapes}
         startup, waited = None, time.perf_counter()
-        for batch, _ in zip(pipeline.dataset, range(max_batches), strict=False):
+        # A whole epoch is drawn (steps run only for shapes still short of `repeats`): a
+        # shape outside the spec may come at any batch of it.
+        drawn = max(pipeline.batches_per_epoch, max_batches)
+        for i, batch in zip(range(drawn), pipeline.dataset, strict=False):
             key = shape_of(batch)
-            if len(times.get(key, [])) >= repeats:
-                continue
-            before = time.perf_counter()
-            float(steps.train(batch, step=0)["loss"])  # wait for the result: the whole step
-            times.setdefault(key, []).append(1e3 * (time.perf_counter() - before))
-            if startup is None:
-                clock.add("data", before - waited)
-                clock.add("first_step", time.perf_counter() - before)
-                startup = clock.report()
-            if all(len(t) >= repeats for t in times.values()):
+            if len(times.get(key, [])) < repeats:
+                before = time.perf_counter()
+                float(steps.train(batch, step=0)["loss"])  # wait for the result: the whole step
+                times.setdefault(key, []).append(1e3 * (time.perf_counter() - before))
+                if startup is None:
+                    clock.add("data", before - waited)
+                    clock.add("first_step", time.perf_counter() - before)
+                    startup = clock.report()
+            if i + 1 >= pipeline.batches_per_epoch and all(
+                len(t) >= repeats for t in times.values()
+            ):
                 break
     finally:
         keras.mixed_precision.set_global_policy(previous)
-    return CheckReport(dict(steps.traces), times, warm, startup or clock.report(),
+    expected = frozenset(s.key for s in pipeline.spec.shapes)
+    return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
                        peak_rss_mb(), compile_cache.describe())  # fmt: skip

@@ -44,13 +44,10 @@ class RetraceError(XttsTrainError, RuntimeError):
 
 
 def shape_of(batch: Mapping[str, tf.Tensor]) -> tuple[int, int, int]:
-    """(batch, text, frames) of a batch: the key of its compiled step."""
+    """(batch, text, frames) of a batch: the key of its compiled step (`BatchShape.key`
+    of the shape it has)."""
     b, t = batch["tokens"].shape
     return int(b), int(t), int(batch["mel"].shape[1])
-
-
-def _key(shape: BatchShape) -> tuple[int, int, int]:
-    return shape.batch_size, shape.text_len, shape.frames
 
 
 class CompiledSteps:
@@ -118,17 +115,16 @@ class CompiledSteps:
             defer_cached: programs the compile cache holds load at their first call
                 instead of running once here (see `xtts_train.warmup.run_jobs`).
         """
-        jobs = [self._job("train", shape) for shape in self.spec.shapes]
+        slots = [(self._concrete, "train", shape) for shape in self.spec.shapes]
         if self.eval_spec is not None:
-            jobs += [self._job("eval", shape) for shape in self.eval_spec.shapes]
+            slots += [(self._concrete_eval, "eval", shape) for shape in self.eval_spec.shapes]
+        jobs = [self._job(role, shape) for _, role, shape in slots]
         if workers is None:
             workers = compile_workers(self.config.compile_workers, len(jobs))
         programs, report = run_jobs(jobs, workers=workers, defer_cached=defer_cached,
                                     progress=progress)  # fmt: skip
-        for job, program in zip(jobs, programs, strict=True):
-            role, key = job.name.split(" ")
-            table = self._concrete if role == "train" else self._concrete_eval
-            table[tuple(int(n) for n in key.split("x"))] = program
+        for (table, _, shape), program in zip(slots, programs, strict=True):
+            table[shape.key] = program
         self._warm = True
         return report
 
@@ -145,7 +141,7 @@ class CompiledSteps:
             outputs = program(batch, tf.constant(False), hyper) if train else program(batch, hyper)
             float(outputs["loss"])  # wait for it: the compile happens in this call
 
-        name = f"{role} {'x'.join(map(str, _key(shape)))}"
+        name = f"{role} {'x'.join(map(str, shape.key))}"
         return Job(name, lambda: function.get_concrete_function(*args), run)
 
     @property
@@ -297,7 +293,7 @@ def _check_divisible(spec: DatasetSpec, multiple: int, replicas: int) -> None:
     for shape in spec.shapes:
         if shape.batch_size % multiple:
             raise XttsTrainError(
-                f"batch shape {_key(shape)}: expected a batch size divisible by "
+                f"batch shape {shape.key}: expected a batch size divisible by "
                 f"{multiple} ({replicas} replica(s) x train.grad_accum "
                 f"{multiple // replicas}), received: batch_size={shape.batch_size}; set "
                 f"data.batch_multiple={multiple} (buckets) or a data.batch_size that divides"
