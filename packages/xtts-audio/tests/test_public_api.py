@@ -14,7 +14,7 @@ EXPECTED = {
     "PRESETS", "ConfigError", "InputError", "MelConfig", "XttsAudioError",
     "decode_wav", "deemphasis", "denormalize", "griffin_lim", "istft", "load_wav",
     "mel_features", "mel_spectrogram", "mel_to_magnitude", "normalize", "num_frames",
-    "preemphasis", "resample", "silence_bounds", "spectrogram", "stft", "to_mono",
+    "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "to_mono",
     "trim_silence",
 }  # fmt: skip
 

@@ -10,7 +10,7 @@ import scipy.signal
 import tensorflow as tf
 
 from xtts_audio.errors import ConfigError, InputError
-from xtts_audio.resample import resample, to_mono
+from xtts_audio.resample import resample, resampled_length, to_mono
 
 RATE_PAIRS = [(44100, 22050), (16000, 22050), (22050, 16000), (48000, 22050)]
 MIN_SNR_DB = 60.0
@@ -162,3 +162,17 @@ def test_unknown_rank_raises():
     )
     with pytest.raises(InputError, match="unknown rank"):
         fn.get_concrete_function()
+
+
+@pytest.mark.parametrize(
+    ("orig_sr", "target_sr"), [(44100, 22050), (16000, 22050), (48000, 24000), (8000, 44100)]
+)
+def test_resampled_length_is_what_resample_returns(orig_sr, target_sr):
+    lengths = [1, 2, 7, 160, 441, 1001]
+    for n in lengths:
+        out = resample(np.zeros(n, np.float32), orig_sr=orig_sr, target_sr=target_sr)
+        assert resampled_length(n, orig_sr=orig_sr, target_sr=target_sr) == out.shape[-1], n
+    as_array = resampled_length(np.array(lengths), orig_sr=orig_sr, target_sr=target_sr)
+    as_tensor = resampled_length(tf.constant(lengths), orig_sr=orig_sr, target_sr=target_sr)
+    np.testing.assert_array_equal(as_array, as_tensor.numpy())
+    np.testing.assert_array_equal(as_array, -(-np.array(lengths) * target_sr // orig_sr))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
     from xtts_audio.errors import ConfigError, InputError, XttsAudioError
     from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
-    from xtts_audio.resample import resample, to_mono
+    from xtts_audio.resample import resample, resampled_length, to_mono
     from xtts_audio.spectral import (
         denormalize,
         mel_features,
@@ -48,6 +48,7 @@ __all__ = [
     "num_frames",
     "preemphasis",
     "resample",
+    "resampled_length",
     "silence_bounds",
     "spectrogram",
     "stft",
@@ -62,7 +63,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["deemphasis", "preemphasis", "silence_bounds", "trim_silence"], "effects"),
         **dict.fromkeys(["ConfigError", "InputError", "XttsAudioError"], "errors"),
         **dict.fromkeys(["griffin_lim", "istft", "mel_to_magnitude"], "griffin_lim"),
-        **dict.fromkeys(["resample", "to_mono"], "resample"),
+        **dict.fromkeys(["resample", "resampled_length", "to_mono"], "resample"),
         **dict.fromkeys(
             ["denormalize", "mel_features", "mel_spectrogram", "normalize", "num_frames",
              "spectrogram", "stft"],

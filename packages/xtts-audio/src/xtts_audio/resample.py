@@ -18,7 +18,7 @@ from xtts_audio._checks import as_signal as _as_signal
 from xtts_audio._checks import as_waveform as _as_waveform
 from xtts_audio.errors import ConfigError, InputError
 
-__all__ = ["resample", "to_mono"]
+__all__ = ["resample", "resampled_length", "to_mono"]
 
 # Entries of the polyphase matrix W (about (up + down) * up floats): above this the rate
 # pair has so little in common that the matrix would no longer fit comfortably in memory.
@@ -78,7 +78,7 @@ def resample(waveform, *, orig_sr: int, target_sr: int) -> tf.Tensor:
     frame_length = matrix.shape[0]
     n = _length(waveform)
     blocks = _ceil_div(n, down)  # output blocks of `up` samples
-    n_out = (n // down) * up + _ceil_div((n % down) * up, down)  # no overflow of n * up
+    n_out = _reduced_length(n, up, down)
     needed = (blocks - 1) * down + frame_length
     right = _relu(needed - left - n)
     rank = waveform.shape.rank
@@ -88,13 +88,37 @@ def resample(waveform, *, orig_sr: int, target_sr: int) -> tf.Tensor:
     return _merge_last_two(out)[..., :n_out]
 
 
-def _ratio(orig_sr: int, target_sr: int) -> tuple[int, int]:
+def resampled_length(num_samples, *, orig_sr: int, target_sr: int):
+    """Samples `resample` returns for `num_samples` input samples: ceil(n * target / orig).
+
+    The one place resampled-length arithmetic lives: caches and pipelines call it.
+
+    Args:
+        num_samples: int, NumPy array or integer tensor of sample counts.
+        orig_sr, target_sr: the rates, positive ints.
+
+    Returns:
+        Sample counts of the same kind as `num_samples`.
+    """
+    return _reduced_length(num_samples, *_reduced(orig_sr, target_sr))
+
+
+def _reduced_length(n, up: int, down: int):
+    return (n // down) * up + _ceil_div((n % down) * up, down)  # no overflow of n * up
+
+
+def _reduced(orig_sr: int, target_sr: int) -> tuple[int, int]:
+    """(up, down): the rates' ratio in lowest terms, after checking both rates."""
     for name, rate in (("orig_sr", orig_sr), ("target_sr", target_sr)):
         if isinstance(rate, bool) or not isinstance(rate, numbers.Integral) or rate <= 0:
             raise ConfigError(f"Expected {name} to be a positive int, received: {name}={rate!r}")
     orig_sr, target_sr = int(orig_sr), int(target_sr)
     gcd = math.gcd(orig_sr, target_sr)
-    up, down = target_sr // gcd, orig_sr // gcd
+    return target_sr // gcd, orig_sr // gcd
+
+
+def _ratio(orig_sr: int, target_sr: int) -> tuple[int, int]:
+    up, down = _reduced(orig_sr, target_sr)
     entries = _matrix_entries(up, down)
     if entries > _MAX_FILTER_ENTRIES:
         raise ConfigError(

@@ -37,7 +37,7 @@ class MelExtractor:
         self._block_frames = block_frames
         self._block_samples = (block_frames - 1) * config.hop_length + config.n_fft
         self._center_pad = config.n_fft // 2 if config.center else 0
-        flat = dataclasses.replace(config, center=False)  # centring is done per clip
+        self._flat = flat = dataclasses.replace(config, center=False)  # centred per clip
         spec = tf.TensorSpec([blocks, self._block_samples], tf.float32)
         self._mel = tf.function(
             lambda x: mel_spectrogram(x, flat), input_signature=[spec], jit_compile=True
@@ -85,7 +85,7 @@ class MelExtractor:
 
     def _linear_mel(self, signal: np.ndarray) -> np.ndarray:
         hop, rows = self.config.hop_length, self._blocks
-        frames = 1 + (len(signal) - self.config.n_fft) // hop
+        frames = num_frames(len(signal), self._flat)  # the signal is centred already
         calls = math.ceil(frames / (self._block_frames * rows))
         stride = self._block_frames * hop
         total = (calls * rows - 1) * stride + self._block_samples

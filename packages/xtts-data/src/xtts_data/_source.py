@@ -16,7 +16,15 @@ import numpy as np
 import soundfile
 import tensorflow as tf
 
-from xtts_audio import MelConfig, decode_wav, mel_features, num_frames, resample, to_mono
+from xtts_audio import (
+    MelConfig,
+    decode_wav,
+    mel_features,
+    num_frames,
+    resample,
+    resampled_length,
+    to_mono,
+)
 from xtts_data import record
 from xtts_data._audio_io import load_audio
 from xtts_data._transcripts import read_transcripts
@@ -140,7 +148,8 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         raise CorpusError(f"{corpus.root}: no usable WAV rows ({len(skipped)} skipped)")
     rates = sorted({rate for _, (rate, _), _ in rows})
     frames = [
-        num_frames(_resampled_length(n, rate, audio.sample_rate), audio) for _, (rate, n), _ in rows
+        num_frames(resampled_length(n, orig_sr=rate, target_sr=audio.sample_rate), audio)
+        for _, (rate, n), _ in rows
     ]
     table = {
         "split": record.split_bucket([r.id for r, _, _ in rows]),
@@ -193,11 +202,6 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         transcripts.tokenizer,
         tuple(skipped),
     )
-
-
-def _resampled_length(n: int, orig_sr: int, target_sr: int) -> int:
-    """Samples `xtts_audio.resample` returns: ceil(n * target / orig)."""
-    return -(-n * target_sr // orig_sr)
 
 
 def _wav_info(path: Path) -> tuple[int, int] | str:
