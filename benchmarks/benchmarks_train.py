@@ -16,12 +16,12 @@ import collections
 import itertools
 import os
 import pathlib
-import statistics
 import time
 
 from xtts_bench.settings import TrainBenchConfig
 from xtts_bench.train import read_inputs, write_cache
-from xtts_train.steps import CompiledSteps, shape_of
+from xtts_data.stats import cv
+from xtts_train.steps import CompiledSteps, shape_of, timed_step
 from xtts_train.trainer import build_steps
 
 _UTTERANCES = int(os.environ.get("XTTS_BENCH_TRAIN_UTTERANCES", "64"))
@@ -62,13 +62,7 @@ class _Compiled:
 
 def _step(steps: CompiledSteps, batch) -> float:
     """One update, waiting for its loss; returns milliseconds."""
-    started = time.perf_counter()
-    float(steps.train(batch, step=0)["loss"])
-    return 1e3 * (time.perf_counter() - started)
-
-
-def _cv(values: list[float]) -> float:
-    return statistics.pstdev(values) / statistics.fmean(values) if len(values) > 1 else 0.0
+    return 1e3 * timed_step(steps.train, batch, step=0)[0]
 
 
 class CompiledStep(_Compiled):
@@ -110,11 +104,11 @@ class StepTime(_Compiled):
         for batch in self.inputs.batches:
             self.by_shape[shape_of(batch)].append(_step(self.steps, batch))
 
-    def track_step_ms_cv(self, cache: str) -> float:
-        return _cv([ms for times in self.by_shape.values() for ms in times])
+    def track_step_mscv(self, cache: str) -> float:
+        return cv([ms for times in self.by_shape.values() for ms in times])
 
     def track_step_ms_cv_worst_shape(self, cache: str) -> float:
-        return max(_cv(times) for times in self.by_shape.values())
+        return max(cv(times) for times in self.by_shape.values())
 
 
 class CompileTime(_Compiled):

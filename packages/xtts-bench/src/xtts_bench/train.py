@@ -28,7 +28,6 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 
-import keras
 import numpy as np
 import tensorflow as tf
 import tqdm
@@ -37,8 +36,9 @@ import xtts_data as xd
 from xtts_bench import baselines
 from xtts_bench.data import corpus_summary
 from xtts_bench.settings import TrainBenchConfig
+from xtts_data.stats import cv
 from xtts_train.config import StackConfig
-from xtts_train.steps import shape_of
+from xtts_train.steps import kept_dtype_policy, shape_of, timed_step
 from xtts_train.trainer import build_steps, fit
 
 __all__ = [
@@ -111,9 +111,8 @@ def _run_steps(
     bar = tqdm.tqdm(batches, desc=label, unit="step", disable=not progress)
     for index, batch in enumerate(bar):
         before_traces = sum(traces.values())
-        started = time.perf_counter()
-        loss = float(step(batch, step=index)["loss"])  # the host waits for the update
-        seconds.append(time.perf_counter() - started)
+        took, loss = timed_step(step, batch, step=index)
+        seconds.append(took)
         traced.append(sum(traces.values()) > before_traces)
         if budget_seconds is not None and sum(seconds) > budget_seconds:
             bar.close()
@@ -184,7 +183,7 @@ def _cv_within_shape(batches: list, seconds: list[float], traced: list[bool]) ->
         if len(times) >= 3
         for second in times
     ]
-    return statistics.pstdev(ratios) if len(ratios) >= 3 else None  # their mean is 1
+    return cv(ratios) if len(ratios) >= 3 else None
 
 
 def bench_static(inputs: TrainInputs, *, progress: bool = False) -> dict:
@@ -260,22 +259,18 @@ def run_train_benchmarks(bench: TrainBenchConfig, *, progress: bool = False) -> 
         progress: progress bars on stderr (the dynamic side can run for many minutes).
     """
     _configure_threads(bench.threads)
-    previous = keras.mixed_precision.global_policy()
     load_before = os.getloadavg()[0]
-    try:
-        with tempfile.TemporaryDirectory(prefix="xtts-bench-train-") as folder:
-            inputs = prepare_inputs(bench, pathlib.Path(folder))
-            sides = {"static": bench_static(inputs, progress=progress)}
-            budget = bench.dynamic_budget * sides["static"]["total_seconds"] or None
-            sides["dynamic_xla"] = bench_dynamic(inputs, progress=progress, budget_seconds=budget)
-            if bench.graph:
-                sides["dynamic_graph"] = bench_dynamic(
-                    inputs, jit_compile=False, progress=progress, budget_seconds=budget
-                )
-            steady = bench_steady_state(inputs, pathlib.Path(folder) / "run")
-            corpus = corpus_summary(inputs.cache, inputs.stack.audio)
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
+    with kept_dtype_policy(), tempfile.TemporaryDirectory(prefix="xtts-bench-train-") as folder:
+        inputs = prepare_inputs(bench, pathlib.Path(folder))
+        sides = {"static": bench_static(inputs, progress=progress)}
+        budget = bench.dynamic_budget * sides["static"]["total_seconds"] or None
+        sides["dynamic_xla"] = bench_dynamic(inputs, progress=progress, budget_seconds=budget)
+        if bench.graph:
+            sides["dynamic_graph"] = bench_dynamic(
+                inputs, jit_compile=False, progress=progress, budget_seconds=budget
+            )
+        steady = bench_steady_state(inputs, pathlib.Path(folder) / "run")
+        corpus = corpus_summary(inputs.cache, inputs.stack.audio)
     static = sides["static"]["total_seconds"]
     return {
         "settings": dataclasses.asdict(bench),

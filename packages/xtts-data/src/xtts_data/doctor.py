@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from xtts_data.errors import CorpusError
 from xtts_data.pipeline import DataPipeline
+from xtts_data.stats import cv
 
 __all__ = [
     "PYTHON_OPS",
@@ -80,7 +81,7 @@ class Timing:
             "batch_ms_mean": mean,
             "batch_ms_p50": float(np.percentile(waits_ms, 50)),
             "batch_ms_p99": float(np.percentile(waits_ms, 99)),
-            "batch_ms_cv": float(waits_ms.std() / mean) if mean else 0.0,
+            "batch_ms_cv": cv(waits_ms),
             "device_utilization": min(self.busy / self.span, 1.0) if self.device_ms else None,
             "padding_efficiency": self.real_frames / max(self.padded_frames, 1),
             "cpu_ms_per_sample": 1e3 * self.cpu / self.samples if self.samples else None,

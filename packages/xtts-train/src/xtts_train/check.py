@@ -3,7 +3,8 @@
 Builds the pipeline and the compiled steps as `fit` does, compiles every shape (timed:
 trace and compile, cache hits), then draws an epoch of batches, and more until every
 shape has run `repeats` times, timing each step. A trace after warm-up (a shape traced
-twice, or one the spec did not list) fails the check: exit 1. Reports the time to the first step and its parts, and the peak memory.
+twice, or one the spec did not list) fails the check: exit 1. Reports the time to the
+first step and its parts, and the peak memory.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import statistics
 import time
 from pathlib import Path
 
-import keras
-
 import xtts_data as xd
+from xtts_data.stats import cv
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
 from xtts_train.process import StartupClock, format_startup, peak_rss_mb
-from xtts_train.run_stats import cv
-from xtts_train.steps import shape_of
+from xtts_train.steps import kept_dtype_policy, shape_of, timed_step
 from xtts_train.trainer import build_steps
 from xtts_train.warmup import WarmUp, cache_use
 
@@ -104,8 +103,7 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
         train = dataclasses.replace(stack.train, allow_retrace=True)
         stack = dataclasses.replace(stack, model=model, train=train)
         pipeline = xd.make_dataset(opened, stack.data, "train", repeat=True)
-    previous = keras.mixed_precision.global_policy()
-    try:
+    with kept_dtype_policy():
         with clock.part("model"):
             steps = build_steps(stack, pipeline.spec)
         warm = steps.warm_up(defer_cached=False)  # each shape's timed steps: no load in them
@@ -118,19 +116,16 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
         for i, batch in zip(range(drawn), pipeline.dataset, strict=False):
             key = shape_of(batch)
             if len(times.get(key, [])) < repeats:
-                before = time.perf_counter()
-                float(steps.train(batch, step=0)["loss"])  # wait for the result: the whole step
-                times.setdefault(key, []).append(1e3 * (time.perf_counter() - before))
+                seconds, _ = timed_step(steps.train, batch, step=0)
+                times.setdefault(key, []).append(1e3 * seconds)
                 if startup is None:
-                    clock.add("data", before - waited)
-                    clock.add("first_step", time.perf_counter() - before)
+                    clock.add("data", time.perf_counter() - seconds - waited)
+                    clock.add("first_step", seconds)
                     startup = clock.report()
             if i + 1 >= pipeline.batches_per_epoch and all(
                 len(t) >= repeats for t in times.values()
             ):
                 break
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
     expected = frozenset(s.key for s in pipeline.spec.shapes)
     return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
                        peak_rss_mb(), compile_cache.describe())  # fmt: skip

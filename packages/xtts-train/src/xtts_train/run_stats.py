@@ -8,6 +8,8 @@ import statistics
 
 import numpy as np
 
+from xtts_data.stats import cv
+
 __all__ = ["Interval", "Timings", "cv"]
 
 
@@ -45,14 +47,6 @@ class Timings:
             "host_overhead_ms": statistics.median(self.hosts[skip:]) * 1e3 if walls else 0.0,
             "input_bound_fraction": sum(self.waits) / sum(self.walls) if self.walls else 0.0,
         }
-
-
-def cv(values: list[float]) -> float:
-    """Coefficient of variation (population std / mean); 0 for fewer than two values."""
-    if len(values) < 2:
-        return 0.0
-    mean = statistics.fmean(values)
-    return statistics.pstdev(values) / mean if mean else 0.0
 
 
 class Interval:

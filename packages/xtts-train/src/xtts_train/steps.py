@@ -14,10 +14,13 @@ all-reduce and the gated update run around it in a `tf.function` of the same sig
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 
+import keras
 import tensorflow as tf
 
 from xtts_data import BatchShape, DatasetSpec
@@ -29,7 +32,7 @@ from xtts_train.model import TextToMel
 from xtts_train.optim import AdamW, warmup_cosine
 from xtts_train.warmup import Job, Program, WarmUp, compile_workers, run_jobs
 
-__all__ = ["CompiledSteps", "RetraceError", "shape_of"]
+__all__ = ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +51,26 @@ def shape_of(batch: Mapping[str, tf.Tensor]) -> tuple[int, int, int]:
     of the shape it has)."""
     b, t = batch["tokens"].shape
     return int(b), int(t), int(batch["mel"].shape[1])
+
+
+def timed_step(
+    train: Callable, batch: Mapping[str, tf.Tensor], *, step: int
+) -> tuple[float, float]:
+    """One update through `train` (e.g. `CompiledSteps.train`), waiting for its loss: the
+    host syncs, so the time is the whole step's. Returns (seconds, loss)."""
+    started = time.perf_counter()
+    loss = float(train(batch, step=step)["loss"])
+    return time.perf_counter() - started, loss
+
+
+@contextlib.contextmanager
+def kept_dtype_policy() -> Iterator[None]:
+    """Restore Keras's global dtype policy on leaving (`build_steps` sets the run's)."""
+    previous = keras.mixed_precision.global_policy()
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
 
 
 class CompiledSteps:

@@ -51,7 +51,7 @@ from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.optim import AdamW
 from xtts_train.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.run_stats import Interval, Timings
-from xtts_train.steps import CompiledSteps, shape_of
+from xtts_train.steps import CompiledSteps, kept_dtype_policy, shape_of
 from xtts_train.synthesize import load_reference
 from xtts_train.warmup import Program, WarmUp, cache_use
 
@@ -212,15 +212,12 @@ def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: in
     _check_tokenizer(workdir, opened)
     tokenizer = (opened.path / "tokenizer.json").read_bytes()
     write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
-    previous = keras.mixed_precision.global_policy()
-    try:
+    with kept_dtype_policy():  # leave the process as it was
         with clock.part("model"):
             evals = stack.train.eval_every > 0
             sentences = _eval_sentences(stack, opened.tokenizer) if evals else ()
             run = _Run(stack, train, val, workdir, progress, strategy, sentences)
         return run.train(start, clock, _Profiler(profile_steps, workdir / "tensorboard"))
-    finally:
-        keras.mixed_precision.set_global_policy(previous)  # leave the process as it was
 
 
 def _eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[str, list[int]]]:
