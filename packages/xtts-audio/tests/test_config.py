@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import librosa
 import numpy as np
@@ -60,7 +61,9 @@ def test_positional_arguments_are_refused():
 def test_presets_build_and_round_trip_through_dicts(name):
     config = MelConfig.from_preset(name)
     assert MelConfig.from_dict(config.to_dict()) == config
+    assert MelConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
     assert MelConfig.from_dict({"preset": name}) == config
+    assert list(config.to_dict()) == [f.name for f in dataclasses.fields(MelConfig)]
 
 
 def test_librosa_preset_is_librosa_defaults():
@@ -88,6 +91,16 @@ def test_from_dict_rejects_unknown_and_missing_keys():
         MelConfig.from_dict({**BASE, "nfft": 1024})
     with pytest.raises(ConfigError, match=r"missing required field\(s\) \['n_mels'\]"):
         MelConfig.from_dict({"sample_rate": 22050, "n_fft": 1024, "hop_length": 256})
+
+
+def test_a_section_without_a_preset_says_what_it_needs():
+    with pytest.raises(ConfigError) as caught:
+        MelConfig.from_dict({"n_mels": 64}, section="audio")
+    assert str(caught.value) == (
+        "MelConfig: missing required field(s) ['sample_rate', 'n_fft', 'hop_length'] in section "
+        "audio; expected `preset: NAME` (one of ['coqui', 'librosa', 'tacotron2', 'xtts']) plus "
+        "overrides, or all of ['sample_rate', 'n_fft', 'hop_length', 'n_mels'], received: n_mels=64"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from xtts_audio import MelConfig, XttsAudioError
-from xtts_data.config import DataConfig, load_config
+from xtts_data.config import DataConfig, load_config, read_stack
 from xtts_data.errors import ConfigError
 from xtts_data.text import TextConfig
 
@@ -147,6 +147,22 @@ def test_dict_round_trip(config):
     assert DataConfig.from_dict(yaml.safe_load(yaml.safe_dump(values))) == config
 
 
+@pytest.mark.parametrize(
+    "config",
+    [
+        TextConfig(),
+        TextConfig(language="fa", languages=("en", "de"), cleaners="basic", ascii_fold=False),
+        TextConfig(symbols="ab ", lowercase=False, max_letter_loss=None),
+    ],
+    ids=["defaults", "languages", "symbols"],
+)
+def test_text_config_round_trips_through_yaml(config):
+    values = config.to_dict()
+    assert values["languages"] == list(config.languages)
+    assert list(values) == [f.name for f in dataclasses.fields(TextConfig)]
+    assert TextConfig.from_dict(yaml.safe_load(yaml.safe_dump(values))) == config
+
+
 def test_from_dict_builds_nested_text():
     config = DataConfig.from_dict({"text": {"cleaners": "none"}, "batch_size": 4})
     assert config.text == TextConfig(cleaners="none")
@@ -158,7 +174,10 @@ def test_from_dict_builds_nested_text():
     [
         ({"batchsize": 4}, r"^DataConfig: unknown field\(s\) \['batchsize'\]; known: \["),
         ({"zeta": 1, "alpha": 2}, r"unknown field\(s\) \['alpha', 'zeta'\]"),
-        ({"text": {"cleaner": "basic"}}, r"^TextConfig: unknown field\(s\) \['cleaner'\]"),
+        (
+            {"text": {"cleaner": "basic"}},
+            r"^TextConfig: unknown field\(s\) \['cleaner'\] in section text; known: \['language', ",
+        ),
         ({"text": {"cleaners": "klingon"}}, r"TextConfig\.cleaners: .*cleaners='klingon'"),
         ({"num_buckets": 0}, received("num_buckets", 0)),
     ],
@@ -270,7 +289,8 @@ def test_load_config_accepts_str_path(tmp_path):
         ("audio: xtts\n", r"section 'audio' must be a mapping, received: 'xtts'"),
         ("data: {policy: [\n", r"^Expected a readable YAML config, received: path=.*stack\.yaml"),
         ("- audio\n- data\n", r"^Expected a mapping of sections"),
-        ("data: {batchsize: 3}\n", r"DataConfig: unknown field\(s\) \['batchsize'\]"),
+        ("data: {batchsize: 3}\n", r"^DataConfig: unknown field\(s\) \['batchsize'\] in section data; known: "),
+        ("data: {text: {cleaner: basic}}\n", r"^TextConfig: unknown field\(s\) \['cleaner'\] in section data\.text; known: "),
         ("data: {policy: dynamic}\n", received("policy", "dynamic")),
     ],
 )  # fmt: skip
@@ -296,3 +316,61 @@ def test_load_config_non_utf8_file_raises(tmp_path):
     path.write_bytes(b"data: {policy: fixed}\n# caf\xe9\n")
     with pytest.raises(ConfigError, match=r"readable YAML config"):
         load_config(path)
+
+
+# --- read_stack: the one reader of stack configs, with --set overrides -----------------
+
+
+def test_overrides_apply_on_top_of_the_default_audio_preset():
+    audio, data = load_config(None, ["audio.n_mels=64", "data.text.cleaners=basic"])
+    assert audio == MelConfig.from_preset("xtts", n_mels=64)
+    assert data == DataConfig(text=TextConfig(cleaners="basic"))
+
+
+def test_overrides_apply_on_top_of_the_file(tmp_path):
+    path = write_yaml(tmp_path, "audio: {preset: coqui}\ndata: {batch_size: 4}\n")
+    audio, data = load_config(path, ["audio.n_mels=64", "data.policy=fixed"])
+    assert audio == MelConfig.from_preset("coqui", n_mels=64)
+    assert data == DataConfig(batch_size=4, policy="fixed")
+
+
+def test_a_mapping_source_is_read_like_a_file_and_left_unchanged():
+    source = {"data": {"text": {"cleaners": "none"}}, "model": None}
+    sections = read_stack(source, ["data.text.lowercase=false", "train.steps=5"])
+    assert sections == {
+        "audio": {"preset": "xtts"},
+        "data": {"text": {"cleaners": "none", "lowercase": False}},
+        "model": {},
+        "train": {"steps": 5},
+    }
+    assert source == {"data": {"text": {"cleaners": "none"}}, "model": None}
+    assert load_config(source)[1] == DataConfig(text=TextConfig(cleaners="none"))
+
+
+def test_a_stack_round_trips_through_read_stack():
+    audio, data = MelConfig.from_preset("coqui"), DataConfig(policy="fixed")
+    written = yaml.safe_load(yaml.safe_dump({"audio": audio.to_dict(), "data": data.to_dict()}))
+    assert load_config(written) == (audio, data)
+
+
+def test_an_audio_section_without_a_preset_says_what_it_needs(tmp_path):
+    with pytest.raises(
+        XttsAudioError,
+        match=r"^MelConfig: missing required field\(s\) \['sample_rate', 'n_fft', 'hop_length'\] in section audio; expected `preset: NAME` \(one of \[.*'xtts'\]\) plus overrides, .*received: n_mels=64$",
+    ):
+        load_config(write_yaml(tmp_path, "audio: {n_mels: 64}\n"))
+
+
+@pytest.mark.parametrize(
+    ("override", "match"),
+    [
+        ("steps=3", r"^Expected --set section\.key=value with section audio, data, model or train, received: 'steps=3'$"),
+        ("voice.speed=1", r"received: 'voice\.speed=1'"),
+        ("data.batch_size", r"received: 'data\.batch_size'"),
+        ("data.policy=[", r"^--set 'data\.policy=\[': value is not valid YAML"),
+        ("data.policy.x=1", r"^--set 'data\.policy\.x=1': policy is not a section$"),
+    ],
+)  # fmt: skip
+def test_malformed_overrides_are_named(override, match):
+    with pytest.raises(ConfigError, match=match):
+        read_stack({"data": {"policy": "fixed"}}, [override])

@@ -1,28 +1,33 @@
 """`DataConfig`: how a corpus becomes a feature cache and the cache becomes batches.
 
-One YAML file configures the whole stack (sections `audio`, `data`, `model`, `train`);
-`load_config` reads the two sections this package owns and checks the others are known.
+One YAML file configures the whole stack (sections `audio`, `data`, `model`, `train`):
+`read_stack` reads it (with `--set` overrides) for every package, `load_config` builds the
+two sections this package owns.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from xtts_audio import MelConfig
+from xtts_audio.frozen_config import FrozenConfig
 from xtts_data.errors import ConfigError
 from xtts_data.text import TextConfig
 
-__all__ = ["DataConfig", "load_config"]
+__all__ = ["DataConfig", "load_config", "read_stack"]
 
 Policy = Literal["fixed", "buckets"]
 
 SECTIONS = ("audio", "data", "model", "train")
+# What a section the source leaves out starts from; `--set` overrides apply on top.
+_DEFAULTS: dict[str, dict[str, Any]] = {"audio": {"preset": "xtts"}}
 
 
 def _is_int(value: Any) -> bool:
@@ -33,12 +38,8 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _fail(field: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"DataConfig.{field}: expected {allowed}, received: {field}={value!r}")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DataConfig:
+class DataConfig(FrozenConfig):
     """Cache building and batching settings.
 
     Cache (part of the cache's settings hash when they change the features):
@@ -81,7 +82,11 @@ class DataConfig:
         prefetch_to_device: e.g. `"/gpu:0"` to stage batches in device memory.
         service: `grpc://host:port` of a tf.data service dispatcher (`xtts-data serve`)
             to run preprocessing on its workers; `None` runs it in-process.
+
+    `from_dict` takes `text` as a nested mapping; `to_dict` writes it as one.
     """
+
+    error_type = ConfigError
 
     text: TextConfig = dataclasses.field(default_factory=TextConfig)
     trim_top_db: float | None = None
@@ -107,32 +112,32 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, TextConfig):
-            _fail("text", self.text, "a TextConfig")
+            self._fail("text", self.text, "a TextConfig")
         if self.trim_top_db is not None and not (
             _is_number(self.trim_top_db) and self.trim_top_db > 0
         ):
-            _fail("trim_top_db", self.trim_top_db, "a positive number of dB or None")
+            self._fail("trim_top_db", self.trim_top_db, "a positive number of dB or None")
         if self.max_seconds is not None and not (
             _is_number(self.max_seconds) and self.max_seconds > 0
         ):
-            _fail("max_seconds", self.max_seconds, "a positive number of seconds or None")
+            self._fail("max_seconds", self.max_seconds, "a positive number of seconds or None")
         if self.policy not in ("fixed", "buckets"):
-            _fail("policy", self.policy, "'fixed' or 'buckets'")
+            self._fail("policy", self.policy, "'fixed' or 'buckets'")
         self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
         self._check_positive("pad_multiple", "cond_frames", "refs_per_speaker")
         self._check_positive("frame_budget", "max_frames", "max_text_len", optional=True)
         if self.batch_size % self.batch_multiple:
-            _fail(
+            self._fail(
                 "batch_size", self.batch_size, f"a multiple of batch_multiple={self.batch_multiple}"
             )
         if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
-            _fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
+            self._fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
         if self.keep_in_memory is not None and not isinstance(self.keep_in_memory, bool):
-            _fail("keep_in_memory", self.keep_in_memory, "true, false or null (automatic)")
+            self._fail("keep_in_memory", self.keep_in_memory, "true, false or null (automatic)")
         if not (_is_int(self.shuffle_buffer) and self.shuffle_buffer >= 0):
-            _fail("shuffle_buffer", self.shuffle_buffer, "an int >= 0")
+            self._fail("shuffle_buffer", self.shuffle_buffer, "an int >= 0")
         if self.service is not None and not str(self.service).startswith(("grpc://", "grpc+")):
-            _fail("service", self.service, "a dispatcher address like 'grpc://host:5050'")
+            self._fail("service", self.service, "a dispatcher address like 'grpc://host:5050'")
 
     def _check_positive(self, *names: str, optional: bool = False) -> None:
         for name in names:
@@ -140,29 +145,7 @@ class DataConfig:
             if optional and value is None:
                 continue
             if not _is_int(value) or value < 1:
-                _fail(name, value, "an int >= 1" + (" or None" if optional else ""))
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> DataConfig:
-        """Build from a mapping (a YAML `data:` section); `text` may be a nested mapping.
-
-        Raises:
-            ConfigError: unknown keys or an invalid value.
-        """
-        values = dict(values)
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ConfigError(f"DataConfig: unknown field(s) {unknown}; known: {known}")
-        if isinstance(values.get("text"), Mapping):
-            values["text"] = TextConfig.from_dict(values["text"])
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields (text as a nested mapping): round-trips `from_dict`."""
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values["text"] = self.text.to_dict()
-        return values
+                self._fail(name, value, "an int >= 1" + (" or None" if optional else ""))
 
     def cache_settings(self) -> dict[str, Any]:
         """The settings that change cached features (hashed into the cache manifest)."""
@@ -174,41 +157,90 @@ class DataConfig:
         return int(math.ceil(length / self.pad_multiple) * self.pad_multiple)
 
 
-def load_config(path: str | Path | None) -> tuple[MelConfig, DataConfig]:
-    """Read the `audio` and `data` sections of a stack config file (YAML).
+def load_config(
+    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = ()
+) -> tuple[MelConfig, DataConfig]:
+    """The `audio` and `data` sections of a stack config (see `read_stack`).
 
     `audio` takes `MelConfig.from_dict` fields (e.g. `preset: xtts` plus overrides) and
     defaults to the `"xtts"` preset; `data` takes `DataConfig` fields. Sections `model`
     and `train` belong to xtts-train and are not read here.
 
     Args:
-        path: the YAML file, or `None` for all defaults.
+        source: a YAML file, the mapping it holds, or `None` for all defaults.
+        overrides: `section.key=value` settings applied on top (as `--set`).
 
     Raises:
-        ConfigError: unreadable file, unknown section or field, or an invalid value.
+        ConfigError: unreadable file, unknown section or field, a malformed override, or
+            an invalid value (an `audio` one as xtts_audio's `ConfigError`).
     """
-    sections = read_sections(path)
-    audio = MelConfig.from_dict(sections.get("audio") or {"preset": "xtts"})
-    data = DataConfig.from_dict(sections.get("data") or {})
+    sections = read_stack(source, overrides)
+    audio = MelConfig.from_dict(sections["audio"], section="audio")
+    data = DataConfig.from_dict(sections["data"], section="data")
     return audio, data
 
 
-def read_sections(path: str | Path | None) -> dict[str, Mapping[str, Any]]:
-    """The top-level sections of a stack config file, each checked to be a mapping."""
-    if path is None:
-        return {}
-    try:
-        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
-        raise ConfigError(
-            f"Expected a readable YAML config, received: path={path} ({error})"
-        ) from None
+def read_stack(
+    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = ()
+) -> dict[str, dict[str, Any]]:
+    """Every section of a stack config as a plain dict, defaults filled, overrides applied.
+
+    The one reader of stack configs: `load_config`, `xtts_train.load_stack_config` and
+    through it a run's `config.yaml` build their dataclasses from what this returns. A
+    section the source leaves out or empty is `{}`, except `audio`: `{"preset": "xtts"}`,
+    so `--set audio.n_mels=64` changes the default recipe. Override values are YAML
+    (`train.steps=200`, `data.text.languages=[en, fa]`); dotted keys reach nested sections.
+
+    Args:
+        source: a YAML file, the mapping it holds, or `None` for all defaults.
+        overrides: `section.key=value` settings, applied in order.
+
+    Raises:
+        ConfigError: unreadable file, unknown section, a section that is not a mapping, or
+            a malformed override.
+    """
+    label = f"{source}" if isinstance(source, str | Path) else "stack config"
+    values = _read_yaml(source) if isinstance(source, str | Path) else source or {}
     if not isinstance(values, Mapping):
         raise ConfigError(f"Expected a mapping of sections {SECTIONS}, received: {values!r}")
     unknown = sorted(set(values) - set(SECTIONS))
     if unknown:
-        raise ConfigError(f"{path}: unknown section(s) {unknown}; known: {list(SECTIONS)}")
+        raise ConfigError(f"{label}: unknown section(s) {unknown}; known: {list(SECTIONS)}")
     for name, section in values.items():
         if section is not None and not isinstance(section, Mapping):
-            raise ConfigError(f"{path}: section {name!r} must be a mapping, received: {section!r}")
-    return dict(values)
+            raise ConfigError(f"{label}: section {name!r} must be a mapping, received: {section!r}")
+    sections = {name: copy.deepcopy(dict(values.get(name) or _DEFAULTS.get(name) or {}))
+                for name in SECTIONS}  # fmt: skip
+    for override in overrides:
+        _apply(sections, override)
+    return sections
+
+
+def _read_yaml(path: str | Path) -> Any:
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(
+            f"Expected a readable YAML config, received: path={path} ({error})"
+        ) from None
+
+
+def _apply(sections: dict[str, dict[str, Any]], override: str) -> None:
+    """Set one `section.key=value` (the value parsed as YAML) in `sections`."""
+    key, sep, raw = override.partition("=")
+    parts = key.strip().split(".")
+    if not sep or len(parts) < 2 or parts[0] not in SECTIONS:
+        raise ConfigError(
+            f"Expected --set section.key=value with section audio, data, model or train, "
+            f"received: {override!r}"
+        )
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--set {override!r}: value is not valid YAML ({error})") from None
+    node = sections[parts[0]]
+    for part in parts[1:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {override!r}: {part} is not a section")
+    node[parts[-1]] = value

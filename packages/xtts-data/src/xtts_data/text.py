@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from xtts_audio.frozen_config import FrozenConfig
 from xtts_data._cleaners import (
     KEPT_PUNCTUATION,
     LANGUAGES,
@@ -60,10 +61,6 @@ _PHONEMES_HINT = (
 )
 
 
-def _fail(field: str, value: Any, expected: str) -> None:
-    raise ConfigError(f"TextConfig.{field}: expected {expected}, received: {field}={value!r}")
-
-
 def _check_symbols(owner: str, symbols: Any) -> None:
     """Symbols must be a non-empty string of distinct characters (their order is the ids)."""
     if not isinstance(symbols, str) or not symbols:
@@ -92,13 +89,13 @@ def _import_phonemizer():
 
 def _language_tag(field: str, value: Any) -> str:
     if not isinstance(value, str) or not is_known_language(canonical_language(value)):
-        _fail(field, value, "a BCP-47 language code with cleaners here (e.g. 'en', 'fa', "
-              f"'de-at'; languages: {', '.join(sorted(LANGUAGES))})")  # fmt: skip
+        TextConfig._fail(field, value, "a BCP-47 language code with cleaners here (e.g. 'en', "
+                         f"'fa', 'de-at'; languages: {', '.join(sorted(LANGUAGES))})")  # fmt: skip
     return canonical_language(value)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TextConfig:
+class TextConfig(FrozenConfig):
     """How raw transcripts become model input text.
 
     Attributes:
@@ -127,7 +124,11 @@ class TextConfig:
         max_letter_loss: a row whose cleaning drops more than this share of its letters
             (e.g. Persian words in an English row folded to ASCII) is skipped and
             reported; `None` keeps every row.
+
+    `from_dict` takes `languages` as a list; `to_dict` writes it as one.
     """
+
+    error_type = ConfigError
 
     language: str = "en"
     languages: tuple[str, ...] = ()
@@ -140,15 +141,15 @@ class TextConfig:
 
     def __post_init__(self) -> None:
         if self.cleaners not in _CLEANERS:
-            _fail("cleaners", self.cleaners, f"one of {_CLEANERS}")
+            self._fail("cleaners", self.cleaners, f"one of {_CLEANERS}")
         for name in ("lowercase", "phonemes"):
             if not isinstance(getattr(self, name), bool):
-                _fail(name, getattr(self, name), "a bool")
+                self._fail(name, getattr(self, name), "a bool")
         if self.ascii_fold is not None and not isinstance(self.ascii_fold, bool):
-            _fail("ascii_fold", self.ascii_fold, "a bool or None (per language)")
+            self._fail("ascii_fold", self.ascii_fold, "a bool or None (per language)")
         object.__setattr__(self, "language", _language_tag("language", self.language))
         if isinstance(self.languages, str) or not isinstance(self.languages, Sequence):
-            _fail("languages", self.languages, "a list of language codes")
+            self._fail("languages", self.languages, "a list of language codes")
         tags = tuple(_language_tag("languages", tag) for tag in self.languages)
         object.__setattr__(self, "languages", tuple(dict.fromkeys(tags)))
         if self.symbols is not None and self.symbols != AUTO:
@@ -156,7 +157,7 @@ class TextConfig:
         loss = self.max_letter_loss
         if loss is not None and not (isinstance(loss, int | float) and not isinstance(loss, bool)
                                      and 0.0 <= loss <= 1.0):  # fmt: skip
-            _fail("max_letter_loss", loss, "a share in [0, 1] or None")
+            self._fail("max_letter_loss", loss, "a share in [0, 1] or None")
         if self.phonemes:
             _import_phonemizer()
 
@@ -194,26 +195,6 @@ class TextConfig:
             return IPA_SYMBOLS
         keeps_capitals = self.cleaners == "none" or not self.lowercase
         return DEFAULT_SYMBOLS + (string.ascii_uppercase if keeps_capitals else "")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> TextConfig:
-        """Build from a mapping (e.g. a YAML `text:` section).
-
-        Raises:
-            ConfigError: unknown keys (named in the message) or an invalid value.
-        """
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ConfigError(f"TextConfig: unknown field(s) {unknown}; known: {known}")
-        values = dict(values)
-        if isinstance(values.get("languages"), list):
-            values["languages"] = tuple(values["languages"])
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields as given (`languages` as a list): round-trips `from_dict`."""
-        return dataclasses.asdict(self) | {"languages": list(self.languages)}
 
 
 # espeak-ng is one C library with global state: phonemizing from `prepare`'s reader

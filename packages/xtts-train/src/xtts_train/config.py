@@ -11,11 +11,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from xtts_audio import MelConfig
+from xtts_audio.frozen_config import FrozenConfig
 from xtts_data import DataConfig
-from xtts_data.config import read_sections
+from xtts_data.config import load_config, read_stack
 from xtts_train.errors import ConfigError
 
 __all__ = [
@@ -34,10 +33,6 @@ Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
-def _fail(owner: str, field: str, value: Any, allowed: str) -> None:
-    raise ConfigError(f"{owner}.{field}: expected {allowed}, received: {field}={value!r}")
-
-
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
     "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
@@ -45,8 +40,27 @@ _COUNTS = (
 )  # fmt: skip
 
 
+# Parameter counts with vocab 64 and 80 mels are checked by the tests.
+PRESETS: dict[str, dict[str, Any]] = {
+    # ~1.4M parameters: trains on a CPU, for tests and smoke runs.
+    "tiny": dict(
+        d_model=128, heads=2, ff_mult=2, text_convs=2, text_layers=2, conv_kernel=5,
+        cond_convs=2, cond_layers=1, cond_latents=4, decoder_layers=2, prenet_dim=128,
+        postnet_layers=3, postnet_channels=128, postnet_kernel=5,
+    ),
+    # ~17M parameters: the defaults.
+    "small": {},
+    # ~88M parameters: for a GPU.
+    "base": dict(
+        d_model=768, heads=12, ff_mult=4, text_convs=2, text_layers=3, conv_kernel=3,
+        cond_convs=2, cond_layers=1, cond_latents=32, decoder_layers=5, prenet_dim=256,
+        postnet_layers=5, postnet_channels=512, postnet_kernel=5,
+    ),
+}  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ModelConfig:
+class ModelConfig(FrozenConfig):
     """Sizes of a `TextToMel` model; the defaults are the `"small"` preset.
 
     Attributes:
@@ -79,7 +93,13 @@ class ModelConfig:
             symbol and the mel turned to noise (measured; see the README).
         mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
             in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
+
+    `from_preset("tiny", vocab_size=40)` or `from_dict({"preset": "tiny", ...})` starts
+    from the sizes of `PRESETS`.
     """
+
+    error_type = ConfigError
+    presets = PRESETS
 
     vocab_size: int = 64
     n_mels: int = 80
@@ -109,85 +129,25 @@ class ModelConfig:
         for name in _COUNTS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail("ModelConfig", name, value, "an int >= 1")
+                self._fail(name, value, "an int >= 1")
         for name in ("infer_window_back", "infer_window_ahead"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                _fail("ModelConfig", name, value, "an int >= 0")
+                self._fail(name, value, "an int >= 0")
         if self.d_model % self.heads:
-            _fail("ModelConfig", "d_model", self.d_model, f"a multiple of heads={self.heads}")
+            self._fail("d_model", self.d_model, f"a multiple of heads={self.heads}")
         for name in ("dropout", "prenet_dropout"):
             value = getattr(self, name)
             if not (_number(value) and 0.0 <= value < 1.0):
-                _fail("ModelConfig", name, value, "a rate in [0, 1)")
+                self._fail(name, value, "a rate in [0, 1)")
         if not (_number(self.mel_mean) and math.isfinite(self.mel_mean)):
-            _fail("ModelConfig", "mel_mean", self.mel_mean, "a finite float")
+            self._fail("mel_mean", self.mel_mean, "a finite float")
         if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
-            _fail("ModelConfig", "mel_std", self.mel_std, "a finite float > 0")
-
-    @classmethod
-    def from_preset(cls, name: str, **overrides: Any) -> ModelConfig:
-        """The named sizes (see `PRESETS`), with any fields replaced by `overrides`.
-
-        Raises:
-            ConfigError: unknown preset name, unknown field or an invalid value.
-        """
-        if name not in PRESETS:
-            raise ConfigError(
-                f"ModelConfig.from_preset: expected one of {sorted(PRESETS)}, "
-                f"received: name={name!r}"
-            )
-        fields = {**PRESETS[name], **overrides}
-        _reject_unknown(fields)
-        return cls(**fields)
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> ModelConfig:
-        """Build from a mapping (a YAML `model:` section); `preset` picks the base sizes.
-
-        Raises:
-            ConfigError: unknown keys or an invalid value.
-        """
-        values = dict(values)
-        preset = values.pop("preset", None)
-        if preset is not None:
-            return cls.from_preset(preset, **values)
-        _reject_unknown(values)
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """All fields: round-trips `from_dict`."""
-        return dataclasses.asdict(self)
-
-
-def _reject_unknown(fields: Mapping[str, Any]) -> None:
-    known = [f.name for f in dataclasses.fields(ModelConfig)]
-    unknown = sorted(set(fields) - set(known))
-    if unknown:
-        raise ConfigError(f"ModelConfig: unknown field(s) {unknown}; known: {known}")
-
-
-# Parameter counts with vocab 64 and 80 mels are checked by the tests.
-PRESETS: dict[str, dict[str, Any]] = {
-    # ~1.4M parameters: trains on a CPU, for tests and smoke runs.
-    "tiny": dict(
-        d_model=128, heads=2, ff_mult=2, text_convs=2, text_layers=2, conv_kernel=5,
-        cond_convs=2, cond_layers=1, cond_latents=4, decoder_layers=2, prenet_dim=128,
-        postnet_layers=3, postnet_channels=128, postnet_kernel=5,
-    ),
-    # ~17M parameters: the defaults.
-    "small": {},
-    # ~88M parameters: for a GPU.
-    "base": dict(
-        d_model=768, heads=12, ff_mult=4, text_convs=2, text_layers=3, conv_kernel=3,
-        cond_convs=2, cond_layers=1, cond_latents=32, decoder_layers=5, prenet_dim=256,
-        postnet_layers=5, postnet_channels=512, postnet_kernel=5,
-    ),
-}  # fmt: skip
+            self._fail("mel_std", self.mel_std, "a finite float > 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class TrainConfig(FrozenConfig):
     """Optimisation and bookkeeping of a training run.
 
     Attributes:
@@ -224,6 +184,8 @@ class TrainConfig:
             at a time).
     """
 
+    error_type = ConfigError
+
     steps: int = 1000
     learning_rate: float = 1e-3
     warmup_steps: int = 100
@@ -256,42 +218,30 @@ class TrainConfig:
                      "keep_checkpoints", "max_nonfinite"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                _fail("TrainConfig", name, value, "an int >= 1")
+                self._fail(name, value, "an int >= 1")
         for name in ("warmup_steps", "eval_every", "seed", "compile_workers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                _fail("TrainConfig", name, value, "an int >= 0")
+                self._fail(name, value, "an int >= 0")
         for name in ("learning_rate", "clip_norm", "stop_pos_weight", "guided_attention_sigma"):
             if not _number(getattr(self, name)) or getattr(self, name) <= 0:
-                _fail("TrainConfig", name, getattr(self, name), "a number > 0")
+                self._fail(name, getattr(self, name), "a number > 0")
         for name in ("weight_decay", "stop_weight", "guided_attention_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
-                _fail("TrainConfig", name, getattr(self, name), "a number >= 0")
+                self._fail(name, getattr(self, name), "a number >= 0")
         if not _number(self.min_lr_ratio) or not 0 <= self.min_lr_ratio <= 1:
-            _fail("TrainConfig", "min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
+            self._fail("min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
         if self.precision not in _PRECISIONS:
-            _fail("TrainConfig", "precision", self.precision, f"one of {_PRECISIONS}")
+            self._fail("precision", self.precision, f"one of {_PRECISIONS}")
         if self.strategy not in STRATEGIES:
-            _fail("TrainConfig", "strategy", self.strategy, f"one of {STRATEGIES}")
+            self._fail("strategy", self.strategy, f"one of {STRATEGIES}")
         if not isinstance(self.allow_retrace, bool):
-            _fail("TrainConfig", "allow_retrace", self.allow_retrace, "true or false")
+            self._fail("allow_retrace", self.allow_retrace, "true or false")
         sentences = self.eval_sentences
         if not (isinstance(sentences, tuple | list) and sentences
                 and all(isinstance(x, str) and x.strip() for x in sentences)):  # fmt: skip
-            _fail("TrainConfig", "eval_sentences", sentences, "a non-empty list of texts")
+            self._fail("eval_sentences", sentences, "a non-empty list of texts")
         object.__setattr__(self, "eval_sentences", tuple(sentences))  # frozen, hashable
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> TrainConfig:
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ConfigError(f"TrainConfig: unknown field(s) {unknown}; known: {known}")
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values for YAML (the sentences as a list)."""
-        return {**dataclasses.asdict(self), "eval_sentences": list(self.eval_sentences)}
 
 
 def _number(value: Any) -> bool:
@@ -299,64 +249,46 @@ def _number(value: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class StackConfig:
-    """The four sections of a stack config, each in its package's dataclass."""
+class StackConfig(FrozenConfig):
+    """The four sections of a stack config, each in its package's dataclass.
+
+    `to_dict` is what a run's `config.yaml` holds; `from_dict` reads it back (every
+    section required: `load_stack_config` is the one that fills in defaults).
+    """
+
+    error_type = ConfigError
 
     audio: MelConfig
     data: DataConfig
     model: ModelConfig
     train: TrainConfig
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "audio": self.audio.to_dict(),
-            "data": self.data.to_dict(),
-            "model": self.model.to_dict(),
-            "train": self.train.to_dict(),
-        }
 
+def load_stack_config(
+    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = ()
+) -> StackConfig:
+    """Read a stack config (or defaults) and apply `section.key=value` overrides.
 
-def load_stack_config(path: str | Path | None, overrides: Sequence[str] = ()) -> StackConfig:
-    """Read a YAML stack config (or defaults) and apply `section.key=value` overrides.
+    Reading and overrides are `xtts_data.config.read_stack`'s: values of overrides are
+    parsed as YAML (`train.steps=200`, `data.policy=fixed`, `model.preset=tiny`,
+    `data.text.cleaners=basic`), and `audio.*` overrides apply to the `xtts` preset when
+    the source has no `audio` section. A `model` section without a preset starts from
+    `tiny`; the model's `n_mels` follows the audio's.
 
-    Values of overrides are parsed as YAML (`train.steps=200`, `data.policy=fixed`,
-    `model.preset=tiny`, `data.text.cleaners=basic`).
+    Args:
+        source: a YAML file (e.g. a run's `config.yaml`), the mapping it holds, or `None`.
+        overrides: `section.key=value` settings, applied in order after the source.
 
     Raises:
         ConfigError: unreadable file, unknown section or key, malformed override, or an
             invalid value (the message names the field).
     """
-    try:
-        sections = {k: dict(v or {}) for k, v in read_sections(path).items()}
-    except ValueError as error:  # xtts_data's ConfigError: same meaning here
-        raise ConfigError(str(error)) from None
-    for override in overrides:
-        _apply(sections, override)
-    try:
-        audio = MelConfig.from_dict(sections.get("audio") or {"preset": "xtts"})
-        data = DataConfig.from_dict(sections.get("data") or {})
+    try:  # xtts_data's and xtts_audio's ConfigError: the same meaning here
+        sections = read_stack(source, overrides)
+        audio, data = load_config(sections)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    model = ModelConfig.from_dict({"preset": "tiny", **(sections.get("model") or {})})
+    model = ModelConfig.from_dict({"preset": "tiny", **sections["model"]}, section="model")
     model = dataclasses.replace(model, n_mels=audio.n_mels)
-    return StackConfig(audio, data, model, TrainConfig.from_dict(sections.get("train") or {}))
-
-
-def _apply(sections: dict[str, dict], override: str) -> None:
-    key, sep, raw = override.partition("=")
-    parts = key.strip().split(".")
-    if not sep or len(parts) < 2 or parts[0] not in ("audio", "data", "model", "train"):
-        raise ConfigError(
-            f"Expected --set section.key=value with section audio, data, model or train, "
-            f"received: {override!r}"
-        )
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"--set {override!r}: value is not valid YAML ({error})") from None
-    node = sections.setdefault(parts[0], {})
-    for part in parts[1:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"--set {override!r}: {part} is not a section")
-    node[parts[-1]] = value
+    train = TrainConfig.from_dict(sections["train"], section="train")
+    return StackConfig(audio, data, model, train)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import tensorflow as tf
-import yaml
 from matplotlib.figure import Figure
 
 import xtts_audio as xa
-from xtts_data import DataConfig, Tokenizer, load_audio
-from xtts_train.config import ModelConfig, StackConfig, TrainConfig
+from xtts_data import Tokenizer, load_audio
+from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.decoding import Decoding, text_ids
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
@@ -50,20 +49,15 @@ def load_run(workdir: str | Path, *, step: int | None = None,
         step: the checkpoint saved at this step; None: the last one.
 
     Raises:
-        XttsTrainError: not a run folder, no checkpoint yet, or none at `step`.
+        XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), no
+            checkpoint yet, or none at `step`.
     """
     workdir = Path(workdir)
-    try:
-        sections = yaml.safe_load((workdir / "config.yaml").read_text())
-        tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
-    except FileNotFoundError as error:
-        raise XttsTrainError(
-            f"{workdir} is not a training run ({error.filename} missing)"
-        ) from None
-    stack = StackConfig(
-        xa.MelConfig.from_dict(sections["audio"]), DataConfig.from_dict(sections["data"]),
-        ModelConfig.from_dict(sections["model"]), TrainConfig.from_dict(sections["train"]),
-    )  # fmt: skip
+    for name in ("config.yaml", "tokenizer.json"):
+        if not (workdir / name).is_file():
+            raise XttsTrainError(f"{workdir} is not a training run ({workdir / name} missing)")
+    stack = load_stack_config(workdir / "config.yaml")
+    tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
     latest = tf.train.latest_checkpoint(str(workdir / "checkpoints"))
     if latest is None:
         raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
