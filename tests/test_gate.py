@@ -10,6 +10,7 @@ same that runs on this repository.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -18,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from xtts_bench.cli import main
-from xtts_bench.gate import GateConfig, Measurement, regressions, run_gate
+from xtts_bench.gate import COUNT, COUNTS, GateConfig, Measurement, regressions, run_gate
+
+SUITE_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 PROJECT = """
 import time
@@ -150,6 +153,29 @@ def test_regressions_by_kind_of_benchmark():
         "d.track_device_utilization_20ms: 0.9 -> 0.7 (worse)",
         "e.time_other: failed at head (ran at base: 1)",
     ]
+
+
+def _suite_track_benchmarks() -> set[str]:
+    """The `track_*` benchmarks of this repository's asv suite, named as asv names them
+    (`module.Class.method`)."""
+    names = set()
+    for path in sorted(SUITE_DIR.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                owner, body = f"{path.stem}.{node.name}", node.body
+            else:
+                owner, body = path.stem, [node]
+            names |= {f"{owner}.{f.name}" for f in body
+                      if isinstance(f, ast.FunctionDef) and f.name.startswith("track_")}  # fmt: skip
+    return names
+
+
+def test_the_gate_counts_exactly_the_suites_count_benchmarks():
+    # A count pattern without a benchmark would look like protection and guard nothing.
+    tracked = _suite_track_benchmarks()
+    assert tracked, f"no track_* benchmark found under {SUITE_DIR}"
+    counted = {name.rsplit(".", 1)[1] for name in tracked if COUNT.search(name)}
+    assert counted == set(COUNTS), (sorted(set(COUNTS) - counted), sorted(tracked))
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,8 @@ BAD_ROWS = {
     "garbage": "unreadable WAV",
     "codec": "unreadable audio",
     "emptytext": "empty text",
-    "metadata.csv:": "malformed row",
+    "metadata.csv:": "malformed row: expected id|text|normalized_text[|speaker[|language]], "
+    "received 1 field(s): 'just-one-field'",
     "../../etc/passwd": "path outside the corpus root",
     "silence-only-symbols": "no speakable text",
 }

@@ -114,10 +114,10 @@ def test_ljspeech_prefers_wav_when_several_formats_exist(tmp_path):
 @pytest.mark.parametrize(
     ("line", "uid", "reason"),
     [
-        ("just-one-field", "metadata.csv:2", r"^malformed row: expected id\|text\|normalized_text\[\|speaker\[\|language\]\], received 1 field\(s\)$"),
-        ("b|t|n|s|fa|extra", "metadata.csv:2", r"^malformed row: .*received 6 field\(s\)$"),
-        ("|text without an id", "metadata.csv:2", r"^malformed row"),
-        (b"b|caf\xe9 in Latin-1", "metadata.csv:2", r"^malformed row: not UTF-8 text$"),
+        ("just-one-field", "metadata.csv:2", r"^malformed row: expected id\|text\|normalized_text\[\|speaker\[\|language\]\], received 1 field\(s\): 'just-one-field'$"),
+        ("b|t|n|s|fa|extra", "metadata.csv:2", r"^malformed row: .*received 6 field\(s\): 'b\|t\|n\|s\|fa\|extra'$"),
+        ("|text without an id", "metadata.csv:2", r"^malformed row: .*received 2 field\(s\): '\|text without an id'$"),
+        (b"b|caf\xe9 in Latin-1", "metadata.csv:2", r"^malformed row: not UTF-8 text: 'b\|caf\ufffd in Latin-1'$"),
         ("b| |  ", "b", r"^empty text$"),
         ("b||", "b", r"^empty text$"),
         ("missing|No audio for this one.", "missing", r"^missing audio file: wavs/missing\.wav$"),
@@ -136,6 +136,14 @@ def test_ljspeech_skips_bad_rows_with_a_reason(tmp_path, line, uid, reason):
 def test_ljspeech_line_numbers_count_blank_lines(tmp_path):
     corpus = read_corpus(ljspeech(tmp_path, ["a|Good row.", "", "   ", "broken"]))
     assert single_skip(corpus).id == "metadata.csv:4"
+
+
+def test_a_malformed_row_is_reported_by_line_and_its_first_40_characters(tmp_path):
+    row = "a row someone forgot to split into fields, " + "and it goes on " * 5
+    corpus = read_corpus(ljspeech(tmp_path, ["a|Good row.", "", row]))
+    skipped = single_skip(corpus)
+    assert skipped.id == "metadata.csv:3"
+    assert skipped.reason.endswith(": 'a row someone forgot to split into field'...")
 
 
 def test_ljspeech_duplicate_id_keeps_the_first_row(tmp_path):
@@ -200,10 +208,10 @@ def test_filelist_speakers_are_sorted(tmp_path):
 @pytest.mark.parametrize(
     ("line", "uid", "reason"),
     [
-        ("wavs/b.wav", "list.txt:2", r"^malformed row: expected path\|text\[\|speaker\[\|language\]\], received 1 field\(s\)$"),
-        ("wavs/b.wav|text|speaker|fa|extra", "list.txt:2", r"^malformed row: .*received 5 field\(s\)$"),
-        ("wavs/b.wav|a|b|c|d", "list.txt:2", r"^malformed row: .*received 5 field\(s\)$"),
-        (b"wavs/b.wav|caf\xe9", "list.txt:2", r"^malformed row: not UTF-8 text$"),
+        ("wavs/b.wav", "list.txt:2", r"^malformed row: expected path\|text\[\|speaker\[\|language\]\], received 1 field\(s\): 'wavs/b\.wav'$"),
+        ("wavs/b.wav|text|speaker|fa|extra", "list.txt:2", r"^malformed row: .*received 5 field\(s\): 'wavs/b\.wav\|text\|speaker\|fa\|extra'$"),
+        ("wavs/b.wav|a|b|c|d", "list.txt:2", r"^malformed row: .*received 5 field\(s\): 'wavs/b\.wav\|a\|b\|c\|d'$"),
+        (b"wavs/b.wav|caf\xe9", "list.txt:2", r"^malformed row: not UTF-8 text: 'wavs/b\.wav\|caf\ufffd'$"),
         ("wavs/b.wav|   ", "wavs/b", r"^empty text$"),
         ("wavs/missing.wav|Hello.", "wavs/missing", r"^missing audio file: wavs/missing\.wav$"),
         ("../../etc/passwd|Escape the root.", "../../etc/passwd", r"^path outside the corpus root: \.\./\.\./etc/passwd$"),

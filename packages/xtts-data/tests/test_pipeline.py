@@ -10,6 +10,7 @@ from data_helpers import AUDIO, DATA, read_records
 
 from xtts_audio import load_wav, mel_features
 from xtts_data import (
+    CacheError,
     ConfigError,
     CorpusError,
     FeatureCache,
@@ -189,6 +190,19 @@ def test_bad_split_and_empty_result_are_errors(cache):
         make_dataset(cache, DATA, "test")
     with pytest.raises(ConfigError, match="no utterances left"):
         make_dataset(cache, dataclasses.replace(DATA, max_frames=1), "all")
+
+
+def test_an_opened_cache_is_checked_against_the_settings_passed(cache):
+    # As `FeatureCache.open(path, audio=..., data=...)` checks them: never silently
+    # features of another recipe.
+    opened = FeatureCache.open(cache)
+    other_audio = AUDIO.__class__.from_preset("xtts", n_mels=64)
+    with pytest.raises(CacheError, match=r"audio\.n_mels: cache has 80, requested 64"):
+        make_dataset(opened, DATA, "all", audio=other_audio)
+    other_text = dataclasses.replace(DATA, text=dataclasses.replace(DATA.text, lowercase=False))
+    with pytest.raises(CacheError, match=r"data\.text\.lowercase: cache has True, requested False"):
+        make_dataset(opened, other_text, "all")
+    assert make_dataset(opened, DATA, "all", audio=AUDIO).num_samples > 0  # the same: fine
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 import xtts_audio as xa
 from xtts_bench.audio import librosa_mel
+from xtts_bench.errors import SettingsError
 from xtts_train import TextToMel, total_loss
 from xtts_train.config import TrainConfig
 from xtts_train.optim import AdamW, warmup_cosine
@@ -260,7 +261,7 @@ def librosa_dataset(
 def _check_positive(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"Expected {name} to be an int >= 1, received: {name}={value!r}")
+            raise SettingsError(f"Expected {name} to be an int >= 1, received: {name}={value!r}")
 
 
 def _fits(utterance: Utterance, frames: int, max_frames: int, max_text_len: int) -> bool:
@@ -270,7 +271,7 @@ def _fits(utterance: Utterance, frames: int, max_frames: int, max_text_len: int)
 def _token_table(kept: Sequence[Utterance], max_text_len: int) -> tuple[np.ndarray, np.ndarray]:
     """Token ids zero-padded to int32 [N, max_text_len], and their lengths int32 [N]."""
     if not kept:
-        raise ValueError(
+        raise SettingsError(
             "Expected at least one utterance within max_frames and max_text_len, received: "
             "none fits (raise the limits)"
         )
@@ -384,7 +385,9 @@ def dynamic_train_step(
     Args:
         model: a built `TextToMel`.
         optimizer: built on `model.trainable_variables`.
-        config: reads `clip_norm`, `stop_weight` and `stop_pos_weight`.
+        config: the schedule (`learning_rate`, `warmup_steps`, `steps`, `min_lr_ratio`),
+            the loss weights (`stop_weight`, `stop_pos_weight`, `guided_attention_*`),
+            `clip_norm` and `weight_decay`.
         jit_compile: compile each traced shape with XLA.
 
     Returns:

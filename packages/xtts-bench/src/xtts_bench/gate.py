@@ -6,8 +6,8 @@ which is wrong for a throughput, a utilisation or a padding efficiency, and a fa
 cannot say "must not grow at all" for a count. So the gate reads both commits' results and
 judges each benchmark by its kind (from its name):
 
-- counts (`track_traces`, `track_compiled_shapes`, `track_retraces*`, `track_static_shapes`,
-  `track_python_ops`): any increase fails;
+- counts (`COUNTS`: `track_traces`, `track_compiled_shapes`, `track_static_shapes`,
+  `track_python_ops`, the count benchmarks of `benchmarks/`): any increase fails;
 - higher is better (`track_*per_s`, `track_*utilization*`, `track_*efficiency`): a drop by
   more than the factor fails;
 - everything else (times, CVs, milliseconds): a rise by more than the factor fails.
@@ -29,10 +29,12 @@ from asv.commands.compare import _is_result_better, unroll_result
 from asv.config import Config
 from asv.results import iter_results_for_machine_and_hash
 
+from xtts_bench.errors import SettingsError
 from xtts_bench.settings import GateConfig
 
 __all__ = [
     "COUNT",
+    "COUNTS",
     "HIGHER_IS_BETTER",
     "GateConfig",
     "Measurement",
@@ -41,7 +43,8 @@ __all__ = [
     "run_gate",
 ]
 
-COUNT = re.compile(r"\.track_(traces|compiled_shapes|retraces\w*|static_shapes|python_ops)$")
+COUNTS = ("track_traces", "track_compiled_shapes", "track_static_shapes", "track_python_ops")
+COUNT = re.compile(r"\.(" + "|".join(COUNTS) + r")$")
 HIGHER_IS_BETTER = re.compile(r"\.track_\w*(per_s|utilization\w*|efficiency)$")
 
 
@@ -105,7 +108,7 @@ def _commit(revision: str, cwd: Path) -> str:
     done = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=cwd,
                           capture_output=True, text=True)  # fmt: skip
     if done.returncode != 0:
-        raise ValueError(f"not a commit of the repository at {cwd}: {revision!r}")
+        raise SettingsError(f"not a commit of the repository at {cwd}: {revision!r}")
     return done.stdout.strip()
 
 
@@ -117,11 +120,11 @@ def run_gate(config: GateConfig, *, repo: Path = Path(".")) -> tuple[int, str]:
         comparison table, goes to stdout as it runs.
 
     Raises:
-        ValueError: a revision that is not a commit, or no asv configuration.
+        SettingsError: a revision that is not a commit, or no asv configuration.
     """
     repo = repo.resolve()
     if not (repo / config.config).is_file():
-        raise ValueError(f"no asv configuration at {repo / config.config}")
+        raise SettingsError(f"no asv configuration at {repo / config.config}")
     base, head = _commit(config.base, repo), _commit(config.head, repo)
     subprocess.run(_asv(config, "machine", "--yes", "--machine", config.machine), cwd=repo,
                    check=True, stdout=subprocess.DEVNULL)  # fmt: skip

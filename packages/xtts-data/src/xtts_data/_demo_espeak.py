@@ -1,17 +1,20 @@
 """The demo corpus's espeak-ng engine: real (robotic) speech, in English or a built-in language.
 
 English texts are drawn word by word, as the synth engine draws them; other languages join
-built-in sentences (`xtts_data._demo_sentences.SENTENCES`). espeak-ng speaks what the model
-will read: for other languages, `spoken_text`, the raw sentence through `normalize_text`.
+built-in sentences (`xtts_data._demo_sentences.SENTENCES`). Both engines speak what the
+model will read, the raw text through `normalize_text` (`spoken_text`; English word by word,
+`spoken_words`, capitals kept for metadata.csv's normalized_text column).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import shutil
 import subprocess
 import wave
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +31,7 @@ __all__ = [
     "find_espeak",
     "sentence_utterance",
     "spoken_text",
+    "spoken_words",
 ]
 
 ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
@@ -107,7 +111,7 @@ def english_utterance(
     """
     fewest, target, most = bounds
     count = max(1, round(target / ESPEAK_RATE * espeak.speed / 60 * 0.85))
-    drawn = list(itertools.islice(words(rng), count))
+    drawn = list(itertools.islice(spoken_words(rng), count))
     while True:
         raw, spoken = (join_words([word[i] for word in drawn]) for i in (0, 1))
         pcm = speak(espeak, spoken, path)
@@ -117,9 +121,22 @@ def english_utterance(
     return raw, spoken, _fit(pcm, fewest, most)
 
 
-def spoken_text(raw: str, language: str) -> str:
-    """What espeak-ng says for a raw text of `language`: the text the model will read."""
-    return normalize_text(raw, TextConfig(language=language))
+def spoken_text(raw: str, language: str, *, lowercase: bool = True) -> str:
+    """What the demo says for a raw text of `language`: the text the model will read
+    (`normalize_text`; `lowercase=False` keeps the raw text's capitals)."""
+    return normalize_text(raw, TextConfig(language=language, lowercase=lowercase))
+
+
+def spoken_words(rng: np.random.Generator) -> Iterator[tuple[str, str]]:
+    """Endless `(raw, spoken)` English words (`_demo_sentences.words`), each spoken as
+    the normaliser reads it ("Mrs. Hale" -> "Misess Hale"), capitals kept: `join_words`
+    of the spoken words normalises to what the joined raw words normalise to."""
+    return ((raw, _spoken_word(raw)) for raw in words(rng))
+
+
+@functools.lru_cache(maxsize=4096)  # a few hundred distinct words: normalise each once
+def _spoken_word(raw: str) -> str:
+    return spoken_text(raw, "en", lowercase=False)
 
 
 def sentence_utterance(

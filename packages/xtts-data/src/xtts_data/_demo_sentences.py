@@ -1,9 +1,11 @@
 """What the demo corpus says: the English demo language's words, and built-in sentences.
 
 English (both engines) is drawn word by word from small tables, about 20% of texts holding
-one token a text normaliser must expand. Every other language is spoken by espeak-ng from
-`SENTENCES`: short everyday sentences, about a quarter holding a number in digits (a
-cardinal, a year, a percentage, a decimal), written as people write them in that language.
+one token a text normaliser must expand; only written forms are here (the demo speaks the
+normaliser's reading of them, `_demo_espeak.spoken_words`). Every other language is spoken
+by espeak-ng from `SENTENCES`: short everyday sentences, about a quarter holding a number in
+digits (a cardinal, a year, a percentage, a decimal), written as people write them in that
+language.
 """
 
 from __future__ import annotations
@@ -41,21 +43,22 @@ _CONTENT_WORDS = (
 )
 _NAMES = ("Hale", "Brown", "Gray", "Jones", "Carter", "Ellis")
 # fmt: on
-# (raw, spoken) pairs a text normaliser must expand; `{}` takes a name. The spoken forms
-# follow xtts_data's own normaliser ("twenty one", "five dollars, fifty cents").
+# Written forms a text normaliser must expand; `{}` takes a name. Their spoken forms are
+# not kept here: the demo speaks what xtts_data's normaliser makes of them
+# (`_demo_espeak.spoken_words`), the text a model trained on the demo reads.
 _SPECIAL = (
-    ("in 1984", "in nineteen eighty four"),
-    ("in 1776", "in seventeen seventy six"),
-    ("for $5.50", "for five dollars, fifty cents"),
-    ("$12", "twelve dollars"),
-    ("the 3rd", "the third"),
-    ("the 21st", "the twenty first"),
-    ("Dr. {}", "Doctor {}"),
-    ("Mr. {}", "Mister {}"),
-    ("Mrs. {}", "Missus {}"),
-    ("50%", "fifty percent"),
-    ("1,500", "one thousand five hundred"),
-    ("42", "forty two"),
+    "in 1984",
+    "in 1776",
+    "for $5.50",
+    "$12",
+    "the 3rd",
+    "the 21st",
+    "Dr. {}",
+    "Mr. {}",
+    "Mrs. {}",
+    "50%",
+    "1,500",
+    "42",
 )
 _ENDINGS = (".", "?", "!")
 
@@ -68,8 +71,9 @@ def _pick(rng: np.random.Generator, items: tuple):
     return items[int(rng.integers(len(items)))]
 
 
-def words(rng: np.random.Generator) -> Iterator[tuple[str, str]]:
-    """Endless `(raw, spoken)` English words of sentences, punctuation attached.
+def words(rng: np.random.Generator) -> Iterator[str]:
+    """Endless written English words of sentences, punctuation attached (a number or
+    abbreviation with what follows it counts as one word).
 
     Sentence starts are not capitalised here: words that do not fit an utterance are
     skipped, so `join_words` capitalises the words actually kept.
@@ -81,14 +85,14 @@ def words(rng: np.random.Generator) -> Iterator[tuple[str, str]]:
         for i in range(length):
             if next(count) == special_at:
                 name = _pick(rng, _NAMES)
-                raw, spoken = (form.format(name) for form in _pick(rng, _SPECIAL))
+                raw = _pick(rng, _SPECIAL).format(name)
             else:
-                raw = spoken = _pick(rng, _FUNCTION_WORDS if rng.random() < 0.4 else _CONTENT_WORDS)
+                raw = _pick(rng, _FUNCTION_WORDS if rng.random() < 0.4 else _CONTENT_WORDS)
             if i == length - 1:
                 mark = _ENDINGS[int(rng.choice(3, p=[0.85, 0.1, 0.05]))]
             else:
                 mark = "," if rng.random() < 0.1 else ""
-            yield raw + mark, spoken + mark
+            yield raw + mark
 
 
 def join_words(words: list[str]) -> str:

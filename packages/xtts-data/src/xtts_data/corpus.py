@@ -15,7 +15,9 @@ A row's language is a BCP-47 tag (`fa`, `en-gb`); rows without one are in
 `data.text.language`.
 
 Rows are checked here for what needs no decoding (format, empty text, audio file present,
-paths inside the corpus root); the cache builder reports audio it cannot decode.
+paths inside the corpus root); the cache builder reports audio it cannot decode. A
+malformed row is skipped as `FILE:LINE` (e.g. `metadata.csv:12`), its reason quoting the
+row's first 40 characters.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = ["AUDIO_SUFFIXES", "Corpus", "Row", "Skipped", "read_corpus"]
 Layout = Literal["auto", "ljspeech", "speaker-folders", "filelist"]
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 DEFAULT_SPEAKER = "default"
+EXCERPT_CHARS = 40  # of a malformed row, quoted in its reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +111,9 @@ def _detect(path: Path) -> str:
     )
 
 
-def _lines(path: Path) -> list[tuple[int, str | None]]:
-    """(line number, text or None when not UTF-8) for every non-blank line."""
+def _lines(path: Path) -> list[tuple[int, str, bool]]:
+    """(line number, text, whether it is UTF-8) for every non-blank line; a line that is
+    not UTF-8 is decoded with U+FFFD for what is not, to be quoted, never read."""
     try:
         raw = path.read_bytes()
     except OSError as error:
@@ -119,22 +123,22 @@ def _lines(path: Path) -> list[tuple[int, str | None]]:
         try:
             text = line.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError:
-            lines.append((number, None))
+            lines.append((number, line.decode("utf-8", "replace"), False))
             continue
         if text.strip():
-            lines.append((number, text))
+            lines.append((number, text, True))
     return lines
 
 
 def _read_ljspeech(root: Path, *, prefix: str, speaker: str | None, top: Path):
     rows, skipped = [], []
     metadata = root / "metadata.csv"
-    for number, line in _lines(metadata):
+    for number, line, utf8 in _lines(metadata):
         where = f"{metadata.name}:{number}"
-        fields = None if line is None else [f.strip() for f in line.split("|")]
-        if fields is None or not 2 <= len(fields) <= 5 or not fields[0]:
+        fields = [f.strip() for f in line.split("|")]
+        if not utf8 or not 2 <= len(fields) <= 5 or not fields[0]:
             expected = "id|text|normalized_text[|speaker[|language]]"
-            skipped.append(Skipped(prefix + where, _malformed(line, expected)))
+            skipped.append(Skipped(prefix + where, _malformed(line, utf8, expected)))
             continue
         fields += [""] * (5 - len(fields))
         uid = fields[0]
@@ -159,11 +163,12 @@ def _read_speaker_folders(root: Path):
 def _read_filelist(filelist: Path):
     rows, skipped = [], []
     root = filelist.parent
-    for number, line in _lines(filelist):
-        fields = None if line is None else [f.strip() for f in line.split("|")]
-        if fields is None or not 2 <= len(fields) <= 4 or not fields[0]:
+    for number, line, utf8 in _lines(filelist):
+        fields = [f.strip() for f in line.split("|")]
+        if not utf8 or not 2 <= len(fields) <= 4 or not fields[0]:
             where = f"{filelist.name}:{number}"
-            skipped.append(Skipped(where, _malformed(line, "path|text[|speaker[|language]]")))
+            expected = "path|text[|speaker[|language]]"
+            skipped.append(Skipped(where, _malformed(line, utf8, expected)))
             continue
         fields += [""] * (4 - len(fields))
         uid = os.path.splitext(os.path.normpath(fields[0]))[0].replace(os.sep, "/")
@@ -173,10 +178,12 @@ def _read_filelist(filelist: Path):
     return rows, skipped
 
 
-def _malformed(line: str | None, expected: str) -> str:
-    if line is None:
-        return "malformed row: not UTF-8 text"
-    return f"malformed row: expected {expected}, received {line.count('|') + 1} field(s)"
+def _malformed(line: str, utf8: bool, expected: str) -> str:
+    """Why a row is malformed, quoting its start (the skip's id is `file:line`)."""
+    quoted = repr(line[:EXCERPT_CHARS]) + ("..." if len(line) > EXCERPT_CHARS else "")
+    if not utf8:
+        return f"malformed row: not UTF-8 text: {quoted}"
+    return f"malformed row: expected {expected}, received {line.count('|') + 1} field(s): {quoted}"
 
 
 def _find_audio(root: Path, stem: str) -> str:

@@ -33,8 +33,9 @@ from xtts_data._demo_espeak import (
     english_utterance,
     find_espeak,
     sentence_utterance,
+    spoken_words,
 )
-from xtts_data._demo_sentences import LANGUAGES, join_words, words
+from xtts_data._demo_sentences import LANGUAGES, join_words
 from xtts_data.errors import ConfigError, XttsDataError
 
 __all__ = ["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"]
@@ -183,7 +184,7 @@ def _compose(rng: np.random.Generator, voice: _Voice, sr: int, target: int, most
     phones, lengths = [_GAP], [np.array([round(rng.uniform(0.1, 0.25) * sr)])]
     kept: list[tuple[str, str]] = []
     used, misses = int(lengths[0][0]), 0
-    for raw, spoken in words(rng):
+    for raw, spoken in spoken_words(rng):
         sounds, samples = _sounds(spoken + " ", rng, voice, sr)
         # A first word too long even for `most` is kept after many tries; _finish cuts it.
         if used + samples.sum() <= (target if kept else most) or misses >= 50:

@@ -3,7 +3,9 @@
 ```
 CACHE/
   build.json              settings + plan of the build (written first; resume checks it)
-  shards/shard-00000-of-00012.tfrecord   tf.train.Example per utterance
+  shards/shard-00000-of-00012.tfrecord   one record per utterance: raw little-endian
+                          words (header, token ids, mel, id), not a tf.train.Example;
+                          layout in `xtts_data.record`
   shards/shard-00000-of-00012.json       per-shard sidecar (samples, skips, sha256)
   tokenizer.json          symbol table (and languages) of the character tokenizer
   report.json             {"ok": n, "skipped": [{"id", "reason"}], "dropped": {char: n},
@@ -104,14 +106,8 @@ class FeatureCache:
                 f"{path}: cache format {manifest.get('format')!r}, this xtts-data reads "
                 f"format {FORMAT_VERSION}; rebuild it with `xtts-data prepare`"
             )
-        have = manifest["settings"]
-        want = dict(have)
-        if audio is not None:
-            want["audio"] = audio.to_dict()
-        if data is not None:
-            want["data"] = data.cache_settings()
         check_manifest(path, manifest)
-        _check_settings(path, have, want)
+        _check_settings(path, manifest["settings"], audio=audio, data=data)
         tokenizer = Tokenizer.from_dict(read_json(path / "tokenizer.json"))
         if list(tokenizer.languages) != manifest["languages"]:
             raise CacheError(
@@ -119,6 +115,18 @@ class FeatureCache:
                 f"the manifest's {manifest['languages']}; rebuild it with `xtts-data prepare`"
             )
         return cls(path, manifest, MelConfig.from_dict(manifest["settings"]["audio"]), tokenizer)
+
+    def check_settings(
+        self, *, audio: MelConfig | None = None, data: DataConfig | None = None
+    ) -> None:
+        """The check `open` makes, for a cache opened earlier: `audio` and `data` (those
+        given) must be the settings the cache was built with.
+
+        Raises:
+            CacheError: naming each differing field (`audio.n_mels: cache has 80,
+                requested 64`).
+        """
+        _check_settings(self.path, self.manifest["settings"], audio=audio, data=data)
 
     @property
     def languages(self) -> list[str]:
@@ -193,7 +201,14 @@ def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
                         f"manifest's {len(manifest[names])} {names}")  # fmt: skip
 
 
-def _check_settings(path: Path, have: dict[str, Any], want: dict[str, Any]) -> None:
+def _check_settings(path: Path, have: dict[str, Any], *, audio: MelConfig | None,
+                    data: DataConfig | None) -> None:  # fmt: skip
+    """The cache's settings `have` against the requested `audio` / `data` (None: any)."""
+    want = dict(have)
+    if audio is not None:
+        want["audio"] = audio.to_dict()
+    if data is not None:
+        want["data"] = data.cache_settings()
     if settings_hash(have) == settings_hash(want):
         return
     diffs = _differences(have, want)

@@ -27,6 +27,7 @@ from xtts_data.buckets import BatchShape, assign, plan_shapes
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
 from xtts_data.errors import ConfigError
+from xtts_data.manifest import FeatureCache
 
 __all__ = ["DataPipeline", "DatasetSpec", "make_dataset"]
 
@@ -132,8 +133,8 @@ def make_dataset(
             a corpus folder / filelist of WAV files (features computed inside tf.data).
         config: batching and pipeline settings.
         split: `"train"`, `"val"` (the `val_fraction` of ids held out) or `"all"`.
-        audio: the mel recipe; checked against the cache's (a mismatch is a
-            `CacheError`); required to read a corpus on the fly.
+        audio: the mel recipe; checked against the cache's, an opened `FeatureCache`'s
+            too (a mismatch is a `CacheError`); required to read a corpus on the fly.
         repeat: repeat the utterances endlessly *before* bucketing, so a bucket's partial
             batch carries over into the next epoch instead of being dropped (what a
             training loop wants); otherwise the dataset is one epoch.
@@ -145,6 +146,8 @@ def make_dataset(
     """
     if split not in ("train", "val", "all"):
         raise ConfigError(f"Expected split 'train', 'val' or 'all', received: split={split!r}")
+    if isinstance(source, FeatureCache):  # opened earlier: the check `open` makes on a path
+        source.check_settings(audio=audio, data=config)
     src = _source.open_source(source, config, audio)
     keep = _in_split(src.ids, split, config.val_fraction)
     fits = _fits(src.frames, src.tokens, config)
