@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from xtts_bench import cli
 from xtts_bench.data import format_data_table
 from xtts_data import write_demo_corpus
 
@@ -56,6 +57,32 @@ def test_bad_settings_exit_2():
     done = _bench("--clips", "1", "--batch-size", "4")
     assert done.returncode == 2
     assert "expected clips >= batch_size" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["audio", "--clips", "1", "--batch-size", "4"], "expected clips >= batch_size"),
+        (["startup", "--utterances", "0"], "StartupBenchConfig.utterances: expected an int"),
+        (["compare", "--device-ms", "0"], "DataBenchConfig.device_ms: expected > 0"),
+    ],
+)
+def test_bad_settings_are_one_line_and_exit_2_in_process(args, message, capsys):
+    assert cli.main(args) == 2  # settings fail before any benchmark runs
+    err = capsys.readouterr().err
+    assert err.startswith(f"xtts-bench {args[0]}: error: ")
+    assert message in err
+    assert err.count("\n") == 1, err
+
+
+def test_a_bug_raising_value_error_keeps_its_traceback(monkeypatch, capsys):
+    def buggy(args):
+        raise ValueError("a bug, not a bad setting")
+
+    monkeypatch.setitem(cli._COMMANDS, "audio", buggy)
+    with pytest.raises(ValueError, match="a bug, not a bad setting"):
+        cli.main(["audio"])
+    assert capsys.readouterr().err == ""
 
 
 # `xtts-bench compare`: every pipeline and figure, on a tiny corpus given as CORPUS.

@@ -57,7 +57,7 @@ def test_missing_and_unreadable_inputs_exit_2(tmp_path, capsys):
     bad.write_bytes(b"RIFF\x00\x00\x00\x00WAVEjunk")
     assert main(["demo", "--input", str(bad), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("xtts-audio: error: cannot read")
+    assert err.startswith("xtts-audio demo: error: cannot read")
     assert err.rstrip().endswith(
         "truncated header: chunk header at byte 12 cut off by the end of the file"
     )

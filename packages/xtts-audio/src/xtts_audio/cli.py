@@ -1,8 +1,10 @@
 """`xtts-audio demo`: the whole chain on one utterance, timed, with audio you can listen to.
 
 decode → mono → resample → trim → mel features (XLA) → Griffin-Lim → WAV
-(`xtts_audio.demo`). User errors print one line and exit 2. TensorFlow's start-up notices
-are kept off stderr (`xtts_audio.startup.quiet_tensorflow`); `--verbose` shows them.
+(`xtts_audio.demo`). User errors (a missing or undecodable `--input`, an output folder
+that cannot be written) print one line and exit 2 (`xtts_audio.cli_runner`); bugs keep
+their traceback. TensorFlow's start-up notices are kept off stderr
+(`xtts_audio.startup.quiet_tensorflow`); `--verbose` shows them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from xtts_audio.cli_runner import run_command
 from xtts_audio.config import PRESETS
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
@@ -21,6 +24,9 @@ if TYPE_CHECKING:
     import tensorflow as tf
 
 __all__ = ["main"]
+
+# OSError: the user's --input or --out cannot be read or written.
+_USER_ERRORS = (XttsAudioError, OSError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    if args.input is not None and not args.input.is_file():
+        raise XttsAudioError(f"no such file: {args.input}")
     # Imported here, not at the top: parsing (and `--help`) must not load TensorFlow, which
     # takes seconds, and the console script quiets TensorFlow first. Not an import cycle.
     import tensorflow as tf
@@ -78,9 +86,10 @@ def _run_demo(args: argparse.Namespace) -> int:
     try:
         for line in lines:
             print(line, flush=True)
-    except tf.errors.InvalidArgumentError as error:  # the user's file cannot be decoded
-        print(f"xtts-audio: error: cannot read {args.input}: {_reason(error)}", file=sys.stderr)
-        return 2
+    except tf.errors.InvalidArgumentError as error:
+        if args.input is None:  # the synthetic utterance: a bug, keep its traceback
+            raise
+        raise XttsAudioError(f"cannot read {args.input}: {_reason(error)}") from None
     return 0
 
 
@@ -94,14 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-audio` console script; returns the exit code."""
     args = _parser().parse_args(argv)
     start_cli(verbose=args.verbose, console=argv is None)
-    if args.input is not None and not args.input.is_file():
-        print(f"xtts-audio: error: no such file: {args.input}", file=sys.stderr)
-        return 2
-    try:
-        return _run_demo(args)
-    except (XttsAudioError, OSError) as error:
-        print(f"xtts-audio: error: {error}", file=sys.stderr)
-        return 2
+    return run_command(_run_demo, args, prog="xtts-audio", user_errors=_USER_ERRORS)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`xtts-bench`: side-by-side measurements of the xtts packages against what they replace.
 
-Bad settings print one line and exit 2. TensorFlow's start-up notices are kept off stderr
+Bad settings print one line and exit 2 (`xtts_audio.cli_runner`); bugs keep their
+traceback. TensorFlow's start-up notices are kept off stderr
 (`xtts_audio.startup.quiet_tensorflow`); `--verbose` shows them, and INFO logging.
 """
 
@@ -12,7 +13,10 @@ import json
 import pathlib
 import sys
 
+from xtts_audio.cli_runner import run_command
+from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
+from xtts_bench.errors import XttsBenchError
 from xtts_bench.settings import (
     AudioBenchConfig,
     DataBenchConfig,
@@ -21,8 +25,12 @@ from xtts_bench.settings import (
     StartupBenchConfig,
     TrainBenchConfig,
 )
+from xtts_data.errors import XttsDataError
+from xtts_train.errors import XttsTrainError
 
 __all__ = ["main"]
+
+_USER_ERRORS = (XttsBenchError, XttsTrainError, XttsDataError, XttsAudioError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -442,21 +450,21 @@ _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "decode": _run_decode, "wer": _run_wer}  # fmt: skip
 
 
+def _run(args) -> int:
+    if args.command == "gate":
+        code, verdict = _run_gate(args)
+        print(verdict)
+        return code
+    output = _COMMANDS[args.command](args)
+    print(json.dumps(output, indent=2) if isinstance(output, dict) else output)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-bench` console script; returns the exit code."""
     args = _parser().parse_args(argv)
     start_cli(verbose=args.verbose, console=argv is None)
-    try:
-        if args.command == "gate":
-            code, verdict = _run_gate(args)
-            print(verdict)
-            return code
-        output = _COMMANDS[args.command](args)
-    except ValueError as error:  # bad settings (including an unknown preset or corpus)
-        print(f"xtts-bench: error: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(output, indent=2) if isinstance(output, dict) else output)
-    return 0
+    return run_command(_run, args, prog="xtts-bench", user_errors=_USER_ERRORS)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from xtts_bench.errors import SettingsError
 from xtts_data import text_to_ids
 from xtts_train.decoding import Decoding
 from xtts_train.synthesize import load_reference, load_run
@@ -25,7 +26,14 @@ SENTENCE = "The birch canoe slid on the smooth planks."
 
 def run_decode_benchmark(runs: list[Path], *, frames: int = 256, batch_size: int = 1,
                          repeats: int = 5) -> dict:  # fmt: skip
-    """Real-time factor of each run's compiled decoding, side by side."""
+    """Real-time factor of each run's compiled decoding, side by side.
+
+    Raises:
+        SettingsError: `repeats` is not an int >= 1 (`frames` and `batch_size` are
+            checked by `xtts_train.decoding.Decoding`).
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise SettingsError(f"Expected repeats an int >= 1, received: repeats={repeats!r}")
     results = []
     for run in runs:
         stack, model, tokenizer = load_run(run)

@@ -27,6 +27,7 @@ import tensorflow as tf
 
 import xtts_audio
 import xtts_data as xd
+from xtts_bench.errors import MissingExtraError, SettingsError
 from xtts_data.text import TextConfig, normalize_text
 from xtts_train.evaluate import evaluate
 
@@ -49,7 +50,7 @@ def word_error_rates(references: list[str], synthesis: list[str],
     shifted by one: right voice, wrong words)."""
     jiwer = _import("jiwer")
     if len(references) < 2:
-        raise ValueError(f"expected at least 2 sentences, received: {len(references)}")
+        raise SettingsError(f"expected at least 2 sentences, received: {len(references)}")
     wer_synthesis = float(jiwer.wer(references, synthesis))
     wer_truth = float(jiwer.wer(references, truth))
     return {
@@ -67,12 +68,13 @@ def run_wer_benchmark(run: str | Path, held_out: str | Path, *, n: int | None = 
     and ground truth, and return the word error rates (see the module docstring).
 
     Raises:
-        ValueError: `held_out` is not a corpus (a cache keeps tokens, not words), the
-            `asr` extra is missing, or what `xtts-train evaluate` rejects.
+        SettingsError: `held_out` is not a corpus (a cache keeps tokens, not words).
+        MissingExtraError: the `asr` extra is not installed.
+        XttsTrainError: what `xtts-train evaluate` rejects.
     """
     held_out = Path(held_out)
     if (held_out / "manifest.json").is_file():
-        raise ValueError(
+        raise SettingsError(
             f"expected --held-out to be a corpus (metadata.csv or a filelist: the "
             f"recogniser needs the sentences' words), received the feature cache {held_out}"
         )
@@ -120,7 +122,9 @@ def _import(name: str):
     try:
         return __import__(name)
     except ImportError as err:
-        raise ValueError(f"expected the {name} package ({err}); to fix: {_ASR_HINT}") from err
+        raise MissingExtraError(
+            f"expected the {name} package ({err}); to fix: {_ASR_HINT}"
+        ) from err
 
 
 def _recogniser(decoder_class, references: list[str], scratch: Path):
@@ -130,8 +134,8 @@ def _recogniser(decoder_class, references: list[str], scratch: Path):
     decoder = decoder_class(samprate=RECOGNISER_RATE, loglevel="FATAL")
     known = [w for w in words if decoder.lookup_word(w) is not None]
     if not known:
-        raise ValueError(f"no word of the held-out sentences is in the English dictionary: "
-                         f"{words[:10]}")  # fmt: skip
+        raise SettingsError(f"no word of the held-out sentences is in the English dictionary: "
+                            f"{words[:10]}")  # fmt: skip
     log_p = math.log10(1.0 / (len(known) + 1))  # + </s>
     arpa = scratch / "unigram.arpa"
     arpa.write_text(

@@ -1,5 +1,7 @@
 """The settings of `xtts-bench audio`, `compare`, `train` and `gate`, checked once.
 
+A bad value raises `SettingsError` (a `ValueError`): `xtts-bench` prints it as one line.
+
 Kept apart from the benchmarks, which import TensorFlow, librosa and asv: the CLI shows
 these defaults in `--help` without loading any of them.
 """
@@ -10,6 +12,7 @@ import dataclasses
 import platform
 from pathlib import Path
 
+from xtts_bench.errors import SettingsError
 from xtts_train.config import PRESETS, StackConfig, load_stack_config
 
 __all__ = [
@@ -36,16 +39,16 @@ class AudioBenchConfig:
     def __post_init__(self) -> None:
         for name in ("clips", "batch_size", "rounds", "threads"):
             if getattr(self, name) < 1:
-                raise ValueError(
+                raise SettingsError(
                     f"AudioBenchConfig.{name}: expected >= 1, received: {getattr(self, name)}"
                 )
         if self.clips < self.batch_size:
-            raise ValueError(
+            raise SettingsError(
                 f"AudioBenchConfig: expected clips >= batch_size, received: "
                 f"clips={self.clips}, batch_size={self.batch_size}"
             )
         if not 0 < self.min_seconds <= self.max_seconds:
-            raise ValueError(
+            raise SettingsError(
                 f"AudioBenchConfig: expected 0 < min_seconds <= max_seconds, received: "
                 f"min_seconds={self.min_seconds}, max_seconds={self.max_seconds}"
             )
@@ -80,11 +83,13 @@ class DataBenchConfig:
     def __post_init__(self) -> None:
         for name in ("utterances", "batch_size", "batches", "rounds", "workers"):
             if getattr(self, name) < 1:
-                raise ValueError(
+                raise SettingsError(
                     f"DataBenchConfig.{name}: expected >= 1, received: {getattr(self, name)}"
                 )
         if not self.device_ms > 0:
-            raise ValueError(f"DataBenchConfig.device_ms: expected > 0, received: {self.device_ms}")
+            raise SettingsError(
+                f"DataBenchConfig.device_ms: expected > 0, received: {self.device_ms}"
+            )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -113,12 +118,12 @@ class GateConfig:
         if isinstance(self.factor, bool) or not (
             isinstance(self.factor, int | float) and self.factor >= 1.0
         ):
-            raise ValueError(
+            raise SettingsError(
                 f"GateConfig.factor: expected a number >= 1.0, received: factor={self.factor!r}"
             )
         if not self.base or not self.head:
-            raise ValueError(f"GateConfig: expected two revisions, received: base={self.base!r}, "
-                             f"head={self.head!r}")  # fmt: skip
+            raise SettingsError(f"GateConfig: expected two revisions, received: "
+                                f"base={self.base!r}, head={self.head!r}")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -164,25 +169,25 @@ class TrainBenchConfig:
                      "fit_steps", "threads"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"TrainBenchConfig.{name}: expected an int >= 1, received: "
-                                 f"{name}={value!r}")  # fmt: skip
+                raise SettingsError(f"TrainBenchConfig.{name}: expected an int >= 1, received: "
+                                    f"{name}={value!r}")  # fmt: skip
         if isinstance(self.dynamic_budget, bool) or not (
             isinstance(self.dynamic_budget, int | float) and self.dynamic_budget >= 0
         ):
-            raise ValueError(
+            raise SettingsError(
                 f"TrainBenchConfig.dynamic_budget: expected a number >= 0 (0: no limit), "
                 f"received: dynamic_budget={self.dynamic_budget!r}"
             )
         if not 0 < self.min_seconds <= self.max_seconds:
-            raise ValueError(
+            raise SettingsError(
                 f"TrainBenchConfig: expected 0 < min_seconds <= max_seconds, received: "
                 f"min_seconds={self.min_seconds}, max_seconds={self.max_seconds}"
             )
         if self.preset not in PRESETS:
-            raise ValueError(f"TrainBenchConfig.preset: expected one of {sorted(PRESETS)}, "
-                             f"received: preset={self.preset!r}")  # fmt: skip
+            raise SettingsError(f"TrainBenchConfig.preset: expected one of {sorted(PRESETS)}, "
+                                f"received: preset={self.preset!r}")  # fmt: skip
         if isinstance(self.overrides, str) or not all(isinstance(o, str) for o in self.overrides):
-            raise ValueError(
+            raise SettingsError(
                 f"TrainBenchConfig.overrides: expected a tuple of 'section.key=value' "
                 f"strings, received: {self.overrides!r}"
             )
@@ -220,17 +225,17 @@ class StartupBenchConfig:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.workloads) - {"demo", "default"})
         if not self.workloads or unknown:
-            raise ValueError(
+            raise SettingsError(
                 f"StartupBenchConfig.workloads: expected some of ('demo', 'default'), "
                 f"received: workloads={self.workloads!r}"
             )
         if isinstance(self.utterances, bool) or not isinstance(self.utterances, int) \
                 or self.utterances < 1:  # fmt: skip
-            raise ValueError(f"StartupBenchConfig.utterances: expected an int >= 1, "
-                             f"received: utterances={self.utterances!r}")  # fmt: skip
+            raise SettingsError(f"StartupBenchConfig.utterances: expected an int >= 1, "
+                                f"received: utterances={self.utterances!r}")  # fmt: skip
         if self.corpus is not None and not Path(self.corpus).is_dir():
-            raise ValueError(f"StartupBenchConfig.corpus: expected a corpus folder, "
-                             f"received: corpus={str(self.corpus)!r}")  # fmt: skip
+            raise SettingsError(f"StartupBenchConfig.corpus: expected a corpus folder, "
+                                f"received: corpus={str(self.corpus)!r}")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -260,7 +265,7 @@ class LearningBenchConfig:
         for name in ("steps", "every", "n"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+                raise SettingsError(f"Expected {name} an int >= 1, received: {name}={value!r}")
         if self.steps % self.every:
-            raise ValueError(f"Expected steps a multiple of every, received: "
-                             f"steps={self.steps}, every={self.every}")  # fmt: skip
+            raise SettingsError(f"Expected steps a multiple of every, received: "
+                                f"steps={self.steps}, every={self.every}")  # fmt: skip

@@ -1,8 +1,9 @@
 """`xtts-data`: build and check feature caches, diagnose input pipelines, serve tf.data.
 
-User errors (bad paths, configs, damaged caches) print one line and exit 2; `verify`
-exits 1 when it finds damage. TensorFlow's start-up notices are kept off stderr
-(`xtts_audio.startup.quiet_tensorflow`); `--verbose` shows them, and INFO logging.
+User errors (bad paths, configs, damaged caches) print one line and exit 2, bugs keep
+their traceback (`xtts_audio.cli_runner`); `verify` exits 1 when it finds damage.
+TensorFlow's start-up notices are kept off stderr (`xtts_audio.startup.quiet_tensorflow`);
+`--verbose` shows them, and INFO logging.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import json
 import sys
 from pathlib import Path
 
+from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data._demo_sentences import LANGUAGES as DEMO_LANGUAGES
 from xtts_data.errors import XttsDataError
 
 __all__ = ["main"]
+
+_USER_ERRORS = (XttsDataError, XttsAudioError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -286,11 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-data` console script."""
     args = _parser().parse_args(argv)
     start_cli(verbose=args.verbose, console=argv is None)
-    try:
-        return _COMMANDS[args.command](args)
-    except (XttsDataError, XttsAudioError) as error:
-        print(f"xtts-data {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    return run_command(_COMMANDS[args.command], args, prog="xtts-data", user_errors=_USER_ERRORS)
 
 
 if __name__ == "__main__":

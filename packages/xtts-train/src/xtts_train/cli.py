@@ -1,8 +1,8 @@
 """`xtts-train`: train the text-to-mel model on a feature cache, compiled once per shape.
 
 User errors (bad config, unknown key, missing cache, a retrace after warm-up) print one
-line and exit 2; real bugs keep their traceback. Parsing (and `--help`) loads no
-TensorFlow; the console script then turns on the persistent compile cache
+line and exit 2; real bugs keep their traceback (`xtts_audio.cli_runner`). Parsing (and
+`--help`) loads no TensorFlow; the console script then turns on the persistent compile cache
 (`xtts_train.compile_cache`; `--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it
 off) and keeps TensorFlow's start-up notices off stderr (`--verbose` shows them).
 """
@@ -15,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
@@ -23,6 +24,8 @@ from xtts_train.config import STRATEGIES
 from xtts_train.errors import XttsTrainError
 
 __all__ = ["main"]
+
+_USER_ERRORS = (XttsTrainError, XttsDataError, XttsAudioError)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -276,6 +279,10 @@ def _run_demo(args) -> int:
     return 0
 
 
+_COMMANDS = {"fit": _run_fit, "check": _run_check, "synthesize": _run_synthesize,
+             "evaluate": _run_evaluate, "export": _run_export, "demo": _run_demo}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `xtts-train` console script (`argv` None); tests pass `argv`,
     and then neither stderr nor the compile cache of their process is touched."""
@@ -283,14 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     start_cli(verbose=args.verbose, console=argv is None)
     if argv is None and not args.no_compile_cache:
         compile_cache.enable()  # before TensorFlow's first compile
-    try:
-        commands = {"fit": _run_fit, "check": _run_check, "synthesize": _run_synthesize,
-                    "evaluate": _run_evaluate, "export": _run_export,
-                    "demo": _run_demo}  # fmt: skip
-        return commands[args.command](args)
-    except (XttsTrainError, XttsDataError, XttsAudioError) as error:
-        print(f"xtts-train {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    return run_command(_COMMANDS[args.command], args, prog="xtts-train", user_errors=_USER_ERRORS)
 
 
 if __name__ == "__main__":
