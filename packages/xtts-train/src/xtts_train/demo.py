@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import tqdm
 
 import xtts_audio as xa
 import xtts_data as xd
@@ -53,13 +54,13 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96) -> 
     stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, f"train.steps={steps}"])
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
     held_out = workdir / "held-out"
-    print(f"xtts-train demo: working in {workdir.resolve()}", flush=True)
+    tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
     with clock.part("data"):  # the corpus and cache count as the run's data start-up
         if not (corpus / "metadata.csv").exists():
             xd.write_demo_corpus(corpus, n=utterances, progress=True, **_SECONDS)
         if not (cache / "manifest.json").exists():
             result = xd.prepare(corpus, cache, audio=stack.audio, data=stack.data, progress=True)
-            print(xd.format_summary(result), flush=True)
+            tqdm.tqdm.write(xd.format_summary(result))
     summary = fit(stack, cache, run, clock=clock)
     if not (held_out / "metadata.csv").exists():
         xd.write_demo_corpus(held_out, n=_HELD_OUT, seed=1, **_SECONDS)

@@ -306,8 +306,8 @@ class _Run:
         )
 
     def train(self, start: int, clock: StartupClock, profiler: _Profiler) -> dict:
-        if self.progress:
-            print(self.model.describe(), flush=True)
+        if self.progress:  # progress lines go through tqdm, beside its bars
+            tqdm.tqdm.write(self.model.describe())
         warm = self._warm_up(clock)
         if start:  # after the warm-up, whose compiling runs may move the dropout seeds
             path = self._checkpoint_at(start)
@@ -371,7 +371,7 @@ class _Run:
         write_bytes_atomic(self.workdir / "summary.json",
                            (json.dumps(summary, indent=1) + "\n").encode())  # fmt: skip
         if self.progress:
-            print(format_summary_line(summary), flush=True)
+            tqdm.tqdm.write(format_summary_line(summary))
         return summary
 
     def _warm_up(self, clock: StartupClock) -> WarmUp:

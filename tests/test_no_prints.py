@@ -1,0 +1,23 @@
+"""Library code reports through logging and tqdm; only the console scripts print."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SOURCES = sorted(Path(__file__).parents[1].glob("packages/*/src/*/**/*.py"))
+CONSOLE = {"cli.py", "cli_runner.py"}  # the console scripts and their error handler
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if p.name not in CONSOLE], ids=str)
+def test_library_code_does_not_print(path):
+    calls = [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+             and node.func.id == "print"]  # fmt: skip
+    assert not calls, f"{path}: print() at lines {calls}"
+
+
+def test_the_sources_were_found():
+    assert len(SOURCES) > 40
