@@ -55,21 +55,19 @@ def test_good_files_in_other_formats_match_their_audio(cache, corpus):
 
 def test_manifest_describes_every_sample_and_shard(cache):
     opened = FeatureCache.open(cache, audio=AUDIO, data=DATA)
-    samples = opened.samples()
+    samples = opened.manifest.samples
     records = read_records(cache)
-    assert sorted(samples["id"]) == sorted(records)
-    for uid, frames, tokens in zip(
-        samples["id"], samples["frames"], samples["tokens"], strict=True
-    ):
+    assert sorted(samples.id) == sorted(records)
+    for uid, frames, tokens in zip(samples.id, samples.frames, samples.tokens, strict=True):
         assert records[uid]["mel"].shape == (frames, AUDIO.n_mels)
         assert len(records[uid]["tokens"]) == tokens
         assert records[uid]["tokens"][-1] == opened.tokenizer.EOS
     assert opened.speakers == ["spk0", "spk1"]
     manifest = opened.manifest
-    assert manifest["counts"]["ok"] == len(records)
-    assert sum(s["samples"] for s in manifest["shards"]) == len(records)
-    for shard, path in zip(manifest["shards"], opened.shard_paths, strict=True):
-        assert sha256_file(path) == shard["sha256"]
+    assert manifest.counts.ok == len(records)
+    assert sum(s.samples for s in manifest.shards) == len(records)
+    for shard, path in zip(manifest.shards, opened.shard_paths, strict=True):
+        assert sha256_file(path) == shard.sha256
     assert json.loads((cache / "tokenizer.json").read_text()) == opened.tokenizer.to_dict()
 
 

@@ -3,13 +3,14 @@ and at every open; never a silent read."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from xtts_data import CacheError, FeatureCache, record, verify_cache
 from xtts_data.cli import main
-from xtts_data.manifest import integrity
+from xtts_data.manifest import Integrity
 
 
 def _edit_manifest(cache, change) -> dict:
@@ -44,8 +45,8 @@ def test_an_edited_sample_is_found_at_open_and_named_by_verify(cache_copy):
         FeatureCache.open(cache_copy)
 
     def reseal(manifest):  # an edit that also rewrote the checksum: the records disagree
-        manifest["integrity"] = integrity(
-            manifest["samples"], (cache_copy / "tokenizer.json").read_bytes()
+        manifest["integrity"] = dataclasses.asdict(
+            Integrity.of(manifest["samples"], (cache_copy / "tokenizer.json").read_bytes())
         )
 
     manifest = _edit_manifest(cache_copy, reseal)

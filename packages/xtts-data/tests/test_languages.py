@@ -195,9 +195,10 @@ def test_a_mixed_filelist_prepares_with_counts_per_language(tmp_path):
     assert report["oov"] == {}
     cache = FeatureCache.open(tmp_path / "cache")
     assert cache.languages == ["en", "fa"] == list(cache.tokenizer.languages)
-    by_id = dict(zip(cache.samples()["id"], cache.samples()["language"], strict=True))
+    samples = cache.manifest.samples
+    by_id = dict(zip(samples.id, samples.language, strict=True))
     assert by_id == {"u0": 0, "u1": 0, "u2": 1, "u3": 1, "u4": 0}
-    assert cache.manifest["counts"]["languages"] == {"en": 3, "fa": 2}
+    assert cache.manifest.counts.languages == {"en": 3, "fa": 2}
     summary = format_summary(result)
     assert "languages  en 3, fa 2" in summary
     assert "cleaning" in summary

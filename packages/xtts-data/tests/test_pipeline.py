@@ -63,7 +63,7 @@ def test_every_batch_has_a_shape_of_the_spec(epoch):
 def test_fixed_policy_pads_everything_to_one_shape(cache):
     pipeline = make_dataset(cache, FIXED, "all")
     (shape,) = pipeline.spec.shapes
-    frames = FeatureCache.open(cache).samples()["frames"]
+    frames = FeatureCache.open(cache).manifest.samples.frames
     assert shape.frames == DATA.round_up(int(frames.max()))
     assert shape.batch_size == DATA.batch_size
 
@@ -133,7 +133,7 @@ def test_conditioning_mel_is_a_crop_of_another_utterance_of_the_speaker(epoch, r
 
 
 def test_split_is_deterministic_and_disjoint(cache):
-    ids = FeatureCache.open(cache).samples()["id"].astype(str)
+    ids = FeatureCache.open(cache).manifest.samples.id.astype(str)
     held_out = is_validation(ids, 0.3).numpy()
     assert held_out.any()
     assert not held_out.all()
@@ -154,7 +154,7 @@ def test_val_split_yields_exactly_its_utterances(cache, records, by_tokens):
 
 
 def test_over_long_utterances_are_filtered_and_counted(cache):
-    frames = FeatureCache.open(cache).samples()["frames"]
+    frames = FeatureCache.open(cache).manifest.samples.frames
     limit = int(np.median(frames))
     config = dataclasses.replace(DATA, max_frames=limit)
     pipeline = make_dataset(cache, config, "all")

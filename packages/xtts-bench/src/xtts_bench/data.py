@@ -172,7 +172,7 @@ def _median(summaries: list[dict], key: str) -> float:
 
 def corpus_summary(cache: pathlib.Path, audio: xa.MelConfig) -> dict:
     """Utterance count and min/mean/max seconds of a feature cache's utterances."""
-    frames = xd.FeatureCache.open(cache).samples()["frames"]
+    frames = xd.FeatureCache.open(cache).manifest.samples.frames
     seconds = frames * audio.hop_length / audio.sample_rate
     return {
         "utterances": len(frames),

@@ -75,7 +75,7 @@ def open_source(source, config: DataConfig, audio: MelConfig | None) -> Source:
 
 
 def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
-    samples = cache.samples()
+    samples = cache.manifest.samples
     files = [str(p) for p in cache.shard_paths]
     missing = [p for p in cache.shard_paths if not p.is_file()]
     if missing:
@@ -101,12 +101,10 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
         )
 
     def load(indices: np.ndarray) -> list[dict[str, np.ndarray]]:
-        first = np.searchsorted(samples["shard"], np.arange(len(files)))  # shard's first sample
+        first = np.searchsorted(samples.shard, np.arange(len(files)))  # shard's first sample
         found = {}
-        for shard in np.unique(samples["shard"][indices]):
-            wanted = {
-                int(i - first[shard]): int(i) for i in indices if samples["shard"][i] == shard
-            }
+        for shard in np.unique(samples.shard[indices]):
+            wanted = {int(i - first[shard]): int(i) for i in indices if samples.shard[i] == shard}
             for position, raw in enumerate(tf.data.TFRecordDataset(files[shard])):
                 if position in wanted:
                     fields = record.decode(raw, n_mels)
@@ -116,8 +114,8 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
         return [found[int(i)] for i in indices]
 
     return Source(
-        cache.path, samples["id"], samples["frames"], samples["tokens"], samples["speaker"],
-        len(cache.speakers), samples["shard"], n_mels, elements, load, cache.tokenizer,
+        cache.path, samples.id, samples.frames, samples.tokens, samples.speaker,
+        len(cache.speakers), samples.shard, n_mels, elements, load, cache.tokenizer,
     )  # fmt: skip
 
 

@@ -35,9 +35,14 @@ from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
 from xtts_data.errors import CacheError, CorpusError
 from xtts_data.files import LOCK_NAME, folder_lock, remove_stale_temp_files, write_json_atomic
 from xtts_data.manifest import (
-    FORMAT_VERSION,
+    MANIFEST,
+    CacheSettings,
+    Counts,
+    Integrity,
+    Manifest,
+    SampleTable,
+    ShardEntry,
     canonical_json,
-    integrity,
     read_json,
     settings_hash,
     settings_of,
@@ -361,8 +366,6 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
     seconds = float(sum(s["seconds"] for s in samples))
     outliers = length_outliers(samples)
     write_json_atomic(build.out / "tokenizer.json", build.tokenizer.to_dict())
-    table = {c: [s[c] for s in samples] for c in ("id", "speaker", "language", "frames",
-                                                   "tokens", "shard")}  # fmt: skip
     write_json_atomic(
         build.out / "report.json",
         {
@@ -375,33 +378,10 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
             "audio_seconds": round(seconds, 3),
         },
     )
-    settings = settings_of(build.audio, build.data)
-    write_json_atomic(
-        build.out / "manifest.json",
-        {
-            "format": FORMAT_VERSION,
-            "settings": settings,
-            "settings_hash": settings_hash(settings),
-            "speakers": list(build.speakers),
-            "languages": languages,
-            "num_mels": build.audio.n_mels,
-            "counts": {
-                "ok": len(samples),
-                "skipped": len(skipped),
-                "shards": len(sidecars),
-                "frames": int(sum(s["frames"] for s in samples)),
-                "audio_seconds": round(seconds, 3),
-                "languages": per_language,
-            },
-            "samples": table,
-            "integrity": integrity(table, (build.out / "tokenizer.json").read_bytes()),
-            "shards": [
-                {k: side[k] for k in ("file", "bytes", "sha256")}
-                | {"samples": len(side["samples"])}
-                for side in sidecars
-            ],
-        },
-    )
+    counts = Counts(ok=len(samples), skipped=len(skipped), shards=len(sidecars),
+                    frames=int(sum(s["frames"] for s in samples)),
+                    audio_seconds=round(seconds, 3), languages=per_language)  # fmt: skip
+    write_json_atomic(build.out / MANIFEST, _manifest(build, samples, sidecars, counts).to_json())
     return PrepareResult(
         build.out,
         len(samples),
@@ -416,6 +396,26 @@ def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResul
         languages=per_language,
         text_rows_per_second=build.transcripts.rows_per_second,
         outliers=tuple(outliers),
+    )
+
+
+def _manifest(build: _Build, samples: list[dict], sidecars: list[dict], counts: Counts) -> Manifest:
+    """The manifest of a finished build, once tokenizer.json is written."""
+    settings = settings_of(build.audio, build.data)
+    table = {c: [s[c] for s in samples] for c in ("id", "speaker", "language", "frames",
+                                                   "tokens", "shard")}  # fmt: skip
+    shards = [ShardEntry(file=side["file"], bytes=side["bytes"], sha256=side["sha256"],
+                         samples=len(side["samples"])) for side in sidecars]  # fmt: skip
+    return Manifest(
+        settings=CacheSettings(**settings),
+        settings_hash=settings_hash(settings),
+        speakers=tuple(build.speakers),
+        languages=tuple(build.tokenizer.languages),
+        num_mels=build.audio.n_mels,
+        counts=counts,
+        samples=SampleTable.from_json(table),
+        integrity=Integrity.of(table, (build.out / "tokenizer.json").read_bytes()),
+        shards=tuple(shards),
     )
 
 

@@ -13,11 +13,14 @@ CACHE/
   manifest.json           written last: settings hash, speakers, languages, per-sample
                           lengths, shard checksums, counts
 ```
-Every file appears complete or not at all (temp file + rename).
+Every file appears complete or not at all (temp file + rename). manifest.json is read
+and written only through `Manifest` (`FeatureCache.manifest`), its parts typed:
+`CacheSettings`, `Counts`, `SampleTable` (NumPy columns), `Integrity`, `ShardEntry`.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -33,9 +36,22 @@ from xtts_data.config import DataConfig
 from xtts_data.errors import CacheError
 from xtts_data.text import Tokenizer
 
-__all__ = ["FORMAT_VERSION", "FeatureCache", "settings_hash", "settings_of", "verify_cache"]
+__all__ = [
+    "FORMAT_VERSION",
+    "CacheSettings",
+    "Counts",
+    "FeatureCache",
+    "Integrity",
+    "Manifest",
+    "SampleTable",
+    "ShardEntry",
+    "settings_hash",
+    "settings_of",
+    "verify_cache",
+]
 
 FORMAT_VERSION = 4  # 2: raw little-endian records (xtts_data.record); 3: languages; 4: integrity
+MANIFEST = "manifest.json"
 
 
 def settings_of(audio: MelConfig, data: DataConfig) -> dict[str, Any]:
@@ -69,19 +85,304 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _bad_key(file: Path | str, key: str, problem: str) -> CacheError:
+    return CacheError(f"{file}: key {key!r} {problem}; rebuild it with `xtts-data prepare "
+                      f"--overwrite`")  # fmt: skip
+
+
+def _get(data: Any, key: str, kind: type | tuple[type, ...], file: Path | str,
+         prefix: str = "") -> Any:  # fmt: skip
+    """`data[key]`, checked to be a `kind`.
+
+    Raises:
+        CacheError: naming the key (`counts.ok`) and the file when it is missing or of
+            another type (a bool is not an int).
+    """
+    if not isinstance(data, dict) or key not in data:
+        raise _bad_key(file, prefix + key, "is missing")
+    value = data[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join(k.__name__ for k in kinds)
+        raise _bad_key(file, prefix + key, f"is {type(value).__name__}, expected {names}")
+    return value
+
+
+def _strings(data: Any, key: str, file: Path | str, prefix: str = "") -> tuple[str, ...]:
+    """`data[key]`, a list of str, as a tuple."""
+    values = _get(data, key, list, file, prefix)
+    if not all(isinstance(v, str) for v in values):
+        raise _bad_key(file, prefix + key, "is not a list of str")
+    return tuple(values)
+
+
+def _ints(data: Any, key: str, file: Path | str, prefix: str = "") -> np.ndarray:
+    """`data[key]`, a list of int, as a read-only int64 [n] array."""
+    try:
+        values = np.asarray(_get(data, key, list, file, prefix))
+    except ValueError:  # nested lists of several lengths
+        values = np.asarray([None])
+    if values.size and (values.ndim != 1 or values.dtype.kind not in "iu"):
+        raise _bad_key(file, prefix + key, "is not a list of int")
+    return _read_only(values.astype(np.int64).reshape(-1))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False  # shared by every reader of the opened cache
+    return array
+
+
+def _read(cls: type, data: Any, key: str, kinds: dict[str, Any], file: Path | str) -> Any:
+    """`cls` of `data[key]`'s keys named by `kinds` (each checked to be its kind)."""
+    part = _get(data, key, dict, file)
+    return cls(**{name: _get(part, name, kind, file, f"{key}.") for name, kind in kinds.items()})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CacheSettings:
+    """What the settings hash covers (`settings_of`, manifest.json's `settings`).
+
+    Attributes:
+        format: the cache format the settings were written for.
+        audio: `MelConfig.to_dict()` of the build.
+        data: `DataConfig.cache_settings()` of the build.
+    """
+
+    format: int
+    audio: dict[str, Any]
+    data: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Counts:
+    """Totals of the build (manifest.json's `counts`).
+
+    Attributes:
+        ok, skipped: utterances in the cache, rows left out (see report.json).
+        shards, frames: shard files, mel frames of all utterances.
+        audio_seconds: seconds of audio of all utterances, rounded to ms.
+        languages: utterances per language tag, in the manifest's language order.
+    """
+
+    ok: int
+    skipped: int
+    shards: int
+    frames: int
+    audio_seconds: float
+    languages: dict[str, int]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class SampleTable:
+    """The per-sample table (manifest.json's `samples`), one read-only column per field,
+    in the cache's record order.
+
+    Attributes:
+        id: object [n] of str, the utterance ids.
+        speaker: int64 [n], index into the manifest's speakers.
+        language: int64 [n], index into the manifest's languages.
+        frames: int64 [n], mel frames.
+        tokens: int64 [n], token ids (EOS included).
+        shard: int64 [n], index into the manifest's shards.
+    """
+
+    id: np.ndarray
+    speaker: np.ndarray
+    language: np.ndarray
+    frames: np.ndarray
+    tokens: np.ndarray
+    shard: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name, column in self.columns().items():
+            if not isinstance(column, np.ndarray) or column.ndim != 1:
+                raise CacheError(
+                    f"Expected SampleTable.{name} a 1-D NumPy array, received: "
+                    f"{name}={type(column).__name__} {np.shape(column)}"
+                )
+
+    @classmethod
+    def from_json(cls, data: Any, *, file: Path | str = MANIFEST) -> SampleTable:
+        """The table of `data` (manifest.json's `samples`: a list per column)."""
+        ids = np.array(_strings(data, "id", file, "samples."), dtype=object)
+        columns = {k: _ints(data, k, file, "samples.") for k in _INT_COLUMNS}
+        return cls(id=_read_only(ids), **columns)
+
+    def to_json(self) -> dict[str, list]:
+        return {name: column.tolist() for name, column in self.columns().items()}
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns by name, in the manifest's order."""
+        return {"id": self.id, **{k: getattr(self, k) for k in _INT_COLUMNS}}
+
+    def __len__(self) -> int:
+        return len(self.id)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SampleTable):
+            return NotImplemented
+        return all(np.array_equal(a, b) for a, b in
+                   zip(self.columns().values(), other.columns().values(), strict=True))  # fmt: skip
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_INT_COLUMNS = ("speaker", "language", "frames", "tokens", "shard")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Integrity:
+    """Checksums the build wrote (manifest.json's `integrity`): any later edit of the
+    per-sample table or of tokenizer.json is found at open.
+
+    Attributes:
+        samples_sha256: sha256 of the canonical JSON of the per-sample table.
+        tokenizer_sha256: sha256 of tokenizer.json's bytes.
+    """
+
+    samples_sha256: str
+    tokenizer_sha256: str
+
+    @classmethod
+    def of(cls, samples: dict[str, list], tokenizer_json: bytes) -> Integrity:
+        """The checksums of a per-sample table (its JSON form) and of tokenizer.json."""
+        return cls(
+            samples_sha256=hashlib.sha256(canonical_json(samples).encode()).hexdigest(),
+            tokenizer_sha256=hashlib.sha256(tokenizer_json).hexdigest(),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ShardEntry:
+    """One shard file (an entry of manifest.json's `shards`).
+
+    Attributes:
+        file: the file name under `shards/`.
+        bytes, sha256: its size and checksum.
+        samples: utterances (records) in it.
+    """
+
+    file: str
+    bytes: int
+    sha256: str
+    samples: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Manifest:
+    """manifest.json, the index of a complete feature cache (written last by `prepare`).
+
+    `from_json(to_json())` is the same manifest, and `to_json()` of a read manifest is the
+    file's JSON: a cache reopened and rewritten is byte-identical.
+
+    Attributes:
+        format: the cache format (`FORMAT_VERSION`).
+        settings: what the features were built with (the settings hash covers it).
+        settings_hash: `settings_hash` of `settings` as the build wrote it.
+        speakers: speaker names; a sample's `speaker` indexes this.
+        languages: language tags; a sample's `language` indexes this.
+        num_mels: mel channels of every record.
+        counts: totals of the build.
+        samples: the per-sample table, in record order.
+        integrity: checksums of the table and of tokenizer.json.
+        shards: the shard files, in order.
+    """
+
+    format: int = FORMAT_VERSION
+    settings: CacheSettings
+    settings_hash: str
+    speakers: tuple[str, ...]
+    languages: tuple[str, ...]
+    num_mels: int
+    counts: Counts
+    samples: SampleTable
+    integrity: Integrity
+    shards: tuple[ShardEntry, ...]
+
+    def __post_init__(self) -> None:
+        if self.format != FORMAT_VERSION:
+            raise CacheError(f"Expected format={FORMAT_VERSION}, received: format={self.format!r}")
+        for name in ("speakers", "languages", "shards"):
+            if not isinstance(getattr(self, name), tuple):
+                raise CacheError(f"Expected Manifest.{name} a tuple, received: "
+                                 f"{name}={type(getattr(self, name)).__name__}")  # fmt: skip
+
+    @classmethod
+    def read(cls, cache: str | Path) -> Manifest:
+        """The manifest.json of the cache folder `cache`.
+
+        Raises:
+            CacheError: the file is missing or unreadable, of another cache format, or a
+                key is missing or of another type (naming the key and the file).
+        """
+        file = Path(cache) / MANIFEST
+        return cls.from_json(read_json(file), file=file)
+
+    @classmethod
+    def from_json(cls, data: Any, *, file: Path | str = MANIFEST) -> Manifest:
+        """The manifest of parsed manifest.json `data`; `file` names it in errors.
+
+        Raises:
+            CacheError: another cache format, or a key missing or of another type.
+        """
+        found = data.get("format") if isinstance(data, dict) else None
+        if found != FORMAT_VERSION:
+            raise CacheError(f"{file}: cache format {found!r}, this xtts-data reads format "
+                             f"{FORMAT_VERSION}; rebuild it with `xtts-data prepare`")  # fmt: skip
+        counts = _read(Counts, data, "counts", _COUNTS, file)
+        for tag in counts.languages:
+            _get(counts.languages, tag, int, file, "counts.languages.")
+        shards = {f"shards[{i}]": s for i, s in enumerate(_get(data, "shards", list, file))}
+        return cls(
+            format=found,
+            settings=copy.deepcopy(_read(CacheSettings, data, "settings", _SETTINGS, file)),
+            settings_hash=_get(data, "settings_hash", str, file),
+            speakers=_strings(data, "speakers", file),
+            languages=_strings(data, "languages", file),
+            num_mels=_get(data, "num_mels", int, file),
+            counts=dataclasses.replace(counts, languages=dict(counts.languages)),
+            samples=SampleTable.from_json(_get(data, "samples", dict, file), file=file),
+            integrity=_read(Integrity, data, "integrity", _INTEGRITY, file),
+            shards=tuple(_read(ShardEntry, shards, key, _SHARD, file) for key in shards),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form, key for key what `from_json` reads."""
+        return {
+            "format": self.format,
+            "settings": dataclasses.asdict(self.settings),
+            "settings_hash": self.settings_hash,
+            "speakers": list(self.speakers),
+            "languages": list(self.languages),
+            "num_mels": self.num_mels,
+            "counts": dataclasses.asdict(self.counts),
+            "samples": self.samples.to_json(),
+            "integrity": dataclasses.asdict(self.integrity),
+            "shards": [dataclasses.asdict(shard) for shard in self.shards],
+        }
+
+
+# The kind of each key of the parts of manifest.json (bool is never an int).
+_SETTINGS = {"format": int, "audio": dict, "data": dict}
+_COUNTS = {"ok": int, "skipped": int, "shards": int, "frames": int,
+           "audio_seconds": (int, float), "languages": dict}  # fmt: skip
+_INTEGRITY = {"samples_sha256": str, "tokenizer_sha256": str}
+_SHARD = {"file": str, "bytes": int, "sha256": str, "samples": int}
+
+
 @dataclasses.dataclass(frozen=True)
 class FeatureCache:
     """An opened, complete feature cache (`xtts-data prepare` output).
 
     Attributes:
         path: the cache folder.
-        manifest: the parsed manifest.json.
+        manifest: its manifest.json; `manifest.samples` is the per-sample table.
         audio: the mel recipe the features were computed with.
         tokenizer: the tokenizer the token ids come from.
     """
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     audio: MelConfig
     tokenizer: Tokenizer
 
@@ -100,21 +401,16 @@ class FeatureCache:
             CacheError: not a complete cache, or built with other settings.
         """
         path = Path(path)
-        manifest = read_json(path / "manifest.json")
-        if manifest.get("format") != FORMAT_VERSION:
-            raise CacheError(
-                f"{path}: cache format {manifest.get('format')!r}, this xtts-data reads "
-                f"format {FORMAT_VERSION}; rebuild it with `xtts-data prepare`"
-            )
+        manifest = Manifest.read(path)
         check_manifest(path, manifest)
-        _check_settings(path, manifest["settings"], audio=audio, data=data)
+        _check_settings(path, manifest.settings, audio=audio, data=data)
         tokenizer = Tokenizer.from_dict(read_json(path / "tokenizer.json"))
-        if list(tokenizer.languages) != manifest["languages"]:
+        if tuple(tokenizer.languages) != manifest.languages:
             raise CacheError(
                 f"{path}: tokenizer.json's languages {list(tokenizer.languages)} disagree with "
-                f"the manifest's {manifest['languages']}; rebuild it with `xtts-data prepare`"
+                f"the manifest's {list(manifest.languages)}; rebuild it with `xtts-data prepare`"
             )
-        return cls(path, manifest, MelConfig.from_dict(manifest["settings"]["audio"]), tokenizer)
+        return cls(path, manifest, MelConfig.from_dict(manifest.settings.audio), tokenizer)
 
     def check_settings(
         self, *, audio: MelConfig | None = None, data: DataConfig | None = None
@@ -126,84 +422,65 @@ class FeatureCache:
             CacheError: naming each differing field (`audio.n_mels: cache has 80,
                 requested 64`).
         """
-        _check_settings(self.path, self.manifest["settings"], audio=audio, data=data)
+        _check_settings(self.path, self.manifest.settings, audio=audio, data=data)
 
     @property
     def languages(self) -> list[str]:
         """Language tags of the corpus; a sample's `language` is an index into this list."""
-        return list(self.manifest["languages"])
+        return list(self.manifest.languages)
 
     @property
     def speakers(self) -> list[str]:
         """Speaker names; a sample's `speaker` is an index into this list."""
-        return list(self.manifest["speakers"])
+        return list(self.manifest.speakers)
 
     @property
     def shard_paths(self) -> list[Path]:
-        return [self.path / "shards" / s["file"] for s in self.manifest["shards"]]
-
-    def samples(self) -> dict[str, np.ndarray]:
-        """Per-sample columns: `id` (str), `speaker`, `language`, `frames`, `tokens`,
-        `shard` (int)."""
-        columns = self.manifest["samples"]
-        return {
-            "id": np.array(columns["id"], dtype=object),
-            **{
-                k: np.asarray(columns[k], np.int64)
-                for k in ("speaker", "language", "frames", "tokens", "shard")
-            },
-        }
-
-
-def integrity(samples: dict[str, list], tokenizer_json: bytes) -> dict[str, str]:
-    """Checksums of the manifest's per-sample table and of tokenizer.json, as the build
-    wrote them: any later edit of either is found at open."""
-    return {
-        "samples_sha256": hashlib.sha256(canonical_json(samples).encode()).hexdigest(),
-        "tokenizer_sha256": hashlib.sha256(tokenizer_json).hexdigest(),
-    }
+        return [self.path / "shards" / shard.file for shard in self.manifest.shards]
 
 
 def _fail(path: Path, what: str) -> None:
     raise CacheError(f"{path}: {what}; rebuild it with `xtts-data prepare --overwrite`")
 
 
-def check_manifest(path: Path, manifest: dict[str, Any]) -> None:
+def check_manifest(path: Path, manifest: Manifest) -> None:
     """The manifest agrees with itself, with the build's settings and with tokenizer.json.
 
     Raises:
         CacheError: naming what disagrees (settings edited after the build, the per-sample
             table or tokenizer.json changed, an index outside its list).
     """
-    settings = manifest["settings"]
-    if settings_hash(settings) != manifest["settings_hash"]:
+    settings = dataclasses.asdict(manifest.settings)
+    if settings_hash(settings) != manifest.settings_hash:
         built = path / "build.json"
         labels = ("built with", "manifest says")
         diffs = (_differences(read_json(built)["settings"], settings, labels=labels)
                  if built.exists() else [])  # fmt: skip
         named = "; ".join(diffs[:5]) or "no build.json to compare with"
         _fail(path, f"manifest.json's settings were changed after the build ({named})")
-    samples, checks = manifest["samples"], manifest["integrity"]
-    lengths = {name: len(column) for name, column in samples.items()}
-    if set(lengths.values()) != {manifest["counts"]["ok"]}:
+    samples, checks = manifest.samples, manifest.integrity
+    lengths = {name: len(column) for name, column in samples.columns().items()}
+    if set(lengths.values()) != {manifest.counts.ok}:
         _fail(path, f"manifest.json's per-sample columns have lengths {lengths}, expected "
-                    f"{manifest['counts']['ok']} each")  # fmt: skip
+                    f"{manifest.counts.ok} each")  # fmt: skip
     tokenizer = path / "tokenizer.json"
-    found = integrity(samples, tokenizer.read_bytes() if tokenizer.exists() else b"")
-    if found["samples_sha256"] != checks["samples_sha256"]:
+    found = Integrity.of(samples.to_json(), tokenizer.read_bytes() if tokenizer.exists() else b"")
+    if found.samples_sha256 != checks.samples_sha256:
         _fail(path, "manifest.json's per-sample table (ids, frames, tokens, speakers, "
                     "shards) was changed after the build (checksum mismatch)")  # fmt: skip
-    if found["tokenizer_sha256"] != checks["tokenizer_sha256"]:
+    if found.tokenizer_sha256 != checks.tokenizer_sha256:
         _fail(path, "tokenizer.json is missing or differs from the one the cache was built with")
-    for column, names in (("speaker", "speakers"), ("language", "languages")):
-        if samples[column] and max(samples[column]) >= len(manifest[names]):
-            _fail(path, f"a sample's {column} index {max(samples[column])} is outside the "
-                        f"manifest's {len(manifest[names])} {names}")  # fmt: skip
+    for column, indices, names in (("speaker", samples.speaker, manifest.speakers),
+                                   ("language", samples.language, manifest.languages)):  # fmt: skip
+        if len(indices) and indices.max() >= len(names):
+            _fail(path, f"a sample's {column} index {int(indices.max())} is outside the "
+                        f"manifest's {len(names)} {column}s")  # fmt: skip
 
 
-def _check_settings(path: Path, have: dict[str, Any], *, audio: MelConfig | None,
+def _check_settings(path: Path, settings: CacheSettings, *, audio: MelConfig | None,
                     data: DataConfig | None) -> None:  # fmt: skip
-    """The cache's settings `have` against the requested `audio` / `data` (None: any)."""
+    """The cache's `settings` against the requested `audio` / `data` (None: any)."""
+    have = dataclasses.asdict(settings)
     want = dict(have)
     if audio is not None:
         want["audio"] = audio.to_dict()
@@ -240,38 +517,33 @@ def verify_cache(path: str | Path) -> list[str]:
     """
     path = Path(path)
     try:
-        manifest = read_json(path / "manifest.json")
-        shards = manifest["shards"]
+        manifest = Manifest.read(path)
         check_manifest(path, manifest)
-    except (CacheError, KeyError, TypeError) as error:
+    except (CacheError, KeyError, TypeError) as error:  # KeyError, TypeError: build.json
         return [f"manifest: {error}"]
     problems = []
-    for shard in shards:
-        file = path / "shards" / shard["file"]
+    for shard in manifest.shards:
+        file = path / "shards" / shard.file
         if not file.is_file():
-            problems.append(f"{shard['file']}: missing")
-        elif file.stat().st_size != shard["bytes"]:
-            problems.append(
-                f"{shard['file']}: {file.stat().st_size} bytes, expected {shard['bytes']}"
-            )
-        elif sha256_file(file) != shard["sha256"]:
-            problems.append(f"{shard['file']}: checksum mismatch (file changed or damaged)")
+            problems.append(f"{shard.file}: missing")
+        elif file.stat().st_size != shard.bytes:
+            problems.append(f"{shard.file}: {file.stat().st_size} bytes, expected {shard.bytes}")
+        elif sha256_file(file) != shard.sha256:
+            problems.append(f"{shard.file}: checksum mismatch (file changed or damaged)")
     for name in ("tokenizer.json", "report.json"):
         if not (path / name).is_file():
             problems.append(f"{name}: missing")
     return problems or _verify_records(path, manifest)
 
 
-def _verify_records(path: Path, manifest: dict[str, Any]) -> list[str]:
+def _verify_records(path: Path, manifest: Manifest) -> list[str]:
     """Each record's header and id against the manifest's row for it, in order."""
-    samples, n_mels, problems = manifest["samples"], manifest["num_mels"], []
-    rows = iter(range(len(samples["id"])))
-    for shard in manifest["shards"]:
-        for position, raw in enumerate(
-            tf.data.TFRecordDataset(str(path / "shards" / shard["file"]))
-        ):
-            header = record.read_header(raw.numpy(), n_mels)
-            where = f"{shard['file']} record {position}"
+    samples, problems = manifest.samples, []
+    rows = iter(range(len(samples)))
+    for shard in manifest.shards:
+        for position, raw in enumerate(tf.data.TFRecordDataset(str(path / "shards" / shard.file))):
+            header = record.read_header(raw.numpy(), manifest.num_mels)
+            where = f"{shard.file} record {position}"
             index = next(rows, None)
             if isinstance(header, str):
                 problems.append(f"{where}: {header}")
@@ -279,7 +551,9 @@ def _verify_records(path: Path, manifest: dict[str, Any]) -> list[str]:
             if index is None:
                 problems.append(f"{where} ({header['id']}): not in the manifest")
                 continue
-            wanted = {key: samples[key][index] for key in ("id", "frames", "tokens", "speaker")}
+            wanted = {"id": samples.id[index], "frames": int(samples.frames[index]),
+                      "tokens": int(samples.tokens[index]),
+                      "speaker": int(samples.speaker[index])}  # fmt: skip
             for key, value in wanted.items():
                 if header[key] != value:
                     problems.append(f"{where} ({wanted['id']}): manifest says {key} {value!r}, "
