@@ -338,9 +338,9 @@ def _add_gate(commands) -> None:
             "Run `asv continuous --factor F BASE HEAD` (asv builds and installs each commit's "
             "packages into its own virtualenv, runs the benchmarks of benchmarks/ on both, "
             "and fails on any benchmark worse by more than F), then fail on any count "
-            "benchmark (track_traces, track_compiled_shapes, track_retraces...) that grew at "
-            "all. Exit code 0: passed; 1: a regression; 2: bad arguments. Run it from the "
-            "repository root."
+            "benchmark (track_traces, track_compiled_shapes, track_static_shapes, "
+            "track_python_ops) that grew at all. Exit code 0: passed; 1: a regression; 2: "
+            "bad arguments. Run it from the repository root."
         ),
     )
     g = GateConfig()

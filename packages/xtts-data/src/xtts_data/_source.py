@@ -61,7 +61,8 @@ class Source:
 
 def open_source(source, config: DataConfig, audio: MelConfig | None) -> Source:
     """A `Source` for a cache folder, an opened `FeatureCache`, or a WAV corpus."""
-    if isinstance(source, FeatureCache):
+    if isinstance(source, FeatureCache):  # opened earlier: the check `open` makes on a path
+        source.check_settings(audio=audio, data=config)
         return _cache_source(source, config)
     path = Path(source)
     if (path / "manifest.json").is_file():
@@ -132,10 +133,8 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         if row.id not in transcripts.tokens:
             continue
         info = _wav_info(row.audio)
-        if not isinstance(info, str) and config.max_seconds is not None:
-            seconds = info[1] / info[0]
-            if seconds > config.max_seconds:
-                info = f"too long: {seconds:.1f} s, over data.max_seconds={config.max_seconds}"
+        if not isinstance(info, str):
+            info = config.too_long(info[1] / info[0]) or info  # (rate, samples)
         if isinstance(info, str):
             skipped.append(Skipped(row.id, info))
             continue

@@ -333,10 +333,8 @@ def _load_row(build: _Build, row: Row):
         wave = load_audio(row.audio, build.audio, trim_top_db=build.data.trim_top_db)
     except BadAudioError as error:
         return Skipped(row.id, str(error))
-    seconds, limit = len(wave) / build.audio.sample_rate, build.data.max_seconds
-    if limit is not None and seconds > limit:
-        return Skipped(row.id, f"too long: {seconds:.1f} s, over data.max_seconds={limit}")
-    return wave, ids
+    too_long = build.data.too_long(len(wave) / build.audio.sample_rate)
+    return Skipped(row.id, too_long) if too_long else (wave, ids)
 
 
 def _write_tfrecord(path: Path, samples: list[dict], tokens: list[list[int]], mels) -> None:

@@ -152,6 +152,12 @@ class DataConfig(FrozenConfig):
         return {"text": self.text.to_dict(), "trim_top_db": self.trim_top_db,
                 "max_seconds": self.max_seconds}  # fmt: skip
 
+    def too_long(self, seconds: float) -> str | None:
+        """Why an utterance of `seconds` is skipped (over `max_seconds`), or None."""
+        if self.max_seconds is not None and seconds > self.max_seconds:
+            return f"too long: {seconds:.1f} s, over data.max_seconds={self.max_seconds}"
+        return None
+
     def round_up(self, length: int) -> int:
         """`length` rounded up to a multiple of `pad_multiple`."""
         return int(math.ceil(length / self.pad_multiple) * self.pad_multiple)

@@ -402,14 +402,8 @@ class FeatureCache:
         """
         path = Path(path)
         manifest = Manifest.read(path)
-        check_manifest(path, manifest)
+        tokenizer = check_manifest(path, manifest)
         _check_settings(path, manifest.settings, audio=audio, data=data)
-        tokenizer = Tokenizer.from_dict(read_json(path / "tokenizer.json"))
-        if tuple(tokenizer.languages) != manifest.languages:
-            raise CacheError(
-                f"{path}: tokenizer.json's languages {list(tokenizer.languages)} disagree with "
-                f"the manifest's {list(manifest.languages)}; rebuild it with `xtts-data prepare`"
-            )
         return cls(path, manifest, MelConfig.from_dict(manifest.settings.audio), tokenizer)
 
     def check_settings(
@@ -443,12 +437,15 @@ def _fail(path: Path, what: str) -> None:
     raise CacheError(f"{path}: {what}; rebuild it with `xtts-data prepare --overwrite`")
 
 
-def check_manifest(path: Path, manifest: Manifest) -> None:
+def check_manifest(path: Path, manifest: Manifest) -> Tokenizer:
     """The manifest agrees with itself, with the build's settings and with tokenizer.json.
+
+    Returns:
+        The cache's tokenizer (tokenizer.json, checked).
 
     Raises:
         CacheError: naming what disagrees (settings edited after the build, the per-sample
-            table or tokenizer.json changed, an index outside its list).
+            table or tokenizer.json changed, its languages or an index outside its list).
     """
     settings = dataclasses.asdict(manifest.settings)
     if settings_hash(settings) != manifest.settings_hash:
@@ -463,8 +460,9 @@ def check_manifest(path: Path, manifest: Manifest) -> None:
     if set(lengths.values()) != {manifest.counts.ok}:
         _fail(path, f"manifest.json's per-sample columns have lengths {lengths}, expected "
                     f"{manifest.counts.ok} each")  # fmt: skip
-    tokenizer = path / "tokenizer.json"
-    found = Integrity.of(samples.to_json(), tokenizer.read_bytes() if tokenizer.exists() else b"")
+    tokenizer_file = path / "tokenizer.json"
+    tokenizer_json = tokenizer_file.read_bytes() if tokenizer_file.exists() else b""
+    found = Integrity.of(samples.to_json(), tokenizer_json)
     if found.samples_sha256 != checks.samples_sha256:
         _fail(path, "manifest.json's per-sample table (ids, frames, tokens, speakers, "
                     "shards) was changed after the build (checksum mismatch)")  # fmt: skip
@@ -475,6 +473,11 @@ def check_manifest(path: Path, manifest: Manifest) -> None:
         if len(indices) and indices.max() >= len(names):
             _fail(path, f"a sample's {column} index {int(indices.max())} is outside the "
                         f"manifest's {len(names)} {column}s")  # fmt: skip
+    tokenizer = Tokenizer.from_dict(json.loads(tokenizer_json))
+    if tuple(tokenizer.languages) != manifest.languages:
+        _fail(path, f"tokenizer.json's languages {list(tokenizer.languages)} disagree with the "
+                    f"manifest's {list(manifest.languages)}")  # fmt: skip
+    return tokenizer
 
 
 def _check_settings(path: Path, settings: CacheSettings, *, audio: MelConfig | None,

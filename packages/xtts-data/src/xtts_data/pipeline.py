@@ -27,7 +27,6 @@ from xtts_data.buckets import BatchShape, assign, plan_shapes
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
 from xtts_data.errors import ConfigError
-from xtts_data.manifest import FeatureCache
 
 __all__ = ["DataPipeline", "DatasetSpec", "make_dataset"]
 
@@ -146,8 +145,6 @@ def make_dataset(
     """
     if split not in ("train", "val", "all"):
         raise ConfigError(f"Expected split 'train', 'val' or 'all', received: split={split!r}")
-    if isinstance(source, FeatureCache):  # opened earlier: the check `open` makes on a path
-        source.check_settings(audio=audio, data=config)
     src = _source.open_source(source, config, audio)
     keep = _in_split(src.ids, split, config.val_fraction)
     fits = _fits(src.frames, src.tokens, config)

@@ -59,7 +59,9 @@ def read_header(raw: bytes, n_mels: int) -> dict[str, int | str] | str:
     is not one: a wrong magic word, or a size other than its header says."""
     if len(raw) < 4 * HEADER_WORDS:
         return f"{len(raw)} bytes, shorter than a header"
-    magic, frames, tokens, speaker, _bucket, id_bytes = np.frombuffer(raw[:24], "<i4").tolist()
+    magic, frames, tokens, speaker, _bucket, id_bytes = np.frombuffer(
+        raw[: 4 * HEADER_WORDS], "<i4"
+    ).tolist()
     if magic != MAGIC:
         return f"magic word {magic:#x}, expected {MAGIC:#x}"
     start = 4 * (HEADER_WORDS + tokens + frames * n_mels)
