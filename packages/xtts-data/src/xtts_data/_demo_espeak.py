@@ -3,7 +3,8 @@
 English texts are drawn word by word, as the synth engine draws them; other languages join
 built-in sentences (`xtts_data._demo_sentences.SENTENCES`). Both engines speak what the
 model will read, the raw text through `normalize_text` (`spoken_text`; English word by word,
-`spoken_words`, capitals kept for metadata.csv's normalized_text column).
+`spoken_words`, capitals kept for metadata.csv's normalized_text column). `EspeakEngine`
+is the engine as the corpus writer asks for one (`xtts_data._demo_engine.DemoEngine`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import functools
 import itertools
 import shutil
 import subprocess
+import tempfile
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from xtts_data._cleaners import espeak_voice
+from xtts_data._demo_engine import Bounds, Speech, Voice
 from xtts_data._demo_sentences import SENTENCES, join_sentences, join_words, words
 from xtts_data.errors import XttsDataError
 from xtts_data.text import TextConfig, normalize_text
@@ -27,6 +30,7 @@ from xtts_data.text import TextConfig, normalize_text
 __all__ = [
     "ESPEAK_RATE",
     "Espeak",
+    "EspeakEngine",
     "english_utterance",
     "find_espeak",
     "sentence_utterance",
@@ -52,6 +56,41 @@ class Espeak:
     voice: str
     pitch: int
     speed: float
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EspeakEngine:
+    """espeak-ng as a `DemoEngine`: English words, or built-in sentences of `language`.
+
+    Attributes:
+        binary: path of the espeak-ng program (`find_espeak`).
+        language: "en" or a language of `xtts_data._demo_sentences.SENTENCES`.
+    """
+
+    binary: str
+    language: str
+
+    @property
+    def sample_rate(self) -> int:
+        """Hz: espeak-ng's only rate, `ESPEAK_RATE`."""
+        return ESPEAK_RATE
+
+    def utterance(self, rng: np.random.Generator, *, voice: Voice, bounds: Bounds) -> Speech:
+        """A text drawn from `rng` to fit `bounds`, spoken at `voice`'s pitch and rate.
+
+        Returns:
+            The raw text, the spoken English text ("" in other languages: the raw text is
+            what the reader normalises) and int16 [fewest .. most] samples.
+        """
+        pitch = round(float(np.interp(voice.f0, [95.0, 235.0], [25.0, 75.0])))
+        name = espeak_voice(self.language)
+        espeak = Espeak(binary=self.binary, voice=name, pitch=pitch, speed=165 * voice.rate)
+        with tempfile.TemporaryDirectory(prefix="xtts-espeak-") as scratch:
+            wav = Path(scratch) / "speech.wav"  # espeak-ng writes only files
+            if self.language == "en":
+                return Speech(*english_utterance(rng, espeak, bounds, wav))
+            raw, pcm = sentence_utterance(rng, espeak, bounds, wav, self.language)
+        return Speech(raw, "", pcm)
 
 
 def find_espeak(language: str) -> str:
@@ -100,9 +139,7 @@ def _fit(pcm: np.ndarray, fewest: int, most: int) -> np.ndarray:
     return np.pad(pcm[:most], (0, max(fewest - len(pcm), 0)))
 
 
-def english_utterance(
-    rng: np.random.Generator, espeak: Espeak, bounds: tuple[int, int, int], path: Path
-):
+def english_utterance(rng: np.random.Generator, espeak: Espeak, bounds: Bounds, path: Path):
     """(raw text, spoken text, int16 [samples]) of drawn English words, spoken into `path`.
 
     The word count aims at the target of `bounds` (fewest, target, most samples); texts
@@ -142,7 +179,7 @@ def _spoken_word(raw: str) -> str:
 def sentence_utterance(
     rng: np.random.Generator,
     espeak: Espeak,
-    bounds: tuple[int, int, int],
+    bounds: Bounds,
     path: Path,
     language: str,
 ) -> tuple[str, np.ndarray]:

@@ -1,0 +1,131 @@
+"""Tests of the demo corpus's engines on their own: no writer, no corpus folder."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+
+from xtts_data._demo_engine import Bounds, Speech, voice
+from xtts_data._demo_espeak import ESPEAK_RATE, EspeakEngine, find_espeak
+from xtts_data._demo_synth import SynthEngine, speak
+from xtts_data.text import TextConfig, normalize_text
+
+SR = 16000
+needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="no espeak-ng")
+
+
+def _bounds(min_seconds: float, target_seconds: float, max_seconds: float, sr: int) -> Bounds:
+    return Bounds(round(min_seconds * sr), round(target_seconds * sr), round(max_seconds * sr))
+
+
+def _synth(seed: int, speaker: int = 0, bounds: Bounds | None = None) -> Speech:
+    bounds = bounds or _bounds(0.5, 1.2, 2.0, SR)
+    engine = SynthEngine(sample_rate=SR)
+    return engine.utterance(np.random.default_rng(seed), voice=voice(speaker), bounds=bounds)
+
+
+def _frame_rms(pcm: np.ndarray, sr: int, seconds: float = 0.02) -> np.ndarray:
+    """RMS of consecutive `seconds` frames of int16 [samples], full scale 1."""
+    size = round(seconds * sr)
+    frames = pcm[: len(pcm) // size * size].astype(np.float64).reshape(-1, size) / 32767
+    return np.sqrt(np.mean(frames**2, axis=1))
+
+
+def _median_pitch(pcm: np.ndarray, sr: int, size: int = 1024) -> float:
+    """Median autocorrelation pitch (80–400 Hz) of the loud frames of int16 [samples]."""
+    audio = pcm.astype(np.float64) / 32767
+    frames = np.lib.stride_tricks.sliding_window_view(audio, size)[::256] * np.hanning(size)
+    loud = frames[np.sqrt(np.mean(frames**2, axis=1)) > 0.05]
+    correlation = np.fft.irfft(np.abs(np.fft.rfft(loud, 2 * size)) ** 2)[:, :size]
+    lags = np.arange(sr // 400, sr // 80 + 1)
+    return float(np.median(sr / lags[np.argmax(correlation[:, lags], axis=1)]))
+
+
+def test_synth_is_deterministic_for_a_seed():
+    first = _synth(3)
+
+    assert first.pcm.dtype == np.int16
+    again = _synth(3)
+    assert (again.raw, again.spoken) == (first.raw, first.spoken)
+    np.testing.assert_array_equal(again.pcm, first.pcm)
+    other = _synth(4).pcm
+    assert not np.array_equal(other[: len(first.pcm)], first.pcm[: len(other)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(
+    "seconds", [(0.5, 1.2, 2.0), (0.5, 0.5, 0.5), (2.0, 4.0, 6.0), (0.1, 0.1, 0.15)]
+)
+def test_synth_length_is_within_the_bounds(seed, seconds):
+    bounds = _bounds(*seconds, SR)
+
+    speech = _synth(seed, bounds=bounds)
+
+    assert bounds.target <= len(speech.pcm) <= bounds.most  # padded to target, cut at most
+    assert speech.raw  # a first word too long for `most` is cut, not dropped
+    assert speech.spoken
+
+
+def test_synth_text_is_what_the_normaliser_reads():
+    config = TextConfig()
+    for seed in range(20):
+        speech = _synth(seed)
+        assert normalize_text(speech.spoken, config) == normalize_text(speech.raw, config)
+
+
+def test_speakers_sound_different():
+    low, high = sorted([voice(0), voice(1)], key=lambda v: v.f0)
+    rng = np.random.default_rng
+
+    quiet = speak("aaa rrr aaa", rng=rng(0), voice=low, sample_rate=SR)
+    bright = speak("aaa rrr aaa", rng=rng(0), voice=high, sample_rate=SR)
+
+    assert not np.array_equal(quiet[: len(bright)], bright[: len(quiet)])
+    assert _median_pitch(bright, SR) > 1.3 * _median_pitch(quiet, SR)
+
+
+def test_a_full_stop_is_a_pause():
+    rng = np.random.default_rng
+
+    stopped = _frame_rms(speak("aaaa. aaaa", rng=rng(1), voice=voice(0), sample_rate=SR), SR)
+    running = _frame_rms(speak("aaaaaaaaaa", rng=rng(1), voice=voice(0), sample_rate=SR), SR)
+
+    def inner_silence(rms: np.ndarray) -> int:
+        """Frames (20 ms) of the longest run near the noise floor between loud frames."""
+        loud = np.flatnonzero(rms > 0.03)
+        quiet = rms[loud[0] : loud[-1]] < 0.005
+        runs = np.diff(np.flatnonzero(np.diff(np.concatenate([[0], quiet, [0]]))))[::2]
+        return int(runs.max(initial=0))
+
+    assert inner_silence(stopped) >= 10  # >= 0.2 s: a full stop is 0.35 s at rate 1
+    assert inner_silence(running) == 0
+
+
+def test_speak_starts_with_silence_and_is_peak_normalised():
+    pcm = speak("a quiet river.", rng=np.random.default_rng(0), voice=voice(0), sample_rate=SR)
+
+    assert np.abs(pcm[: round(0.09 * SR)]).max() / 32767 < 0.01  # lead >= 0.1 s
+    assert 0.45 < np.abs(pcm).max() / 32767 < 0.55
+
+
+def test_espeak_engine_rate_is_espeak_ngs():
+    assert EspeakEngine(binary="espeak-ng", language="en").sample_rate == ESPEAK_RATE
+
+
+@needs_espeak
+@pytest.mark.parametrize(("language", "spoken"), [("en", True), ("fa", False)])
+def test_espeak_engine_fits_the_bounds_and_leaves_no_file(tmp_path, monkeypatch, language, spoken):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where its scratch wav goes
+    engine = EspeakEngine(binary=find_espeak(language), language=language)
+    bounds = _bounds(1.0, 2.0, 4.0, ESPEAK_RATE)
+
+    speech = engine.utterance(np.random.default_rng(0), voice=voice(1), bounds=bounds)
+
+    assert speech.pcm.dtype == np.int16
+    assert bounds.fewest <= len(speech.pcm) <= bounds.most
+    assert speech.raw
+    assert bool(speech.spoken) == spoken  # other languages: the reader normalises raw
+    assert list(tmp_path.iterdir()) == []
