@@ -22,6 +22,7 @@ from xtts_data import (
     start_worker,
     write_demo_corpus,
 )
+from xtts_data import pipeline as pipeline_module
 
 FIXED = dataclasses.replace(DATA, policy="fixed")
 
@@ -266,6 +267,12 @@ def test_keeping_features_in_memory_gives_the_same_batches(cache):
     assert make_dataset(cache, DATA).in_memory  # automatic: a small cache fits
     for a, b in zip(_epoch(kept), _epoch(read), strict=True):
         np.testing.assert_array_equal(a["mel"], b["mel"])
+
+
+@pytest.mark.parametrize(("ram", "kept"), [(2**40, True), (2**20, False)])
+def test_automatic_keep_in_memory_uses_a_quarter_of_ram(cache, monkeypatch, ram, kept):
+    monkeypatch.setattr(pipeline_module, "physical_memory", lambda: ram)
+    assert make_dataset(cache, DATA).in_memory is kept
 
 
 def test_too_few_utterances_for_one_batch_is_an_error(cache):

@@ -1,11 +1,13 @@
 """`make_dataset`: batches of at most K static shapes, with no Python in the graph.
 
+The shapes are planned from every utterance's lengths before anything runs; the dataset
+is then the source's utterances through a chain of `ds -> ds` stages (`xtts_data.stages`):
 ```
-cache shards ─ interleave ─ decode ─ split ─ filter over-long ─ [keep in RAM] ─ shuffle
-  ─ [tf.data service]
-  ─ group by bucket, pad straight into batches (drop remainder)
-  ─ masks, stop targets, conditioning crops of other utterances of each speaker (same
-    batch, else a small per-speaker reference bank) ─ prefetch
+source: cache shards ─ interleave ─ decode  (or WAV files decoded on the fly)
+  ─ SelectSplit ─ DropTooLong ─ KeepInMemory ─ Repeat ─ Shuffle ─ Distribute (tf.data service)
+  ─ BucketBatches (pad straight into batches, drop remainder)
+  ─ FinishBatches (masks, stop targets, conditioning crops of other utterances of each
+    speaker: same batch, else a small per-speaker reference bank) ─ Prefetch
 ```
 Every batch matches one entry of the `DatasetSpec` returned alongside the dataset; the
 trainer compiles exactly those shapes.
@@ -14,7 +16,6 @@ trainer compiles exactly those shapes.
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 from pathlib import Path
 from typing import Literal
@@ -27,15 +28,25 @@ from xtts_data.buckets import BatchShape, assign, plan_shapes
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
 from xtts_data.errors import ConfigError
+from xtts_data.host import physical_memory
+from xtts_data.stages import (
+    PREFETCH_BATCHES,
+    BucketBatches,
+    Chain,
+    Distribute,
+    DropTooLong,
+    FinishBatches,
+    KeepInMemory,
+    Prefetch,
+    Repeat,
+    SelectSplit,
+    Shuffle,
+    split_threshold,
+)
 
 __all__ = ["DataPipeline", "DatasetSpec", "make_dataset"]
 
 Split = Literal["train", "val", "all"]
-AUTOTUNE = tf.data.AUTOTUNE
-# Batches ready ahead of the consumer. A fixed depth, not AUTOTUNE: autotuning sizes the
-# buffer to the consumer's average pace, so each step still waited ~1 ms for its batch
-# (measured: 93.5% -> see README for the utilization with a fixed buffer).
-PREFETCH_BATCHES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +157,60 @@ def make_dataset(
     if split not in ("train", "val", "all"):
         raise ConfigError(f"Expected split 'train', 'val' or 'all', received: split={split!r}")
     src = _source.open_source(source, config, audio)
+    plan = _plan(src, config, split, repeat=repeat)
+    spec = plan.spec
+    seed = config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 31)
+    stages = (
+        SelectSplit(split=split, val_fraction=config.val_fraction),
+        DropTooLong(
+            max_frames=spec.shapes[-1].frames, max_text_len=max(s.text_len for s in spec.shapes)
+        ),
+        KeepInMemory(enabled=plan.in_memory),
+        Repeat(enabled=repeat),
+        Shuffle(buffer=config.shuffle_buffer if split == "train" else 0, seed=config.seed),
+        Distribute(service=config.service),  # workers read and shuffle; bucketing stays here
+        BucketBatches(shapes=spec.shapes, n_mels=spec.n_mels),
+        FinishBatches(
+            bank=_bank(src, plan.chosen, config),
+            cond_frames=config.cond_frames,
+            seed=seed,
+            deterministic=config.deterministic,
+        ),
+        Prefetch(batches=PREFETCH_BATCHES, device=config.prefetch_to_device),
+    )
+    return DataPipeline(
+        dataset=Chain(stages)(src.elements()),
+        spec=spec,
+        split=split,
+        num_samples=len(plan.chosen),
+        filtered=plan.filtered,
+        batches_per_epoch=plan.batches_per_epoch,
+        padding_efficiency=plan.padding_efficiency,
+        source=src.path,
+        skipped=src.skipped,
+        in_memory=plan.in_memory,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Plan:
+    """What is known of a split before its dataset runs."""
+
+    chosen: np.ndarray  # int [n]: indices of the utterances of the split that fit
+    filtered: int
+    spec: DatasetSpec
+    batches_per_epoch: int
+    padding_efficiency: float
+    in_memory: bool
+
+
+def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) -> _Plan:
+    """The split's utterances and batch shapes, from the lengths the source knows up front.
+
+    Raises:
+        ConfigError: no utterance left in the split, or (without `repeat`) too few for one
+            complete batch of any shape.
+    """
     keep = _in_split(src.ids, split, config.val_fraction)
     fits = _fits(src.frames, src.tokens, config)
     chosen = keep & fits
@@ -163,23 +228,16 @@ def make_dataset(
             f"complete batch of any bucket {[(s.frames, s.batch_size) for s in shapes]} "
             f"(frames, batch size); lower batch_size, frame_budget or num_buckets, or repeat"
         )
-    spec = DatasetSpec(tuple(shapes), src.n_mels, config.cond_frames)
     in_memory = config.keep_in_memory
     if in_memory is None:  # decoded features of the split under a quarter of RAM
-        in_memory = int(src.frames[chosen].sum()) * src.n_mels * 4 < _physical_memory() // 4
-    bank = _bank(src, np.flatnonzero(chosen), config)
-    dataset = _batches(src.elements(), spec, config, split, in_memory, repeat, bank)
+        in_memory = int(src.frames[chosen].sum()) * src.n_mels * 4 < physical_memory() // 4
     padded = sum(c * s.frames for c, s in zip(counts, shapes, strict=True))
-    return DataPipeline(
-        dataset=dataset,
-        spec=spec,
-        split=split,
-        num_samples=int(chosen.sum()),
+    return _Plan(
+        chosen=np.flatnonzero(chosen),
         filtered=int((keep & ~fits).sum()),
+        spec=DatasetSpec(tuple(shapes), src.n_mels, config.cond_frames),
         batches_per_epoch=int(sum(batches)),
         padding_efficiency=float(src.frames[chosen].sum() / padded),
-        source=src.path,
-        skipped=src.skipped,
         in_memory=in_memory,
     )
 
@@ -201,19 +259,11 @@ def _bank(src, candidates: np.ndarray, config: DataConfig) -> _references.Bank:
     )  # fmt: skip
 
 
-def _physical_memory() -> int:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-
-
 def _in_split(ids: np.ndarray, split: str, fraction: float) -> np.ndarray:
     if split == "all":
         return np.ones(len(ids), bool)
     held_out = is_validation(ids.astype(str), fraction).numpy()
     return held_out if split == "val" else ~held_out
-
-
-def _split_threshold(fraction: float) -> int:
-    return round(fraction * record.SPLIT_BUCKETS)
 
 
 def is_validation(ids, fraction: float) -> tf.Tensor:
@@ -223,7 +273,7 @@ def is_validation(ids, fraction: float) -> tf.Tensor:
         ids: string tensor-like of utterance ids, any shape.
         fraction: the validation share, `DataConfig.val_fraction`.
     """
-    return record.split_bucket(ids) < _split_threshold(fraction)
+    return record.split_bucket(ids) < split_threshold(fraction)
 
 
 def _fits(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> np.ndarray:
@@ -233,141 +283,3 @@ def _fits(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> np.ndar
     if config.max_text_len:
         fits &= tokens <= config.max_text_len
     return fits
-
-
-def _batches(
-    elements: tf.data.Dataset,
-    spec: DatasetSpec,
-    config: DataConfig,
-    split: str,
-    in_memory: bool,
-    repeat: bool,
-    bank: _references.Bank,
-):
-    """Split, filter, shuffle, bucket and batch the parsed elements."""
-    opts = dict(num_parallel_calls=AUTOTUNE, deterministic=config.deterministic)
-    bounds = tf.constant([s.frames for s in spec.shapes], tf.int32)
-    text_lens = tf.constant([s.text_len for s in spec.shapes], tf.int64)
-    sizes = tf.constant([s.batch_size for s in spec.shapes], tf.int64)
-    threshold, max_text = (
-        _split_threshold(config.val_fraction),
-        max(s.text_len for s in spec.shapes),
-    )
-    ds = elements
-    if split == "val":
-        ds = ds.filter(lambda e: e["split"] < threshold)
-    elif split == "train":
-        ds = ds.filter(lambda e: e["split"] >= threshold)
-    ds = ds.filter(lambda e: (e["frames"] <= bounds[-1]) & (tf.size(e["tokens"]) <= max_text))
-    if in_memory:  # later epochs hand out the same tensors: no reading, no copies
-        ds = ds.cache()
-    if repeat:
-        ds = ds.repeat()
-    if config.shuffle_buffer and split == "train":
-        ds = ds.shuffle(config.shuffle_buffer, seed=config.seed)
-    if config.service:
-        # Workers read, decode and shuffle; each utterance of an epoch goes to one of them.
-        # Bucketing stays here: with dynamic sharding, TF 2.21 runs a group_by_window
-        # pipeline whole on every worker (each epoch would arrive once per worker).
-        ds = ds.apply(
-            tf.data.experimental.service.distribute(
-                processing_mode=tf.data.experimental.service.ShardingPolicy.DYNAMIC,
-                service=config.service,
-            )
-        )
-
-    def bucket_of(e):
-        return tf.cast(tf.searchsorted(bounds, e["frames"][None], side="left")[0], tf.int64)
-
-    def batch_bucket(key, window):  # one padded copy per element, straight into the batch
-        frames = tf.cast(bounds[key], tf.int64)
-        shapes = {
-            "frames": [],
-            "speaker": [],
-            "split": [],
-            "tokens": text_lens[key][None],
-            "mel": tf.stack([frames, spec.n_mels]),
-        }
-        return window.padded_batch(sizes[key], padded_shapes=shapes, drop_remainder=True)
-
-    if len(spec.shapes) == 1:  # one shape: a plain padded batch (no windows: ~1.5x faster)
-        (shape,) = spec.shapes
-        ds = ds.padded_batch(
-            shape.batch_size, drop_remainder=True, padded_shapes={
-                "frames": [], "speaker": [], "split": [], "tokens": [shape.text_len],
-                "mel": [shape.frames, spec.n_mels],
-            },
-        )  # fmt: skip
-    else:
-        ds = ds.group_by_window(bucket_of, batch_bucket, window_size_func=lambda k: sizes[k])
-    seed = config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 31)
-    ds = ds.enumerate().map(  # the batch index seeds its crops: reproducible with a seed
-        lambda index, batch: _finish_batch(
-            batch, bank, config.cond_frames, tf.stack([seed, index])
-        ),
-        **opts,
-    )
-    if config.prefetch_to_device:
-        return ds.apply(tf.data.experimental.prefetch_to_device(config.prefetch_to_device))
-    return ds.prefetch(PREFETCH_BATCHES)
-
-
-def _finish_batch(
-    batch, bank: _references.Bank, cond_frames: int, seed: tf.Tensor
-) -> dict[str, tf.Tensor]:
-    """The trainer's fields: lengths, masks and stop targets against the static padded
-    sizes, and each row's conditioning crop."""
-    mel, lengths = batch["mel"], batch["frames"]  # (B, F, M), (B,)
-    steps = tf.range(tf.shape(mel)[1])[None, :]
-    tokens = batch["tokens"]  # (B, T)
-    token_lengths = tf.reduce_sum(tf.cast(tokens != 0, tf.int32), axis=1)  # PAD is 0
-    keys = _references.identity_keys(batch["split"], lengths)
-    cond_mel, cond_lengths = _conditioning(
-        mel, lengths, batch["speaker"], keys, bank, cond_frames, seed
-    )
-    return {
-        "tokens": tokens,
-        "token_lengths": token_lengths,
-        "token_mask": tf.sequence_mask(token_lengths, tf.shape(tokens)[1], tf.float32),
-        "mel": mel,
-        "mel_lengths": lengths,
-        "mel_mask": tf.cast(steps < lengths[:, None], tf.float32),
-        "stop_targets": tf.cast(steps >= lengths[:, None] - 1, tf.float32),
-        "speaker": batch["speaker"],
-        "cond_mel": cond_mel,
-        "cond_lengths": cond_lengths,
-    }
-
-
-def _conditioning(mel, lengths, speaker, keys, bank: _references.Bank, cond_frames: int, seed):
-    """A random `cond_frames` crop of another utterance of the same speaker in the batch;
-    without one in the batch, a reference of that speaker from the bank; only a speaker
-    with a single utterance conditions on itself.
-
-    Returns:
-        float32 [B, C, M] crops, zero past their length; int32 [B] lengths.
-    """
-    n = tf.shape(speaker)[0]
-    others = tf.equal(speaker[:, None], speaker[None, :]) & ~tf.eye(n, dtype=tf.bool)  # (B, B)
-    pick_seed, crop_seed, bank_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 3))
-    scores = tf.where(others, tf.random.stateless_uniform([n, n], pick_seed), -1.0)
-    in_batch = tf.reduce_any(others, axis=1)
-    partner = tf.where(in_batch, tf.argmax(scores, axis=1, output_type=tf.int32), tf.range(n))
-    ref_lengths = tf.gather(lengths, partner)
-    room = tf.maximum(ref_lengths - cond_frames, 0)
-    draw = tf.random.stateless_uniform(tf.shape(room), crop_seed) * tf.cast(room + 1, tf.float32)
-    offset = tf.minimum(tf.cast(draw, tf.int32), room)
-    frame = offset[:, None] + tf.range(cond_frames)[None, :]  # (B, C)
-    valid = frame < (offset + ref_lengths)[:, None]
-    frame = tf.minimum(frame, tf.shape(mel)[1] - 1)
-    index = tf.stack([tf.broadcast_to(partner[:, None], tf.shape(frame)), frame], axis=-1)
-    crop = tf.gather_nd(mel, index)  # (B, C, M): only the crops are copied
-    crop = crop * tf.cast(valid, crop.dtype)[..., None]
-    crop_lengths = tf.minimum(ref_lengths, cond_frames)
-    u = tf.random.stateless_uniform([n], bank_seed)
-    bank_mel, bank_lengths, found = _references.from_bank(bank, speaker, keys, u)
-    use_bank = ~in_batch & found
-    return (
-        tf.where(use_bank[:, None, None], bank_mel, crop),
-        tf.where(use_bank, bank_lengths, crop_lengths),
-    )

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from typing import TYPE_CHECKING
 
+from xtts_data.host import physical_memory
 from xtts_train.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -44,11 +44,6 @@ _BLOCK_WIDE, _BLOCK_FF = 12, 4
 # The program and XLA's runtime at a step's first call, whatever the shape: measured at the
 # smallest shape below (521 MiB above the built model's RSS).
 _RUNTIME_BYTES = 512 * 2**20
-
-
-def physical_memory() -> int:
-    """Bytes of RAM of this machine."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def decoding_bytes(config: ModelConfig, max_frames: int, batch_size: int = 1, *,
