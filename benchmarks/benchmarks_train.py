@@ -21,8 +21,7 @@ import time
 from xtts_bench.settings import TrainBenchConfig
 from xtts_bench.train import read_inputs, write_cache
 from xtts_data.stats import cv
-from xtts_train.steps import CompiledSteps, shape_of, timed_step
-from xtts_train.trainer import build_steps
+from xtts_train import CompiledSteps, build_steps, shape_of, timed_step
 
 _UTTERANCES = int(os.environ.get("XTTS_BENCH_TRAIN_UTTERANCES", "64"))
 _BUCKETS = int(os.environ.get("XTTS_BENCH_TRAIN_BUCKETS", "2"))

@@ -49,6 +49,20 @@ def test_first_party_imports_point_left(package):
     assert not wrong, f"{package} imports {wrong}; allowed: {sorted(ALLOWED_FIRST_PARTY[package])}"
 
 
+def test_bench_reads_xtts_train_through_its_public_surface():
+    """xtts_bench and the asv suite import xtts_train's names from the package (its
+    `__all__`), never from its modules."""
+    files = [*_source_dir("xtts_bench").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+    reaching = sorted(
+        f"{path.name}: from {node.module} import ..."
+        for path in files
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("xtts_train.")
+    )
+    assert files
+    assert not reaching, reaching
+
+
 def test_xtts_audio_imports_only_tensorflow_numpy_and_stdlib():
     allowed = set(sys.stdlib_module_names) | {"tensorflow", "numpy", "xtts_audio"}
     imported = _imported_modules("xtts_audio")

@@ -103,7 +103,7 @@ def test_mixed_float16_scales_the_loss_and_stays_finite():
         keras.mixed_precision.set_global_policy("float32")
     assert outputs["loss"].dtype == tf.float32
     assert bool(outputs["finite"])
-    assert float(compiled.loss_scale) == 2.0**15
+    assert float(compiled.loss_scale.scale) == 2.0**15
     assert int(compiled.optimizer.iterations) == 1
 
 

@@ -43,9 +43,7 @@ import tensorflow as tf
 import xtts_audio as xa
 from xtts_bench.audio import librosa_mel
 from xtts_bench.errors import SettingsError
-from xtts_train import TextToMel, total_loss
-from xtts_train.config import TrainConfig
-from xtts_train.optim import AdamW, warmup_cosine
+from xtts_train import AdamW, TextToMel, TrainConfig, total_loss, warmup_cosine
 
 __all__ = [
     "BuildStats",

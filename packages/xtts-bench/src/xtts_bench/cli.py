@@ -26,7 +26,7 @@ from xtts_bench.settings import (
     TrainBenchConfig,
 )
 from xtts_data.errors import XttsDataError
-from xtts_train.errors import XttsTrainError
+from xtts_train import XttsTrainError
 
 __all__ = ["main"]
 

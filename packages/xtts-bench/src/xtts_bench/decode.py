@@ -16,8 +16,7 @@ import numpy as np
 
 from xtts_bench.errors import SettingsError
 from xtts_data import text_to_ids
-from xtts_train.decoding import Decoding
-from xtts_train.synthesize import load_reference, load_run
+from xtts_train import Decoding, load_reference, load_run
 
 __all__ = ["SENTENCE", "format_decode_table", "run_decode_benchmark"]
 

@@ -29,7 +29,7 @@ import xtts_audio
 import xtts_data as xd
 from xtts_bench.errors import MissingExtraError, SettingsError
 from xtts_data.text import TextConfig, normalize_text
-from xtts_train.evaluate import evaluate
+from xtts_train import evaluate
 
 __all__ = ["format_wer_table", "reference_words", "run_wer_benchmark", "word_error_rates"]
 

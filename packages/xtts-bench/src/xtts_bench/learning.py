@@ -24,11 +24,7 @@ from scipy.ndimage import gaussian_filter
 
 import xtts_data as xd
 from xtts_bench.settings import LearningBenchConfig
-from xtts_train.config import load_stack_config
-from xtts_train.evaluate import evaluate
-from xtts_train.evaluation import dtw_distance, pairing_scores
-from xtts_train.synthesize import load_run
-from xtts_train.trainer import fit
+from xtts_train import dtw_distance, evaluate, fit, load_run, load_stack_config, pairing_scores
 
 __all__ = ["blurred_truth_pairing", "format_learning_table", "run_learning_benchmark"]
 

@@ -13,7 +13,7 @@ import platform
 from pathlib import Path
 
 from xtts_bench.errors import SettingsError
-from xtts_train.config import PRESETS, StackConfig, load_stack_config
+from xtts_train import PRESETS, StackConfig, load_stack_config
 
 __all__ = [
     "AudioBenchConfig",

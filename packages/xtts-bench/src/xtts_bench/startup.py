@@ -68,8 +68,7 @@ def run_startup_benchmarks(bench: StartupBenchConfig, *, progress: bool = True) 
 def _workload(bench: StartupBenchConfig, name: str, work: pathlib.Path):
     """The feature cache and `--set` settings of a workload."""
     import xtts_data as xd
-    from xtts_train.config import load_stack_config
-    from xtts_train.demo import DEMO_SETTINGS
+    from xtts_train import DEMO_SETTINGS, load_stack_config
 
     settings = list(DEMO_SETTINGS) if name == "demo" else []
     stack = load_stack_config(None, settings)

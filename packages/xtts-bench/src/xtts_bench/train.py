@@ -37,9 +37,7 @@ from xtts_bench import baselines
 from xtts_bench.data import corpus_summary
 from xtts_bench.settings import TrainBenchConfig
 from xtts_data.stats import cv
-from xtts_train.config import StackConfig
-from xtts_train.steps import kept_dtype_policy, shape_of, timed_step
-from xtts_train.trainer import build_steps, fit
+from xtts_train import StackConfig, build_steps, fit, kept_dtype_policy, shape_of, timed_step
 
 __all__ = [
     "TrainInputs",

@@ -17,8 +17,8 @@ import tqdm
 import xtts_audio as xa
 import xtts_data as xd
 from xtts_train.config import StackConfig, load_stack_config
-from xtts_train.evaluate import evaluate
 from xtts_train.evaluation import dtw_distance
+from xtts_train.held_out import evaluate
 from xtts_train.process import StartupClock, format_startup
 from xtts_train.synthesize import synthesize
 from xtts_train.trainer import fit

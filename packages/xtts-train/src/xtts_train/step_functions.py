@@ -1,0 +1,150 @@
+"""The Python bodies of the train and eval steps, which `CompiledSteps` traces and compiles
+once per batch shape.
+
+A train step is the model's losses, their gradients (`accumulated_gradients`), and the
+update as a chain of transforms (`xtts_train.transforms`):
+`LossScale` (float16 only) → `FiniteGate` → `clip_by_global_norm` → `adamw`.
+
+With a `tf.distribute` strategy of several replicas, XLA compiles one program per device:
+each replica's gradients of its static slice of the batch are the XLA program, and the
+all-reduce and the update run around it in a `tf.function` of the same signature.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+
+import tensorflow as tf
+
+from xtts_train.config import TrainConfig
+from xtts_train.distribute import local_replicas, replica_slice
+from xtts_train.losses import total_loss
+from xtts_train.model import TextToMel
+from xtts_train.optim import AdamW, warmup_cosine
+from xtts_train.transforms import (
+    FiniteGate,
+    Hyper,
+    LossScale,
+    Update,
+    accumulated_gradients,
+    adamw,
+    chain,
+    clip_by_global_norm,
+)
+
+__all__ = ["HYPER", "StepFunctions"]
+
+# Config values the compiled steps take as inputs (with the scheduled learning rate).
+HYPER = ("weight_decay", "clip_norm", "stop_weight", "stop_pos_weight",
+         "guided_attention_weight", "guided_attention_sigma")  # fmt: skip
+
+
+class StepFunctions:
+    """The train and eval step bodies of `model`, on one device or under `strategy`.
+
+    Args:
+        strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
+            or `None` for one device.
+
+    Attributes:
+        loss_scale: the `LossScale` of a `mixed_float16` run, else None.
+        gate: the `FiniteGate` (its `skipped` and `consecutive` counters).
+        update: the chain of transforms from gradients to applied update.
+        schedule: the learning rate of a step (updates done before it).
+        replicas: replicas of this worker (1 without a strategy).
+    """
+
+    def __init__(self, model: TextToMel, optimizer: AdamW, config: TrainConfig,
+                 strategy: tf.distribute.Strategy | None = None) -> None:  # fmt: skip
+        self.model, self.optimizer, self.config, self.strategy = model, optimizer, config, strategy
+        self.replicas = local_replicas(strategy) if strategy is not None else 1
+        self.loss_scale = LossScale() if config.precision == "mixed_float16" else None
+        self.gate = FiniteGate()
+        pieces = (self.loss_scale, self.gate, clip_by_global_norm(),
+                  adamw(optimizer, model.trainable_variables))  # fmt: skip
+        self.update = chain(*(piece for piece in pieces if piece is not None))
+        self.schedule = warmup_cosine(
+            peak=config.learning_rate,
+            warmup_steps=config.warmup_steps,
+            total_steps=config.steps,
+            min_ratio=config.min_lr_ratio,
+        )
+        self._hyper = {name: tf.constant(float(getattr(config, name))) for name in HYPER}
+        if strategy is not None:  # XLA per device; all-reduce and update outside it
+            self._gradients = tf.function(self.gradients, jit_compile=True)
+            self._replica_losses = tf.function(
+                functools.partial(self.losses, training=False), jit_compile=True
+            )
+
+    def hyper(self, step: int) -> dict[str, tf.Tensor]:
+        """The step's inputs besides the batch: the scheduled learning rate at `step`
+        (updates done before it) and the config's weight decay, clipping and loss weights.
+        Inputs, not constants of the compiled program: changing them compiles nothing."""
+        return {"learning_rate": tf.constant(self.schedule(step), tf.float32), **self._hyper}
+
+    @staticmethod
+    def signature_of_hyper() -> dict[str, tf.TensorSpec]:
+        """The `tf.TensorSpec`s of `hyper`'s values."""
+        return {name: tf.TensorSpec([], tf.float32) for name in ["learning_rate", *HYPER]}
+
+    def losses(self, batch: Mapping[str, tf.Tensor], hyper: Hyper, *,
+               training: bool) -> dict[str, tf.Tensor]:  # fmt: skip
+        """The float32 scalar losses of `batch` (`xtts_train.losses.total_loss`)."""
+        outputs = self.model(batch, training=training)
+        return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
+                          pos_weight=hyper["stop_pos_weight"],
+                          guided_weight=hyper["guided_attention_weight"],
+                          guided_sigma=hyper["guided_attention_sigma"])  # fmt: skip
+
+    def gradients(self, batch, scale, hyper):
+        """Mean gradients and losses over `train.grad_accum` micro-batches of `batch`, the
+        loss multiplied by `scale` before differentiation."""
+        return accumulated_gradients(
+            functools.partial(self.losses, hyper=hyper, training=True),
+            self.model.trainable_variables, batch, parts=self.config.grad_accum, scale=scale,
+        )  # fmt: skip
+
+    def train(self, batch, apply, hyper) -> dict[str, tf.Tensor]:
+        """One device: gradients and update, one XLA program. `apply` false changes no
+        weight (warm-up)."""
+        grads, losses = self.gradients(batch, self._scale(), hyper)
+        return self._finish(grads, losses, apply, hyper)
+
+    def replicated_train(self, batch, apply, hyper) -> dict[str, tf.Tensor]:
+        """Under the strategy: each replica's gradients (XLA), their mean, one update."""
+        scale = self._scale()  # an argument: XLA reads no other device's variable
+
+        def replica(batch, hyper):  # (B / replicas, ...) rows of this replica
+            grads, losses = self._gradients(replica_slice(batch, self.replicas), scale, hyper)
+            return tf.distribute.get_replica_context().all_reduce("MEAN", (grads, losses))
+
+        grads, losses = self._first_copy(self.strategy.run(replica, args=(batch, hyper)))
+        return self._finish(grads, losses, apply, hyper)
+
+    def eval(self, batch, hyper) -> dict[str, tf.Tensor]:
+        return self.losses(batch, hyper, training=False)
+
+    def replicated_eval(self, batch, hyper) -> dict[str, tf.Tensor]:
+        def replica(batch, hyper):
+            losses = self._replica_losses(replica_slice(batch, self.replicas), hyper)
+            return tf.distribute.get_replica_context().all_reduce("MEAN", losses)
+
+        return self._first_copy(self.strategy.run(replica, args=(batch, hyper)))
+
+    def _scale(self) -> tf.Tensor:
+        if self.loss_scale is None:
+            return tf.constant(1.0)
+        return self.loss_scale.scale.read_value()
+
+    def _first_copy(self, reduced):
+        """Every replica holds the same mean after an all-reduce: this worker's first."""
+        return tf.nest.map_structure(
+            lambda value: self.strategy.experimental_local_results(value)[0], reduced
+        )
+
+    def _finish(self, grads, losses, apply, hyper) -> dict[str, tf.Tensor]:
+        """The update chain; the losses, the gradients' norm before clipping, and whether
+        the update was applied (`finite`: false for a non-finite loss or gradient)."""
+        update = self.update(Update(tuple(grads), losses["loss"], apply), hyper)
+        return {**losses, "grad_norm": update.grad_norm, "finite": update.apply}
