@@ -75,6 +75,8 @@ def test_steady_state_reports_fit_figures(results):
     assert steady["retraces_after_warmup"] == 0
     assert steady["step_ms_median"] > 0
     assert steady["step_ms_cv"] >= 0
+    assert steady["step_cv_within_shape"] >= 0  # 3 steps of the one shape
+    assert "step_cv_vs_bare" in results  # None here: the static side ran 2 steps
     assert steady["host_overhead_ms"] >= 0
     assert 0 <= steady["input_bound_fraction"] <= 1
 
@@ -82,7 +84,7 @@ def test_steady_state_reports_fit_figures(results):
 def test_table_names_each_row_and_figure(results):
     table = format_train_table(results)
     for label in ("CompiledSteps", "tf.function XLA, no signature", "dynamic_xla / static",
-                  "steady state", "host overhead", "input-bound", "CV within a shape"):  # fmt: skip
+                  "steady state", "host overhead", "input-bound", "step-time CV within a shape", "target <= 1.25x"):  # fmt: skip
         assert label in table
 
 

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import xtts_train
 from xtts_train import (
     PRESETS,
     ConfigError,
@@ -64,16 +63,7 @@ def replace(batch, **fields):
     return {**batch, **{k: tf.constant(v, batch[k].dtype) for k, v in fields.items()}}
 
 
-# --- public surface and config --------------------------------------------------------
-
-
-def test_all_is_exactly_the_public_surface():
-    expected = {
-        "PRESETS", "ConfigError", "ModelConfig", "TextToMel", "XttsTrainError", "dummy_batch",
-        "masked_l1", "stop_loss", "total_loss",
-    }  # fmt: skip
-    assert set(xtts_train.__all__) == expected
-    assert issubclass(ConfigError, (xtts_train.XttsTrainError, ValueError))
+# --- config ------------------------------------------------------------------------------
 
 
 def test_defaults_are_the_small_preset_and_dicts_round_trip():

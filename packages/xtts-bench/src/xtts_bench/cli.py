@@ -213,6 +213,13 @@ def _add_train(commands) -> None:
         "(0: no limit; default: %(default)s)",
     )
     train.add_argument(
+        "--dynamic",
+        action=argparse.BooleanOptionalAction,
+        default=t.dynamic,
+        help="run the dynamic-shape sides; --no-dynamic runs only the static side and fit, "
+        "for fit's step-time CV against the bare compiled step's (default: %(default)s)",
+    )
+    train.add_argument(
         "--graph",
         action=argparse.BooleanOptionalAction,
         default=t.graph,

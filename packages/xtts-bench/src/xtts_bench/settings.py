@@ -138,7 +138,9 @@ class TrainBenchConfig:
         preset: the `ModelConfig` preset.
         fit_steps: steps of the steady-state `fit` run.
         threads: TensorFlow intra- and inter-op threads.
-        graph: also run the dynamic step without XLA (the third row).
+        dynamic: run the dynamic-shape sides at all (false: only the static side and
+            `fit`, e.g. to measure fit's step-time CV against the bare compiled step's).
+        graph: also run the dynamic step without XLA (the third row; needs `dynamic`).
         dynamic_budget: a dynamic side stops once its elapsed time exceeds this many times
             the static side's total (0: run every batch). At the defaults a new shape
             costs about a minute on 2 CPU cores and most batches bring one; stopped early,
@@ -159,6 +161,7 @@ class TrainBenchConfig:
     preset: str = "tiny"
     fit_steps: int = 200
     threads: int = 2
+    dynamic: bool = True
     graph: bool = True
     dynamic_budget: float = 4.0
     overrides: tuple[str, ...] = ()

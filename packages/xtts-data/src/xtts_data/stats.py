@@ -3,11 +3,11 @@ summary, check, the benchmarks): one definition of the coefficient of variation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["cv"]
+__all__ = ["cv", "cv_within_groups"]
 
 
 def cv(values: Sequence[float] | np.ndarray) -> float:
@@ -20,3 +20,15 @@ def cv(values: Sequence[float] | np.ndarray) -> float:
         return 0.0
     mean = float(values.mean())
     return float(values.std() / mean) if mean else 0.0
+
+
+def cv_within_groups(groups: Iterable[Sequence[float]], *, least: int = 3) -> float | None:
+    """CV of every value divided by its group's mean: how steady a thing of fixed cost is
+    (e.g. step times grouped by batch shape, each shape's own cost taken out).
+
+    Groups of fewer than `least` values are left out; None when fewer than `least` values
+    are left.
+    """
+    ratios = [value / float(np.mean(group)) for group in groups if len(group) >= least
+              for value in group]  # fmt: skip
+    return cv(ratios) if len(ratios) >= least else None

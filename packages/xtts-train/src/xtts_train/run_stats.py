@@ -8,7 +8,7 @@ import statistics
 
 import numpy as np
 
-from xtts_data.stats import cv
+from xtts_data.stats import cv, cv_within_groups
 
 __all__ = ["Interval", "Timings", "cv"]
 
@@ -21,7 +21,7 @@ class Timings:
     """
 
     def __init__(self) -> None:
-        self.waits, self.walls, self.hosts = [], [], []
+        self.waits, self.walls, self.hosts, self.shapes = [], [], [], []
         self.by_shape: dict[tuple[int, int, int], list[float]] = collections.defaultdict(list)
 
     def add(self, shape, before: float, got: float, called: float, after: float) -> None:
@@ -29,13 +29,20 @@ class Timings:
         self.walls.append(after - before)
         self.hosts.append(after - called)  # bookkeeping after the step call returned
         self.by_shape[shape].append(after - before)
+        self.shapes.append(shape)
 
     def summary(self) -> dict:
         skip = len(self.walls) // 10  # the first steps fill buffers and caches
         walls = [w * 1e3 for w in self.walls[skip:]]
+        steady = collections.defaultdict(list)
+        for shape, wall in zip(self.shapes[skip:], walls, strict=True):
+            steady[shape].append(wall)
         return {
             "step_ms_median": statistics.median(walls) if walls else 0.0,
             "step_ms_cv": cv(walls),
+            # Each step over its shape's mean: the steadiness of a step of fixed work,
+            # comparable with the bare compiled step's (`xtts-bench train`).
+            "step_cv_within_shape": cv_within_groups(steady.values()),
             "step_ms_by_shape": {
                 "x".join(map(str, shape)): {
                     "steps": len(times),
