@@ -23,7 +23,7 @@ from xtts_data.files import folder_lock
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import XttsTrainError
-from xtts_train.trainer import _forget_metrics_after, _next_batch, fit, latest_step
+from xtts_train.trainer import _next_batch, fit, latest_step
 
 # The micro model, deterministic data, a long schedule, checkpoints every 10 steps: runs
 # stopped by signals at chosen checkpoints.
@@ -104,7 +104,7 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
 # checkpoint and ends where an uninterrupted run ends, with no step logged twice and no
 # temp file left. The suite kills at a checkpoint (above); `hatch run test-faults` kills
 # before and after the rename of every file fit writes, and after each checkpoint.
-# (metrics.jsonl is appended to; a line a kill cuts short is tested below.)
+# (metrics.jsonl is appended to; a line a kill cuts short is tested in test_run_writer.py.)
 FIT_FILES = ("config.yaml", "tokenizer.json", "reference.npy", "summary.json")
 EVERY_FIT_EVENT = ["after:checkpoint:1", "after:checkpoint:2", "before:checkpoint:2", *(
     f"{when}:{name}:1" for name in FIT_FILES for when in ("before", "after"))]  # fmt: skip
@@ -132,16 +132,6 @@ def test_a_workdir_that_is_a_file_is_one_line_and_exit_2(cache, tmp_path, capsys
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "is a file" in err[0]
-
-
-@pytest.mark.parametrize("checkpoint", [0, 20])
-def test_metrics_keep_steps_up_to_the_checkpoint_and_drop_a_cut_line(tmp_path, checkpoint):
-    path = tmp_path / "metrics.jsonl"
-    lines = [json.dumps({"step": step, "loss": 1.0}) for step in (10, 20, 30)]
-    path.write_text("\n".join(lines) + '\n{"step": 40, "lo')
-    _forget_metrics_after(path, checkpoint)
-    kept = [json.loads(line)["step"] for line in path.read_text().splitlines()]
-    assert kept == [step for step in (10, 20) if step <= checkpoint]
 
 
 def test_a_second_fit_on_the_same_workdir_is_refused(cache, tmp_path):
@@ -176,7 +166,7 @@ def test_a_checkpoint_saved_before_the_seed_states_is_restored_with_a_warning(
             progress=False)  # fmt: skip
     saved = tf.train.list_variables(str(workdir / "checkpoints" / "ckpt-10"))
     assert not any(name.startswith("seed_states") for name, _ in saved)
-    with caplog.at_level("WARNING", logger="xtts_train.trainer"):
+    with caplog.at_level("WARNING", logger="xtts_train.run_writer"):
         summary = fit(load_stack_config(None, [*SETTINGS, "train.steps=20"]), cache, workdir,
                       progress=False)  # fmt: skip
     assert "ckpt-10 holds no dropout seed states; they start afresh" in caplog.text

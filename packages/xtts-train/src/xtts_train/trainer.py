@@ -1,13 +1,23 @@
-"""`fit`: one readable training loop over a feature cache, compiled once per batch shape.
+"""`fit`: one readable training loop over a feature cache, compiled once per batch shape,
+beside a `RunWriter` that owns every file the run writes.
 
 ```
-cache ─ make_dataset (repeat, static shapes) ─┐
-model + AdamW ─ restore latest checkpoint ────┴─ warm-up: compile every shape
-  loop: next batch (timed: data wait) → compiled step (no host sync)
-        every log_every: losses to metrics.jsonl + TensorBoard; every eval_every: eval
-            sentences spoken free-running (+ val losses and scores with a val split)
-        every checkpoint_every (and on SIGINT/SIGTERM, and at the end): checkpoint if finite
-  summary.json: traces, compiled shapes, step time and its CV, input-bound fraction, ...
+the loop (trainer: fit, _Run.train)              the writer (run_writer.RunWriter)
+  lock the work dir ───────────────────────────► recover: temp files, a damaged reference.npy
+  open the cache, make_dataset (repeat, static
+    shapes); check the sizes fit in memory ────► config.yaml, tokenizer.json (a resume's
+                                                 must match)
+  model + AdamW (build_steps) ─────────────────► open: checkpoints/ + TensorBoard
+  warm-up: compile every shape
+  resume ──────────────────────────────────────► restore checkpoints/; trim metrics.jsonl
+  loop: next batch (timed: data wait) ─────────► reference.npy (from the first batch)
+        compiled step (no host sync)
+        every log_every: losses ───────────────► metrics.jsonl + TensorBoard scalars
+        every eval_every: val losses, the eval
+          sentences spoken (_Evaluation) ──────► metrics.jsonl + TensorBoard media
+        every checkpoint_every, on SIGINT/
+          SIGTERM, and at the end ─────────────► checkpoints/ (finite weights only)
+  figures: traces, step time and its CV, ... ──► summary.json
 ```
 """
 
@@ -15,10 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
-import json
 import logging
-import math
 import signal
 import time
 from collections.abc import Sequence
@@ -28,10 +35,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 import tqdm
-import yaml
 
 import xtts_data as xd
-from xtts_data.files import folder_lock, remove_stale_temp_files, write_bytes_atomic
+from xtts_data.files import folder_lock
 from xtts_train import compile_cache
 from xtts_train.config import StackConfig
 from xtts_train.decoding import Decoding, buffer_frames, text_ids
@@ -51,6 +57,7 @@ from xtts_train.model import TextToMel, dummy_batch
 from xtts_train.optim import AdamW
 from xtts_train.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.run_stats import Interval, Timings
+from xtts_train.run_writer import RunWriter, latest_step
 from xtts_train.steps import CompiledSteps, kept_dtype_policy, shape_of
 from xtts_train.synthesize import load_reference
 from xtts_train.warmup import Program, WarmUp, cache_use
@@ -60,37 +67,6 @@ __all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_opt
 logger = logging.getLogger(__name__)
 
 _FREE_RUNNING_ROWS = 4  # validation utterances decoded free-running at each eval
-
-
-def latest_step(workdir: str | Path) -> int:
-    """The step of the newest checkpoint in `workdir` (0 when there is none)."""
-    latest = tf.train.latest_checkpoint(str(Path(workdir) / "checkpoints"))
-    return int(latest.rsplit("-", 1)[1]) if latest else 0
-
-
-def _check_workdir(workdir: Path, stack: StackConfig) -> None:
-    """Write the resolved config, or check a resumed run was started with the same model."""
-    path = workdir / "config.yaml"
-    resolved = stack.to_dict()
-    if path.exists():
-        before = yaml.safe_load(path.read_text())
-        for section in ("audio", "model"):
-            if before.get(section) != resolved[section]:
-                raise XttsTrainError(
-                    f"{workdir} holds a run with another {section} config; resume it with the "
-                    f"same settings or use a new --workdir"
-                )
-    write_bytes_atomic(path, yaml.safe_dump(resolved, sort_keys=False).encode("utf-8"))
-
-
-def _forget_metrics_after(path: Path, step: int) -> None:
-    """Drop the lines of metrics.jsonl a killed run logged after its last checkpoint
-    (they are redone, so no step repeats), and a line a kill cut short."""
-    if path.exists():
-        lines = path.read_text().splitlines()
-        kept = [line for line, logged in zip(lines, map(_logged_step, lines), strict=True)
-                if logged is not None and logged <= step]  # fmt: skip
-        write_bytes_atomic(path, "".join(line + "\n" for line in kept).encode())
 
 
 def _next_batch(iterator):
@@ -104,44 +80,6 @@ def _next_batch(iterator):
             f"it and rebuild it with `xtts-data prepare --overwrite`; the run resumes from "
             f"its last checkpoint"
         ) from None
-
-
-def _logged_step(line: str) -> int | None:
-    """The step of a metrics.jsonl line, or None for a line a kill cut short."""
-    try:
-        return int(json.loads(line)["step"])
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def _heal_reference(workdir: Path, stack: StackConfig) -> None:
-    """A reference clip a kill left unreadable is removed; the run saves it again."""
-    if (workdir / "reference.npy").exists():
-        try:
-            load_reference(workdir, stack)
-        except XttsTrainError as error:
-            logger.warning("%s; it is saved again", error)
-            (workdir / "reference.npy").unlink()
-
-
-def _check_tokenizer(workdir: Path, opened: xd.FeatureCache) -> None:
-    """A resumed run's ids must mean what they meant: its symbol table is frozen."""
-    path = workdir / "tokenizer.json"
-    if not path.exists():
-        return
-    before = xd.Tokenizer.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    if before != opened.tokenizer:
-        raise XttsTrainError(
-            f"{opened.path}'s symbol table disagrees with the run's in {workdir} (cache: "
-            f"{_described(opened.tokenizer)}; run: {_described(before)}); resume with the "
-            f"cache the run was trained on, or use a new --workdir"
-        )
-
-
-def _described(tokenizer: xd.Tokenizer) -> str:
-    symbols = tokenizer.symbols
-    shown = symbols if len(symbols) <= 24 else symbols[:24] + "…"
-    return f"{len(symbols)} symbols {shown!r}, languages {list(tokenizer.languages)}"
 
 
 def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress: bool = True,
@@ -171,11 +109,10 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     worker = worker_index(strategy)
     workdir = Path(workdir) / f"worker-{worker}" if worker else Path(workdir)
     with folder_lock(workdir, purpose="xtts-train fit"):  # a file there is a LockError
-        for stale in remove_stale_temp_files(workdir):  # left by a killed run's writers
-            logger.info("removed %s, left by a killed run", stale.name)
-        _heal_reference(workdir, stack)
+        writer = RunWriter(workdir)
+        writer.recover(stack)  # what a killed run left half-written
         try:
-            return _fit_locked(stack, cache, workdir, worker, strategy, progress=progress,
+            return _fit_locked(stack, cache, writer, worker, strategy, progress=progress,
                                profile_steps=profile_steps, clock=clock)  # fmt: skip
         except PEER_ERRORS as error:
             if not is_multi_worker(strategy):
@@ -183,16 +120,16 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
             raise lost_peer_error(error, worker, latest_step(workdir)) from None
 
 
-def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: int, strategy,
-                *, progress: bool, profile_steps: tuple[int, int] | None,
+def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker: int,
+                strategy, *, progress: bool, profile_steps: tuple[int, int] | None,
                 clock: StartupClock) -> dict:  # fmt: skip
-    """`fit` once `workdir` is this process's."""
+    """`fit` once `writer.workdir` is this process's."""
     with clock.part("data"):
         opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     stack = dataclasses.replace(
         stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     )
-    start = common_step(strategy, latest_step(workdir))  # each worker's own otherwise
+    start = common_step(strategy, latest_step(writer.workdir))  # each worker's own otherwise
     # One seeded order per run (and worker); a resumed run skips the batches it has
     # trained on, so it sees the batches an uninterrupted run would.
     seed = stack.data.seed if stack.data.seed is not None else stack.train.seed
@@ -208,16 +145,15 @@ def _fit_locked(stack: StackConfig, cache: str | Path, workdir: Path, worker: in
     # the same command with smaller sizes may follow), as `build_steps` refuses them
     # before it compiles.
     check_training_memory(stack.model, train.spec)
-    _check_workdir(workdir, stack)
-    _check_tokenizer(workdir, opened)
-    tokenizer = (opened.path / "tokenizer.json").read_bytes()
-    write_bytes_atomic(workdir / "tokenizer.json", tokenizer)  # for synthesis
+    writer.write_config(stack)
+    writer.write_tokenizer(opened.path, opened.tokenizer)
     with kept_dtype_policy():  # leave the process as it was
         with clock.part("model"):
             evals = stack.train.eval_every > 0
             sentences = _eval_sentences(stack, opened.tokenizer) if evals else ()
-            run = _Run(stack, train, val, workdir, progress, strategy, sentences)
-        return run.train(start, clock, _Profiler(profile_steps, workdir / "tensorboard"))
+            run = _Run(stack, train, val, writer, progress, strategy, sentences)
+        profiler = _Profiler(profile_steps, writer.workdir / "tensorboard")
+        return run.train(start, clock, profiler)
 
 
 def _eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[str, list[int]]]:
@@ -263,72 +199,46 @@ def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
     return CompiledSteps(model, optimizer, spec, stack.train, eval_spec, strategy)
 
 
+def _seed_states(model: TextToMel) -> list[tf.Variable]:
+    """The dropout layers' seed states, which Keras keeps out of the model's checkpoint."""
+    return [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
+
+
 class _Run:
-    """The state of one training process."""
+    """The training loop of one process; every file it writes goes through `writer`."""
 
     def __init__(self, stack: StackConfig, train: xd.DataPipeline, val: xd.DataPipeline | None,
-                 workdir: Path, progress: bool,
+                 writer: RunWriter, progress: bool,
                  strategy: tf.distribute.Strategy | None = None,
                  sentences: Sequence[tuple[str, list[int]]] = ()):  # fmt: skip
-        self.stack, self.config, self.train_pipe, self.val_pipe = stack, stack.train, train, val
-        self.workdir, self.progress = workdir, progress
+        self.config, self.train_pipe, self.writer = stack.train, train, writer
+        self.progress = progress
         self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
-        self.model, self.optimizer = self.steps.model, self.steps.optimizer
-        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        # Keras keeps the dropout layers' seed states out of the model's checkpoint: saved
-        # beside it, a resumed run draws the dropout masks an uninterrupted one would.
-        seeds = [v.value for v in self.model.variables if v.path.endswith("seed_generator_state")]
-        self.checkpoint = tf.train.Checkpoint(
-            model=self.model, optimizer=self.optimizer, step=self.step,
-            nonfinite=self.steps.nonfinite, seed_states=seeds,
-        )  # fmt: skip
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, str(workdir / "checkpoints"), max_to_keep=self.config.keep_checkpoints
-        )
-        self.writer = tf.summary.create_file_writer(str(workdir / "tensorboard"))
+        writer.open(model=self.steps.model, optimizer=self.steps.optimizer,
+                    nonfinite=self.steps.nonfinite, seed_states=_seed_states(self.steps.model),
+                    keep=self.config.keep_checkpoints)  # fmt: skip
+        self.evaluate = _Evaluation(stack, self.steps, writer, val, sentences,
+                                    buffers=(val or train).spec)  # fmt: skip
         self.stop_signal: int | None = None
         self.gpu = GpuMonitor()
-        self.sentences, self.decoding = sentences, None
-
-    # -- the loop -------------------------------------------------------------------------
-
-    def _checkpoint_at(self, step: int) -> str:
-        """The checkpoint of `step`: the newest, or an older one the other workers share."""
-        for path in reversed(self.manager.checkpoints):
-            if path.endswith(f"-{step}"):
-                return path
-        raise XttsTrainError(
-            f"Expected {self.workdir / 'checkpoints'} to hold the checkpoint of step {step}, "
-            f"the newest every worker holds, received: steps "
-            f"{[int(p.rsplit('-', 1)[1]) for p in self.manager.checkpoints]} (it keeps "
-            f"train.keep_checkpoints={self.config.keep_checkpoints}); resume every worker "
-            f"from a copy of one worker's work dir"
-        )
 
     def train(self, start: int, clock: StartupClock, profiler: _Profiler) -> dict:
+        """Steps from the checkpoint of `start` to `train.steps` (or a signal). Returns the
+        summary."""
         if self.progress:  # progress lines go through tqdm, beside its bars
-            tqdm.tqdm.write(self.model.describe())
+            tqdm.tqdm.write(self.steps.model.describe())
         warm = self._warm_up(clock)
-        if start:  # after the warm-up, whose compiling runs may move the dropout seeds
-            path = self._checkpoint_at(start)
-            restored = self.checkpoint.restore(path)
-            if any(name.startswith("seed_states") for name, _ in tf.train.list_variables(path)):
-                restored.assert_existing_objects_matched()
-            else:  # saved before the seeds were: everything else is restored
-                logger.warning("%s holds no dropout seed states; they start afresh", path)
-            logger.info("resumed from step %d", int(self.step))
-        # 0: a run killed before its first checkpoint starts its metrics afresh
-        _forget_metrics_after(self.workdir / "metrics.jsonl", int(self.step))
+        # After the warm-up, whose compiling runs may move the dropout seeds. `step` is a
+        # Python int: reading the step variable each step would sync.
+        step = self.writer.resume(start)
         with clock.part("data"):
             # The data position: the batches before `step` are drawn again and dropped.
-            position = int(self.step)
-            iterator = iter(self.train_pipe.dataset.skip(position))
+            iterator = iter(self.train_pipe.dataset.skip(step))
         timings, last_losses, interval = Timings(), {}, Interval()
         previous = (
             signal.signal(signal.SIGINT, self._on_signal),
             signal.signal(signal.SIGTERM, self._on_signal),
         )
-        step = int(self.step)  # a Python int: reading the variable each step would sync
         startup = None
         bar = tqdm.tqdm(total=self.config.steps, initial=step, unit="step",
                         disable=not self.progress, desc="train")  # fmt: skip
@@ -339,7 +249,7 @@ class _Run:
                 batch = _next_batch(iterator)
                 got = time.perf_counter()
                 if startup is None:
-                    self._keep_reference(batch)
+                    self.writer.keep_reference(batch)
                     clock.add("data", got - before)
                 with profiler.around(step + 1):
                     outputs = self.steps.train(batch, step=step)  # dispatched, no host sync
@@ -353,12 +263,13 @@ class _Run:
                 interval.add(got - before, called - before, outputs, batch)
                 bar.update(1)
                 if step % self.config.log_every == 0 or step == self.config.steps:
-                    last_losses = self._log(step, interval.flush())
+                    last_losses = interval.flush()
+                    self.writer.log(step, {**last_losses, "lr": self.steps.schedule(step - 1)})
                     self._check_nonfinite(step)
                 if self.config.eval_every and step % self.config.eval_every == 0:
-                    self._evaluate(step)
+                    self.evaluate(step)
                 if step % self.config.checkpoint_every == 0:
-                    self._save(step)
+                    self.writer.save(step)
                 timings.add(shape_of(batch), before, got, called, time.perf_counter())
         finally:
             profiler.close()
@@ -366,10 +277,9 @@ class _Run:
             bar.close()
             signal.signal(signal.SIGINT, previous[0])
             signal.signal(signal.SIGTERM, previous[1])
-        self._save(step)
+        self.writer.save(step)
         summary = self._summary(step, timings, last_losses, warm, startup or clock.report())
-        write_bytes_atomic(self.workdir / "summary.json",
-                           (json.dumps(summary, indent=1) + "\n").encode())  # fmt: skip
+        self.writer.write_summary(summary)
         if self.progress:
             tqdm.tqdm.write(format_summary_line(summary))
         return summary
@@ -386,28 +296,8 @@ class _Run:
         self.warm_traces = sum(self.steps.traces.values())
         return warm
 
-    def _keep_reference(self, batch) -> None:
-        """A conditioning clip for `synthesize` when no --reference is given."""
-        path = self.workdir / "reference.npy"
-        if not path.exists():
-            buffer = io.BytesIO()
-            np.save(buffer, batch["cond_mel"][0, : int(batch["cond_lengths"][0])].numpy())
-            write_bytes_atomic(path, buffer.getvalue())
-
     def _on_signal(self, signum, frame) -> None:
         self.stop_signal = signum  # the loop saves a checkpoint and returns
-
-    # -- bookkeeping ----------------------------------------------------------------------
-
-    def _log(self, step: int, values: dict) -> dict:
-        record = {"step": step, **values, "lr": self.steps.schedule(step - 1)}
-        with open(self.workdir / "metrics.jsonl", "a") as file:
-            file.write(json.dumps(record) + "\n")
-        with self.writer.as_default(step=step):
-            for name, value in record.items():
-                if name != "step" and isinstance(value, float) and math.isfinite(value):
-                    tf.summary.scalar(name, value)
-        return values
 
     def _check_nonfinite(self, step: int) -> None:
         if int(self.steps.consecutive_nonfinite) >= self.config.max_nonfinite:
@@ -415,57 +305,8 @@ class _Run:
                 f"step {step}: the last {int(self.steps.consecutive_nonfinite)} updates had a "
                 f"non-finite loss or gradient and were skipped; stopping (lower the learning "
                 f"rate, check the data, or raise train.max_nonfinite). The last checkpoint "
-                f"({self.manager.latest_checkpoint}) holds finite weights."
+                f"({self.writer.latest_checkpoint}) holds finite weights."
             )
-
-    def _evaluate(self, step: int) -> None:
-        """The validation loss and free-running scores (with a validation split), and the
-        eval sentences spoken free-running (always)."""
-        first, mean = None, {}
-        if self.val_pipe is not None:
-            iterator = iter(self.val_pipe.dataset)
-            batches = [next(iterator) for _ in range(self.config.eval_batches)]
-            losses = [self.steps.evaluate(batch) for batch in batches]
-            write_eval_media(self.writer, step, self.model, batches[0], self.stack.audio)
-            mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
-            first = batches[0]
-        reference = load_reference(self.workdir, self.stack)
-        mean.update(free_running_eval(self.writer, step, self._decoding(), first,
-                                      reference, self.sentences, self.stack.audio))  # fmt: skip
-        with open(self.workdir / "metrics.jsonl", "a") as file:
-            file.write(json.dumps({"step": step, **mean}) + "\n")
-        with self.writer.as_default(step=step):
-            for name, value in mean.items():
-                tf.summary.scalar(name, value)
-
-    def _decoding(self) -> Decoding:
-        """The free-running decoder of the evals (compiled at the first), with room for
-        twice the longest validation (else training) bucket, on a one-device copy of the
-        model that takes the trained weights at each eval (the trained model's variables
-        may be mirrored over replicas, which a decoding loop outside the strategy cannot
-        update)."""
-        if self.decoding is None:
-            copy = TextToMel(self.stack.model)
-            copy(dummy_batch(self.stack.model))
-            spec = (self.val_pipe or self.train_pipe).spec
-            longest = max(shape.frames for shape in spec.shapes)
-            self.decoding = Decoding(
-                copy, cond_frames=self.stack.data.cond_frames,
-                max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
-            )  # fmt: skip
-        self.decoding.model.set_weights(self.model.get_weights())
-        return self.decoding
-
-    def _save(self, step: int) -> None:
-        if not all(
-            bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.model.trainable_variables
-        ):
-            logger.error("step %d: weights are not finite; checkpoint not written", step)
-            return
-        if self.manager.latest_checkpoint and latest_step(self.workdir) == step:
-            return
-        self.step.assign(step)
-        self.manager.save(checkpoint_number=step)
 
     def _summary(self, step: int, timings: Timings, losses: dict, warm: WarmUp,
                  startup: dict) -> dict:  # fmt: skip
@@ -490,6 +331,50 @@ class _Run:
             "device_utilization": self.gpu.utilization,
             "device_utilization_note": self.gpu.note,
         }
+
+
+class _Evaluation:
+    """An eval: the validation losses and media and free-running scores (with a
+    validation split), and the eval sentences spoken free-running (always)."""
+
+    def __init__(self, stack: StackConfig, steps: CompiledSteps, writer: RunWriter,
+                 val: xd.DataPipeline | None, sentences: Sequence[tuple[str, list[int]]], *,
+                 buffers: xd.DatasetSpec) -> None:  # fmt: skip
+        self.stack, self.steps, self.writer, self.sentences = stack, steps, writer, sentences
+        self.val, self.buffers = val, buffers  # decoding room: the val (else train) spec
+        self.decoding: Decoding | None = None
+
+    def __call__(self, step: int) -> None:
+        first, mean = None, {}
+        if self.val is not None:
+            iterator = iter(self.val.dataset)
+            batches = [next(iterator) for _ in range(self.stack.train.eval_batches)]
+            losses = [self.steps.evaluate(batch) for batch in batches]
+            write_eval_media(self.writer.tensorboard, step, self.steps.model, batches[0],
+                             self.stack.audio)  # fmt: skip
+            mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
+            first = batches[0]
+        reference = load_reference(self.writer.workdir, self.stack)
+        mean.update(free_running_eval(self.writer.tensorboard, step, self._decoding(), first,
+                                      reference, self.sentences, self.stack.audio))  # fmt: skip
+        self.writer.log(step, mean)
+
+    def _decoding(self) -> Decoding:
+        """The free-running decoder of the evals (compiled at the first), with room for
+        twice the longest validation (else training) bucket, on a one-device copy of the
+        model that takes the trained weights at each eval (the trained model's variables
+        may be mirrored over replicas, which a decoding loop outside the strategy cannot
+        update)."""
+        if self.decoding is None:
+            copy = TextToMel(self.stack.model)
+            copy(dummy_batch(self.stack.model))
+            longest = max(shape.frames for shape in self.buffers.shapes)
+            self.decoding = Decoding(
+                copy, cond_frames=self.stack.data.cond_frames,
+                max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
+            )  # fmt: skip
+        self.decoding.model.set_weights(self.steps.model.get_weights())
+        return self.decoding
 
 
 def format_summary_line(summary: dict) -> str:
