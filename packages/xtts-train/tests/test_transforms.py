@@ -70,6 +70,15 @@ def test_loss_scale_unscales_and_keeps_its_scale_while_finite():
     assert int(scale.good_steps) == 1
 
 
+def test_loss_scale_measures_the_unscaled_norm_for_the_gate_to_reuse():
+    out = LossScale(initial=8.0)(_update([24.0], [32.0]), {})
+    assert float(out.grad_norm) == 5.0
+    gate = FiniteGate()
+    reused = gate(_update([3.0, 4.0]).replace(grad_norm=tf.constant(NAN)), {})
+    assert not bool(reused.apply)  # the norm it was given, not its own measurement
+    assert int(gate.skipped) == 1
+
+
 def test_loss_scale_halves_on_overflow_and_grows_after_its_interval():
     scale = LossScale(initial=8.0, growth_interval=2)
     scale(_update([float("inf")]), {})

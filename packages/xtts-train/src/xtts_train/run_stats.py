@@ -21,39 +21,42 @@ class Timings:
     """
 
     def __init__(self) -> None:
-        self.waits, self.walls, self.hosts, self.shapes = [], [], [], []
-        self.by_shape: dict[tuple[int, int, int], list[float]] = collections.defaultdict(list)
+        self.waits, self.walls, self.hosts = [], [], []
+        self.shapes: list[tuple[int, int, int]] = []  # (batch, text, frames) of each step
 
     def add(self, shape, before: float, got: float, called: float, after: float) -> None:
         self.waits.append(got - before)
         self.walls.append(after - before)
         self.hosts.append(after - called)  # bookkeeping after the step call returned
-        self.by_shape[shape].append(after - before)
         self.shapes.append(shape)
 
     def summary(self) -> dict:
         skip = len(self.walls) // 10  # the first steps fill buffers and caches
         walls = [w * 1e3 for w in self.walls[skip:]]
-        steady = collections.defaultdict(list)
-        for shape, wall in zip(self.shapes[skip:], walls, strict=True):
-            steady[shape].append(wall)
         return {
             "step_ms_median": statistics.median(walls) if walls else 0.0,
             "step_ms_cv": cv(walls),
             # Each step over its shape's mean: the steadiness of a step of fixed work,
             # comparable with the bare compiled step's (`xtts-bench train`).
-            "step_cv_within_shape": cv_within_groups(steady.values()),
+            "step_cv_within_shape": cv_within_groups(_by_shape(self.shapes[skip:], walls).values()),
             "step_ms_by_shape": {
                 "x".join(map(str, shape)): {
                     "steps": len(times),
                     "median": statistics.median(times) * 1e3,
                     "cv": cv(times[len(times) // 10 :]),
                 }
-                for shape, times in sorted(self.by_shape.items())
+                for shape, times in sorted(_by_shape(self.shapes, self.walls).items())
             },
             "host_overhead_ms": statistics.median(self.hosts[skip:]) * 1e3 if walls else 0.0,
             "input_bound_fraction": sum(self.waits) / sum(self.walls) if self.walls else 0.0,
         }
+
+
+def _by_shape(shapes: list, values: list[float]) -> dict[tuple[int, int, int], list[float]]:
+    grouped = collections.defaultdict(list)
+    for shape, value in zip(shapes, values, strict=True):
+        grouped[shape].append(value)
+    return grouped
 
 
 class Interval:

@@ -50,8 +50,9 @@ class Update:
         grads: float32 gradients, one per trainable variable (same order and shapes).
         loss: float32 scalar: the loss the gradients are of.
         apply: bool scalar: false skips the update (warm-up, or a gate closed it).
-        grad_norm: float32 scalar: the gradients' global norm once a transform has
-            computed it (`FiniteGate`), else None.
+        grad_norm: float32 scalar: the global norm of `grads` once a transform has
+            measured it (`LossScale` after unscaling, else `FiniteGate`), for the next to
+            reuse; `clip_by_global_norm` keeps it as the norm before clipping.
     """
 
     grads: tuple[tf.Tensor, ...]
@@ -153,19 +154,20 @@ class LossScale(tf.Module):
     def __call__(self, update: Update, hyper: Hyper) -> Update:
         scale = self.scale.read_value()
         grads = tuple(g / scale for g in update.grads)
-        finite = _finite(update, tf.linalg.global_norm(grads))
+        norm = tf.linalg.global_norm(grads)
+        finite = _finite(update, norm)
         good = tf.where(finite, self.good_steps + 1, tf.constant(0, tf.int64))
         grow = good >= self.growth_interval
         new = tf.where(finite, tf.where(grow, scale * 2, scale), tf.maximum(scale / 2, 1.0))
         self.scale.assign(tf.where(update.apply, new, scale))
         good = tf.where(grow, tf.constant(0, tf.int64), good)
         self.good_steps.assign(tf.where(update.apply, good, self.good_steps))
-        return update.replace(grads=grads)
+        return update.replace(grads=grads, grad_norm=norm)
 
 
 class FiniteGate(tf.Module):
     """Closes the gate when the loss or the gradients' global norm is not finite, and
-    counts the updates it skipped; sets `Update.grad_norm`.
+    counts the updates it skipped; sets `Update.grad_norm` (or reuses it).
 
     Attributes:
         skipped: int64 variable: updates skipped so far (closed gates of updates that were
@@ -179,7 +181,9 @@ class FiniteGate(tf.Module):
         self.consecutive = tf.Variable(0, dtype=tf.int64, trainable=False, name="consecutive")
 
     def __call__(self, update: Update, hyper: Hyper) -> Update:
-        norm = tf.linalg.global_norm(update.grads)
+        norm = update.grad_norm
+        if norm is None:
+            norm = tf.linalg.global_norm(update.grads)
         finite = _finite(update, norm)
         skipped = tf.cast(update.apply & ~finite, tf.int64)
         self.skipped.assign_add(skipped)
