@@ -307,6 +307,11 @@ class TextToMel(keras.Model):
         scale, mean = self.config.mel_std, self.config.mel_mean
         return before * scale + mean, after * scale + mean
 
+    def seed_states(self) -> list[tf.Variable]:
+        """The dropout layers' seed states, which Keras keeps out of the model's checkpoint:
+        each call of the model in training moves them."""
+        return [v.value for v in self.variables if v.path.endswith("seed_generator_state")]
+
     def parameter_count(self) -> int:
         """Trainable parameters (builds the model on a tiny batch first if needed)."""
         return sum(count for _, count in self._component_counts())

@@ -114,7 +114,7 @@ class CompiledSteps:
                 workers: int | None = None, defer_cached: bool = True) -> WarmUp:  # fmt: skip
         """Trace and compile the train step of every shape of `spec` and the eval step of
         every shape of `eval_spec` (see `xtts_train.warmup`); no update happens (the gate
-        is closed).
+        is closed) and the dropout seed states end where they started.
 
         Args:
             progress: called as each program is compiled: `progress(done, total, program)`.
@@ -128,8 +128,14 @@ class CompiledSteps:
         jobs = [self._job(role, shape) for _, role, shape in slots]
         if workers is None:
             workers = compile_workers(self.config.compile_workers, len(jobs))
+        # A compiling run moves the dropout seeds and a program the compile cache holds
+        # does not run here: put them back, so a run's dropout does not depend on the cache.
+        seeds = self.model.seed_states()
+        before = [seed.read_value() for seed in seeds]
         programs, report = run_jobs(jobs, workers=workers, defer_cached=defer_cached,
                                     progress=progress)  # fmt: skip
+        for seed, value in zip(seeds, before, strict=True):
+            seed.assign(value)
         for (table, _, shape), program in zip(slots, programs, strict=True):
             table[shape.key] = program
         self._warm = True

@@ -199,11 +199,6 @@ def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
     return CompiledSteps(model, optimizer, spec, stack.train, eval_spec, strategy)
 
 
-def _seed_states(model: TextToMel) -> list[tf.Variable]:
-    """The dropout layers' seed states, which Keras keeps out of the model's checkpoint."""
-    return [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
-
-
 class _Run:
     """The training loop of one process; every file it writes goes through `writer`."""
 
@@ -215,7 +210,7 @@ class _Run:
         self.progress = progress
         self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
         writer.open(model=self.steps.model, optimizer=self.steps.optimizer,
-                    nonfinite=self.steps.nonfinite, seed_states=_seed_states(self.steps.model),
+                    nonfinite=self.steps.nonfinite, seed_states=self.steps.model.seed_states(),
                     keep=self.config.keep_checkpoints)  # fmt: skip
         self.evaluate = _Evaluation(stack, self.steps, writer, val, sentences,
                                     buffers=(val or train).spec)  # fmt: skip
@@ -228,8 +223,7 @@ class _Run:
         if self.progress:  # progress lines go through tqdm, beside its bars
             tqdm.tqdm.write(self.steps.model.describe())
         warm = self._warm_up(clock)
-        # After the warm-up, whose compiling runs may move the dropout seeds. `step` is a
-        # Python int: reading the step variable each step would sync.
+        # `step` is a Python int: reading the step variable each step would sync.
         step = self.writer.resume(start)
         with clock.part("data"):
             # The data position: the batches before `step` are drawn again and dropped.
