@@ -174,6 +174,11 @@ def _add_demo(commands) -> None:
                    help="folder for corpus, cache and run (default: %(default)s)")  # fmt: skip
     p.add_argument("--steps", type=int, default=600, help="training steps (default: 600)")
     p.add_argument("--utterances", type=int, default=96, help="demo corpus size (default: 96)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override one of the demo's settings (repeatable), e.g. model.d_model=64; "
+        "audio and data settings need a new --workdir (its cache was built with the old ones)",
+    )  # fmt: skip
 
 
 def _common(*, cache: bool = True) -> list[argparse.ArgumentParser]:
@@ -274,7 +279,8 @@ def _run_export(args) -> int:
 def _run_demo(args) -> int:
     from xtts_train.demo import run_demo
 
-    summary = run_demo(args.workdir, steps=args.steps, utterances=args.utterances)
+    summary = run_demo(args.workdir, steps=args.steps, utterances=args.utterances,
+                       overrides=args.set)  # fmt: skip
     print(summary)
     return 0
 

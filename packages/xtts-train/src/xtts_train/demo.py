@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import tqdm
 import xtts_audio as xa
 import xtts_data as xd
 from xtts_train.config import StackConfig, load_stack_config
+from xtts_train.errors import ConfigError
 from xtts_train.evaluation import dtw_distance
 from xtts_train.held_out import evaluate
 from xtts_train.process import StartupClock, format_startup
@@ -41,9 +43,10 @@ _SECONDS = dict(min_seconds=0.4, max_seconds=1.6)  # the demo corpus's utterance
 _HELD_OUT = 8  # sentences of the demo language the run never sees, scored at the end
 
 
-def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96) -> str:
+def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
+             overrides: Sequence[str] = ()) -> str:  # fmt: skip
     """Run the demo in `workdir` (reusing a corpus or cache already there); returns the
-    closing summary."""
+    closing summary. `overrides` are `SECTION.KEY=VALUE` settings over `DEMO_SETTINGS`."""
     workdir = Path(workdir)
     started, clock = time.perf_counter(), StartupClock()
     # The demo language's eval sentences, recorded in the run's config.yaml: the demo runs
@@ -51,7 +54,10 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96) -> 
     # `--config run/config.yaml --set train.eval_every=N` speaks them. Not in
     # DEMO_SETTINGS, whose items hold no spaces (the README expands them in a shell).
     sentences = f"train.eval_sentences={json.dumps(list(xd.DEMO_SENTENCES))}"
-    stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, f"train.steps={steps}"])
+    if any(item.replace(" ", "").startswith("train.steps=") for item in overrides):
+        raise ConfigError("the demo's steps are --steps (steps=), received: --set train.steps")
+    stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, *overrides,
+                                     f"train.steps={steps}"])  # fmt: skip
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
     held_out = workdir / "held-out"
     tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
