@@ -2,7 +2,11 @@
 
 Called the way asv calls them: `setup_cache` once (in its own folder), its result passed
 to `setup`, each benchmark method and `teardown`, after the parameters; every `track_`
-must return a finite number.
+must return a finite number. The benchmarks that compile a train step run in their own
+process, as asv runs every benchmark: TensorFlow never frees a compiled program, so in
+the pytest worker their programs would stay.
+
+    python tests/test_benchmarks_smoke.py BENCHMARK_FILE CLASS SETUP_CACHE_JSON
 """
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import itertools
+import json
 import math
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -33,13 +40,19 @@ os.environ.setdefault(
 )
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+OWN_PROCESS = ("benchmarks_train",)  # modules whose benchmarks compile a train step
+
+
+def _module(path: pathlib.Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _benchmark_classes():
     for path in sorted(BENCHMARKS.glob("benchmarks_*.py")):
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        module = _module(path)
         for name, cls in inspect.getmembers(module, inspect.isclass):
             if cls.__module__ == module.__name__ and not name.startswith("_"):
                 yield pytest.param(cls, id=f"{path.stem}.{name}")
@@ -65,11 +78,29 @@ def _setup_cache(cls, folder: pathlib.Path) -> tuple:
 
 @pytest.mark.parametrize("cls", list(_benchmark_classes()))
 def test_benchmark_runs(cls, tmp_path_factory):
+    assert _methods(cls), f"{cls.__name__} has no benchmark methods"
+    cache = _setup_cache(cls, tmp_path_factory.mktemp("setup_cache") / "cache")
+    if cls.__module__ not in OWN_PROCESS:
+        _run(cls, cache)
+        return
+    path = BENCHMARKS / f"{cls.__module__}.py"
+    done = subprocess.run(
+        [sys.executable, __file__, str(path), cls.__name__, json.dumps(cache)],
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _methods(cls) -> list[str]:
+    return [m for m in dir(cls) if m.startswith(("time_", "track_"))]
+
+
+def _run(cls, cache: tuple) -> None:
+    """Every parameter combination of `cls`: `setup`, each benchmark method, `teardown`."""
+    methods = _methods(cls)
     params = getattr(cls, "params", ((),))
     combos = list(itertools.product(*params)) if params != ((),) else [()]
-    methods = [m for m in dir(cls) if m.startswith(("time_", "track_"))]
-    assert methods, f"{cls.__name__} has no benchmark methods"
-    cache = _setup_cache(cls, tmp_path_factory.mktemp("setup_cache") / "cache")
     for combo in combos:
         bench = cls()
         bench.setup(*cache, *combo)
@@ -81,3 +112,8 @@ def test_benchmark_runs(cls, tmp_path_factory):
                     assert math.isfinite(value), f"{method}{combo}: {value!r}"
         finally:
             getattr(bench, "teardown", lambda *a: None)(*cache, *combo)
+
+
+if __name__ == "__main__":  # one benchmark class in this process (see the docstring)
+    benchmark_file, class_name, setup_cache = sys.argv[1:]
+    _run(getattr(_module(pathlib.Path(benchmark_file)), class_name), tuple(json.loads(setup_cache)))

@@ -28,13 +28,15 @@ from pathlib import Path
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
-def run_with_fault(event: str | None, module: str, *args: str, timeout: float = 300):
-    """Run `python -m module args` with `event` armed (None: no fault); the
-    CompletedProcess, output as text."""
+def run_with_fault(event: str | None, module: str, *args: str, timeout: float = 300,
+                   env: dict[str, str] | None = None):  # fmt: skip
+    """Run `python -m module args` with `event` armed (None: no fault) in `env` (default:
+    this one, TensorFlow quiet); the CompletedProcess, output as text."""
     command = [sys.executable, "-m", module, *args]
     if event is not None:
         command = [sys.executable, __file__, event, "--", module, *args]
-    return subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, env=env or ENV, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
 
 
 def killed(process: subprocess.CompletedProcess | subprocess.Popen) -> bool:

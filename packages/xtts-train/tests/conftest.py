@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from train_helpers import OVERRIDES
+from train_helpers import OVERRIDES, as_cli, train_cli
 
 from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
-from xtts_train.trainer import fit
 
 
 @pytest.fixture(scope="session")
@@ -21,9 +22,19 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def run(cache, tmp_path_factory):
-    """(summary, work dir) of a 30-step run on `cache`, with a profile of steps 3..5 and
-    one eval at the end (no validation split: the eval sentence only)."""
+    """(summary, work dir) of a 30-step `xtts-train fit` on `cache`, with a profile of steps
+    3..5 and one eval at the end (no validation split: the eval sentence only). In its own
+    process: its compiled programs leave with it."""
     workdir = tmp_path_factory.mktemp("run") / "run"
     evals = ["train.eval_every=30", "train.eval_sentences=['Fine day.']"]
-    stack = load_stack_config(None, [*OVERRIDES, *evals, "train.steps=30"])
-    return fit(stack, cache, workdir, progress=False, profile_steps=(3, 5)), workdir
+    done = train_cli("fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+                     "--steps", "30", "--profile-steps", "3:5", *as_cli([*OVERRIDES, *evals]))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((workdir / "summary.json").read_text()), workdir
+
+
+@pytest.fixture(scope="session")
+def compile_cache(tmp_path_factory):
+    """A persistent XLA compile cache the CLI processes of one worker share: a command
+    run again with the same model and shapes loads its programs instead of compiling."""
+    return tmp_path_factory.mktemp("xla")

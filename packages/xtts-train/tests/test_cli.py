@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 
-from train_helpers import MICRO, ONE_SHAPE, OVERRIDES, as_cli
+import yaml
+from train_helpers import MICRO, OVERRIDES, as_cli, cli_env, train_cli
 
-import xtts_data as xd
 from xtts_train.cli import main
 
 
 def test_demo_runs_the_whole_stack(tmp_path):
-    # Its own process, as a user runs it: the XLA programs of its training, evaluation and
-    # synthesis (TensorFlow never frees a compiled program) leave with it.
-    done = subprocess.run(
-        [sys.executable, "-m", "xtts_train.cli", "demo", "--workdir", str(tmp_path / "demo"),
-         "--steps", "4", "--utterances", "24"],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    # The micro model and one batch shape (`--set`): the plumbing, not the learning, and a
+    # compile of seconds; the README's Quickstart runs the demo as shipped.
+    done = train_cli("demo", "--workdir", str(tmp_path / "demo"), "--steps", "4",
+                     "--utterances", "24", *as_cli([*MICRO, "data.num_buckets=1"]))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "0 retraces" in out
+    assert "compiled 1/1: train" in out
     run = tmp_path / "demo" / "run"
+    assert yaml.safe_load((run / "config.yaml").read_text())["model"]["d_model"] == 32
     assert (run / "demo.wav").stat().st_size > 1000
     assert (run / "demo.png").read_bytes()[:4] == b"\x89PNG"
     assert "held-out 8 sentences it never saw" in out
@@ -32,34 +30,61 @@ def test_demo_runs_the_whole_stack(tmp_path):
     assert len(list((run / "held-out").glob("*.wav"))) == 16
 
 
-def test_check_reports_one_trace_per_shape(cache, capsys):
-    assert (
-        main(["check", "--data", str(cache), *as_cli([*ONE_SHAPE, *MICRO]), "--repeats", "2"]) == 0
-    )
-    out = capsys.readouterr().out
-    assert "compiled 1 shape(s)" in out
+# `check` runs in its own process, as a user runs it; both runs share one compile cache,
+# so the second loads the programs the first compiled (a hit still traces, and is counted).
+CHECK = [*OVERRIDES, *MICRO]
+
+
+def test_check_reports_one_trace_per_shape(cache, compile_cache):
+    done = train_cli("check", "--data", str(cache), *as_cli(CHECK), "--repeats", "2",
+                     compile_cache=compile_cache)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "compiled 2 shape(s)" in out
     assert "ok: one trace per shape, no retrace" in out
     rows = [line for line in out.splitlines() if line[:1].isdigit()]
-    assert len(rows) == 1
+    assert len(rows) == 2
     assert all(line.split()[5] == "1" for line in rows)  # traces column
 
 
-def test_check_reports_a_shape_outside_the_spec_as_a_retrace_and_exits_1(
-    cache, capsys, monkeypatch
-):
-    make_dataset = xd.make_dataset
+# The pipeline emits a shape its spec does not list (the monkeypatch of the test below,
+# in the child process).
+SPEC_MISSING_A_SHAPE = """
+import dataclasses, sys
+import xtts_data as xd
+from xtts_train.cli import main
 
-    def spec_missing_a_shape(*args, **kwargs):  # the pipeline emits a shape it did not list
-        pipeline = make_dataset(*args, **kwargs)
-        spec = dataclasses.replace(pipeline.spec, shapes=pipeline.spec.shapes[:1])
-        return dataclasses.replace(pipeline, spec=spec)
+make_dataset = xd.make_dataset
 
-    monkeypatch.setattr(xd, "make_dataset", spec_missing_a_shape)
-    assert (
-        main(["check", "--data", str(cache), *as_cli([*OVERRIDES, *MICRO]), "--repeats", "1"]) == 1
-    )
-    out = capsys.readouterr().out
+def spec_missing_a_shape(*args, **kwargs):
+    pipeline = make_dataset(*args, **kwargs)
+    spec = dataclasses.replace(pipeline.spec, shapes=pipeline.spec.shapes[:1])
+    return dataclasses.replace(pipeline, spec=spec)
+
+xd.make_dataset = spec_missing_a_shape
+sys.argv = ["xtts-train", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_check_reports_a_shape_outside_the_spec_as_a_retrace_and_exits_1(cache, compile_cache):
+    done = subprocess.run(
+        [sys.executable, "-c", SPEC_MISSING_A_SHAPE, "check", "--data", str(cache),
+         *as_cli(CHECK), "--repeats", "1"],
+        env=cli_env(compile_cache), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-2000:]
+    out = done.stdout
     assert "RETRACED: 1 shape(s) outside the spec were traced after the warm-up" in out
     rows = [line for line in out.splitlines() if line[:1].isdigit()]
     assert len(rows) == 2
     assert sum(line.endswith("not in the spec") for line in rows) == 1
+
+
+def test_demo_steps_are_set_by_steps_alone(tmp_path, capsys):
+    workdir = tmp_path / "demo"
+    assert main(["demo", "--workdir", str(workdir), "--set", "train.steps=5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "--steps" in err
+    assert not workdir.exists()

@@ -37,7 +37,6 @@ def test_outputs_of_a_run(run):
         assert {"step", "loss", "step_ms", "data_wait_ms"} <= set(line)
     losses = [line["loss"] for line in lines]
     assert losses[-1] < 0.5 * losses[0], losses  # the tiny model learns: loss halves
-    assert json.loads((workdir / "summary.json").read_text()) == summary
     for key in ("step_ms_median", "step_ms_cv", "input_bound_fraction", "final_loss",
                 "host_overhead_ms"):  # fmt: skip
         assert summary[key] is not None

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from fault_helpers import killed, run_with_fault
-from train_helpers import MICRO, ONE_SHAPE, as_cli
+from train_helpers import MICRO, ONE_SHAPE, as_cli, cli_env
 
 from xtts_data import LockError, make_dataset
 from xtts_data.files import folder_lock
@@ -26,9 +26,10 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.trainer import _next_batch, fit, latest_step
 
 # The micro model, deterministic data, a long schedule, checkpoints every 10 steps: runs
-# stopped by signals at chosen checkpoints.
+# stopped by signals at chosen checkpoints. Runs in new processes share a compile cache
+# (`compile_cache`): the first compiles, the rest load its program, and the bit-for-bit
+# comparison below holds across both (the warm-up leaves the dropout seeds as it found them).
 SETTINGS = [*ONE_SHAPE, *MICRO, "data.deterministic=true"]
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
 def _fit_args(cache, workdir, steps: int = 3000) -> list[str]:
@@ -36,10 +37,10 @@ def _fit_args(cache, workdir, steps: int = 3000) -> list[str]:
             "--quiet", "--steps", str(steps), *as_cli(SETTINGS)]  # fmt: skip
 
 
-def _fit_until(cache, workdir, checkpoint: int, stop: int) -> subprocess.Popen:
+def _fit_until(cache, workdir, checkpoint: int, stop: int, env: dict) -> subprocess.Popen:
     """`fit` in a new process until `workdir` holds `checkpoint`, then `stop` (a signal)."""
     command = [sys.executable, "-m", *_fit_args(cache, workdir)]
-    process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     # The checkpoint is complete once the manager's state names it (its files come first).
     while latest_step(workdir) < checkpoint:
@@ -56,12 +57,13 @@ def _losses(workdir) -> dict[int, float]:
     return {line["step"]: line["loss"] for line in lines if "loss" in line}
 
 
-def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
+def test_killed_training_resumes_where_it_stopped(cache, tmp_path, compile_cache):
+    env = cli_env(compile_cache)
     straight = tmp_path / "straight"
-    assert _fit_until(cache, straight, 40, signal.SIGTERM).returncode == 0  # saves, ends
+    assert _fit_until(cache, straight, 40, signal.SIGTERM, env).returncode == 0  # saves, ends
     workdir = tmp_path / "run"
     # Killed the moment checkpoint 20 is written (a fault event, as in the matrix below).
-    assert killed(run_with_fault("after:checkpoint:2", *_fit_args(cache, workdir)))
+    assert killed(run_with_fault("after:checkpoint:2", *_fit_args(cache, workdir), env=env))
     killed_at = latest_step(workdir)
     assert killed_at == 20
     # What a kill at a worse moment leaves: a half-written reference clip, a cut line in
@@ -71,7 +73,7 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path):
     with open(workdir / "metrics.jsonl", "a") as metrics:
         metrics.write('{"step": 9999, "lo')
     (workdir / ".summary.json.1234.tmp").write_text("{")
-    resumed = _fit_until(cache, workdir, 40, signal.SIGTERM)
+    resumed = _fit_until(cache, workdir, 40, signal.SIGTERM, env)
     assert resumed.returncode == 0, resumed.stderr.read().decode()
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["steps"] >= 40
@@ -112,11 +114,12 @@ EVERY_FIT_EVENT = ["after:checkpoint:1", "after:checkpoint:2", "before:checkpoin
 
 @pytest.mark.faults
 @pytest.mark.parametrize("event", EVERY_FIT_EVENT)
-def test_fit_killed_at_any_file_event_resumes(cache, tmp_path, event):
+def test_fit_killed_at_any_file_event_resumes(cache, tmp_path, compile_cache, event):
+    env = cli_env(compile_cache)
     workdir = tmp_path / "run"
-    assert killed(run_with_fault(event, *_fit_args(cache, workdir, steps=20)))
+    assert killed(run_with_fault(event, *_fit_args(cache, workdir, steps=20), env=env))
     stopped_at = latest_step(workdir)
-    resumed = run_with_fault(None, *_fit_args(cache, workdir, steps=20))
+    resumed = run_with_fault(None, *_fit_args(cache, workdir, steps=20), env=env)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["steps"] == 20
@@ -171,3 +174,4 @@ def test_a_checkpoint_saved_before_the_seed_states_is_restored_with_a_warning(
                       progress=False)  # fmt: skip
     assert "ckpt-10 holds no dropout seed states; they start afresh" in caplog.text
     assert (summary["steps"], summary["steps_this_run"]) == (20, 10)
+    assert json.loads((workdir / "summary.json").read_text()) == summary  # what fit returns

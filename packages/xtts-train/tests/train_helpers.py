@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 # Small buckets, short utterances: each compiled step costs seconds, not minutes.
 OVERRIDES = [
     "data.batch_size=4", "data.num_buckets=2", "data.cond_frames=16", "data.val_fraction=0.0",
@@ -25,3 +30,23 @@ MICRO = [
 def as_cli(overrides: list[str]) -> list[str]:
     """`--set` arguments of the command line for `overrides`."""
     return [arg for override in overrides for arg in ("--set", override)]
+
+
+def cli_env(compile_cache: Path | None = None) -> dict[str, str]:
+    """The environment of a CLI process: quiet TensorFlow, and `compile_cache` as its
+    persistent compile cache (default: none, so nothing lands in the user's cache)."""
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                XTTS_COMPILE_CACHE=str(compile_cache) if compile_cache else "off")  # fmt: skip
+
+
+def train_cli(*args: str, compile_cache: Path | None = None,
+              timeout: float = 600) -> subprocess.CompletedProcess:  # fmt: skip
+    """`xtts-train ARGS` in its own process, as a user runs it (output as text).
+
+    The XLA programs it compiles leave with the process: TensorFlow never frees a compiled
+    program, so in-process they would stay in the pytest worker. Processes given the same
+    `compile_cache` folder load the programs one of them compiled.
+    """
+    return subprocess.run([sys.executable, "-m", "xtts_train.cli", *args],
+                          env=cli_env(compile_cache), capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
