@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from train_helpers import OVERRIDES, as_cli, train_cli
+from train_helpers import MICRO, OVERRIDES, as_cli, train_cli
 
 from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
@@ -22,13 +22,13 @@ def cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def run(cache, tmp_path_factory):
-    """(summary, work dir) of a 30-step `xtts-train fit` on `cache`, with a profile of steps
+    """(summary, work dir) of a 30-step `xtts-train fit` of the micro model on `cache`, with a profile of steps
     3..5 and one eval at the end (no validation split: the eval sentence only). In its own
     process: its compiled programs leave with it."""
     workdir = tmp_path_factory.mktemp("run") / "run"
     evals = ["train.eval_every=30", "train.eval_sentences=['Fine day.']"]
     done = train_cli("fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
-                     "--steps", "30", "--profile-steps", "3:5", *as_cli([*OVERRIDES, *evals]))  # fmt: skip
+                     "--steps", "30", "--profile-steps", "3:5", *as_cli([*OVERRIDES, *MICRO, *evals]))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((workdir / "summary.json").read_text()), workdir
 
