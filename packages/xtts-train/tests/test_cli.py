@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import yaml
-from train_helpers import MICRO, OVERRIDES, as_cli, cli_env, train_cli
+from train_helpers import MICRO, OVERRIDES, as_cli, train_cli
 
 from xtts_train.cli import main
 
@@ -47,12 +44,10 @@ def test_check_reports_one_trace_per_shape(cache, compile_cache):
     assert all(line.split()[5] == "1" for line in rows)  # traces column
 
 
-# The pipeline emits a shape its spec does not list (the monkeypatch of the test below,
-# in the child process).
+# The pipeline emits a shape its spec does not list.
 SPEC_MISSING_A_SHAPE = """
-import dataclasses, sys
+import dataclasses
 import xtts_data as xd
-from xtts_train.cli import main
 
 make_dataset = xd.make_dataset
 
@@ -62,17 +57,12 @@ def spec_missing_a_shape(*args, **kwargs):
     return dataclasses.replace(pipeline, spec=spec)
 
 xd.make_dataset = spec_missing_a_shape
-sys.argv = ["xtts-train", *sys.argv[1:]]
-sys.exit(main())
 """
 
 
 def test_check_reports_a_shape_outside_the_spec_as_a_retrace_and_exits_1(cache, compile_cache):
-    done = subprocess.run(
-        [sys.executable, "-c", SPEC_MISSING_A_SHAPE, "check", "--data", str(cache),
-         *as_cli(CHECK), "--repeats", "1"],
-        env=cli_env(compile_cache), capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    done = train_cli("check", "--data", str(cache), *as_cli(CHECK), "--repeats", "1",
+                     compile_cache=compile_cache, prelude=SPEC_MISSING_A_SHAPE)  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]
     out = done.stdout
     assert "RETRACED: 1 shape(s) outside the spec were traced after the warm-up" in out

@@ -4,35 +4,27 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import tensorflow as tf
-from train_helpers import MICRO, ONE_SHAPE, as_cli
+from train_helpers import MICRO, ONE_SHAPE, as_cli, train_cli
 
 from xtts_train.trainer import latest_step
 
 # Logical devices must be configured before TensorFlow starts: a fresh process.
 TWO_CPUS = """
-import sys
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-from xtts_train.cli import main
-sys.exit(main(sys.argv[1:]))
 """
 
 
 def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
     workdir = tmp_path / "mirrored"
     evaluate = ["train.eval_every=5", "train.eval_batches=1", "data.val_fraction=0.25"]
-    result = subprocess.run(
-        [sys.executable, "-c", TWO_CPUS, "fit", "--data", str(cache), "--workdir", str(workdir),
-         "--quiet", *as_cli([*ONE_SHAPE, *MICRO, *evaluate]), "--strategy", "mirrored", "--steps", "10"],
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, timeout=600,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr.decode()
+    result = train_cli("fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+                       *as_cli([*ONE_SHAPE, *MICRO, *evaluate]), "--strategy", "mirrored",
+                       "--steps", "10", prelude=TWO_CPUS)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["replicas"] == 2
     assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 1

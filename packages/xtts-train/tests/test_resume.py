@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from fault_helpers import killed, run_with_fault
-from train_helpers import MICRO, ONE_SHAPE, as_cli, cli_env
+from train_helpers import MICRO, ONE_SHAPE, as_cli, cli_env, train_cli
 
 from xtts_data import LockError, make_dataset
 from xtts_data.files import folder_lock
@@ -158,20 +158,25 @@ def test_a_damaged_record_met_in_training_is_one_clear_error(cache, tmp_path):
         list(iter(lambda: _next_batch(iterator), None))
 
 
+# Checkpoints as runs saved them before the dropout seed states were in them.
+NO_SEED_STATES = """
+import tensorflow as tf
+checkpoint = tf.train.Checkpoint
+tf.train.Checkpoint = lambda seed_states, **kept: checkpoint(**kept)
+"""
+
+
 def test_a_checkpoint_saved_before_the_seed_states_is_restored_with_a_warning(
-    cache, tmp_path, monkeypatch, caplog
+    cache, tmp_path, compile_cache
 ):
     workdir = tmp_path / "run"
-    with monkeypatch.context() as patch:  # the checkpoint as runs saved it before the seeds
-        checkpoint = tf.train.Checkpoint
-        patch.setattr(tf.train, "Checkpoint", lambda seed_states, **kept: checkpoint(**kept))
-        fit(load_stack_config(None, [*SETTINGS, "train.steps=10"]), cache, workdir,
-            progress=False)  # fmt: skip
+    old = train_cli(*_fit_args(cache, workdir, steps=10)[1:], compile_cache=compile_cache,
+                    prelude=NO_SEED_STATES)  # fmt: skip
+    assert old.returncode == 0, old.stderr[-2000:]
     saved = tf.train.list_variables(str(workdir / "checkpoints" / "ckpt-10"))
     assert not any(name.startswith("seed_states") for name, _ in saved)
-    with caplog.at_level("WARNING", logger="xtts_train.run_writer"):
-        summary = fit(load_stack_config(None, [*SETTINGS, "train.steps=20"]), cache, workdir,
-                      progress=False)  # fmt: skip
-    assert "ckpt-10 holds no dropout seed states; they start afresh" in caplog.text
+    done = train_cli(*_fit_args(cache, workdir, steps=20)[1:], compile_cache=compile_cache)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ckpt-10 holds no dropout seed states; they start afresh" in done.stderr
+    summary = json.loads((workdir / "summary.json").read_text())
     assert (summary["steps"], summary["steps_this_run"]) == (20, 10)
-    assert json.loads((workdir / "summary.json").read_text()) == summary  # what fit returns

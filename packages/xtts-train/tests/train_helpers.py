@@ -39,14 +39,24 @@ def cli_env(compile_cache: Path | None = None) -> dict[str, str]:
                 XTTS_COMPILE_CACHE=str(compile_cache) if compile_cache else "off")  # fmt: skip
 
 
-def train_cli(*args: str, compile_cache: Path | None = None,
+# The console script's entry, after a test's `prelude` (code run first in the process).
+_MAIN = """
+import sys
+from xtts_train.cli import main
+sys.argv = ["xtts-train", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def train_cli(*args: str, compile_cache: Path | None = None, prelude: str = "",
               timeout: float = 600) -> subprocess.CompletedProcess:  # fmt: skip
     """`xtts-train ARGS` in its own process, as a user runs it (output as text).
 
     The XLA programs it compiles leave with the process: TensorFlow never frees a compiled
     program, so in-process they would stay in the pytest worker. Processes given the same
-    `compile_cache` folder load the programs one of them compiled.
+    `compile_cache` folder load the programs one of them compiled. `prelude` is Python
+    run before the command (a patch, a device setup).
     """
-    return subprocess.run([sys.executable, "-m", "xtts_train.cli", *args],
-                          env=cli_env(compile_cache), capture_output=True, text=True,
+    command = [sys.executable, "-c", prelude + _MAIN, *args]
+    return subprocess.run(command, env=cli_env(compile_cache), capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
