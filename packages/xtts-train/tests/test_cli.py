@@ -29,7 +29,8 @@ def test_demo_runs_the_whole_stack(tmp_path):
 
 # `check` runs in its own process, as a user runs it; both runs share one compile cache,
 # so the second loads the programs the first compiled (a hit still traces, and is counted).
-CHECK = [*OVERRIDES, *MICRO]
+# Two compile threads: the warm-up compiles the two shapes at once.
+CHECK = [*OVERRIDES, *MICRO, "train.compile_workers=2"]
 
 
 def test_check_reports_one_trace_per_shape(cache, compile_cache):
@@ -38,6 +39,7 @@ def test_check_reports_one_trace_per_shape(cache, compile_cache):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "compiled 2 shape(s)" in out
+    assert "on 2 thread(s)" in out
     assert "ok: one trace per shape, no retrace" in out
     rows = [line for line in out.splitlines() if line[:1].isdigit()]
     assert len(rows) == 2
