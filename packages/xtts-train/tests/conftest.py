@@ -27,9 +27,14 @@ def run(cache, tmp_path_factory):
     process: its compiled programs leave with it."""
     workdir = tmp_path_factory.mktemp("run") / "run"
     evals = ["train.eval_every=30", "train.eval_sentences=['Fine day.']"]
+    # A compile cache in the environment, turned off by the flag: nothing lands in it (and
+    # test_fit checks the summary says so).
+    unused = tmp_path_factory.mktemp("unused-xla")
     done = train_cli("fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
-                     "--steps", "30", "--profile-steps", "3:5", *as_cli([*OVERRIDES, *MICRO, *evals]))  # fmt: skip
+                     "--steps", "30", "--profile-steps", "3:5", "--no-compile-cache",
+                     *as_cli([*OVERRIDES, *MICRO, *evals]), compile_cache=unused)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    assert not any(unused.iterdir())
     return json.loads((workdir / "summary.json").read_text()), workdir
 
 

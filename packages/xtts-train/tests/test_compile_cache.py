@@ -171,14 +171,6 @@ def test_a_changed_model_config_misses(cold, cache, tmp_path):
     assert summary["warm_up"]["cache_hits"] == 0
 
 
-def test_no_compile_cache_turns_it_off(cold, cache, tmp_path):
-    root, _ = cold
-    summary = _summary(_fit(cache, tmp_path / "run", root, "--no-compile-cache"),
-                       tmp_path / "run")  # fmt: skip
-    assert summary["compile_cache"] is None
-    assert summary["warm_up"]["compiled"] is None
-
-
 def test_a_damaged_entry_is_compiled_again(cold, cache, tmp_path):
     root = tmp_path / "xla"
     shutil.copytree(cold[0], root)  # the other tests keep the intact cache
