@@ -23,11 +23,12 @@ if TYPE_CHECKING:
     from xtts_data.demo_corpus import DEMO_SENTENCES, DemoCorpus, speak_demo, write_demo_corpus
     from xtts_data.doctor import DoctorReport, diagnose, python_ops
     from xtts_data.errors import CacheError, ConfigError, CorpusError, LockError, XttsDataError
-    from xtts_data.manifest import FeatureCache, verify_cache
+    from xtts_data.manifest import FeatureCache
     from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
     from xtts_data.service import start_dispatcher, start_worker
     from xtts_data.text import TextConfig, Tokenizer, normalize_text, normalize_texts, text_to_ids
     from xtts_data.utterances import Utterance, read_utterances
+    from xtts_data.verify import verify_cache
 
 __all__ = [
     "DEMO_SENTENCES",
@@ -88,7 +89,8 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
         **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "LockError", "XttsDataError"],
                         "errors"),
-        **dict.fromkeys(["FeatureCache", "verify_cache"], "manifest"),
+        "FeatureCache": "manifest",
+        "verify_cache": "verify",
         **dict.fromkeys(["DataPipeline", "DatasetSpec", "is_validation", "make_dataset"],
                         "pipeline"),
         **dict.fromkeys(["start_dispatcher", "start_worker"], "service"),

@@ -187,7 +187,7 @@ def _run_prepare(args) -> int:
 
 
 def _run_verify(args) -> int:
-    from xtts_data.manifest import verify_cache
+    from xtts_data.verify import verify_cache
 
     problems = verify_cache(args.cache)
     for problem in problems:

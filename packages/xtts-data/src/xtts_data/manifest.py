@@ -1,4 +1,5 @@
-"""The feature cache on disk: layout, settings hash, manifest, and integrity checks.
+"""The feature cache on disk: layout, settings hash, manifest, and the checks made when
+one is opened (`xtts_data.verify` reads every byte of one).
 
 ```
 CACHE/
@@ -28,10 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from xtts_audio import MelConfig
-from xtts_data import record
 from xtts_data.config import DataConfig
 from xtts_data.errors import CacheError
 from xtts_data.text import Tokenizer
@@ -47,7 +46,6 @@ __all__ = [
     "ShardEntry",
     "settings_hash",
     "settings_of",
-    "verify_cache",
 ]
 
 FORMAT_VERSION = 4  # 2: raw little-endian records (xtts_data.record); 3: languages; 4: integrity
@@ -508,60 +506,3 @@ def _differences(have: Any, want: Any, prefix: str = "", *,
     if have != want:
         return [f"{prefix.rstrip('.')}: {labels[0]} {have!r}, {labels[1]} {want!r}"]
     return []
-
-
-def verify_cache(path: str | Path) -> list[str]:
-    """Check the cache at `path`: the manifest against its settings hash, its checksums
-    and tokenizer.json; every shard against its size and sha256; every record against
-    the manifest's id, frames, tokens and speaker for it, and its size against its header.
-
-    Returns:
-        One message per problem, naming the file or sample; empty when the cache is intact.
-    """
-    path = Path(path)
-    try:
-        manifest = Manifest.read(path)
-        check_manifest(path, manifest)
-    except (CacheError, KeyError, TypeError) as error:  # KeyError, TypeError: build.json
-        return [f"manifest: {error}"]
-    problems = []
-    for shard in manifest.shards:
-        file = path / "shards" / shard.file
-        if not file.is_file():
-            problems.append(f"{shard.file}: missing")
-        elif file.stat().st_size != shard.bytes:
-            problems.append(f"{shard.file}: {file.stat().st_size} bytes, expected {shard.bytes}")
-        elif sha256_file(file) != shard.sha256:
-            problems.append(f"{shard.file}: checksum mismatch (file changed or damaged)")
-    for name in ("tokenizer.json", "report.json"):
-        if not (path / name).is_file():
-            problems.append(f"{name}: missing")
-    return problems or _verify_records(path, manifest)
-
-
-def _verify_records(path: Path, manifest: Manifest) -> list[str]:
-    """Each record's header and id against the manifest's row for it, in order."""
-    samples, problems = manifest.samples, []
-    rows = iter(range(len(samples)))
-    for shard in manifest.shards:
-        for position, raw in enumerate(tf.data.TFRecordDataset(str(path / "shards" / shard.file))):
-            header = record.read_header(raw.numpy(), manifest.num_mels)
-            where = f"{shard.file} record {position}"
-            index = next(rows, None)
-            if isinstance(header, str):
-                problems.append(f"{where}: {header}")
-                continue
-            if index is None:
-                problems.append(f"{where} ({header['id']}): not in the manifest")
-                continue
-            wanted = {"id": samples.id[index], "frames": int(samples.frames[index]),
-                      "tokens": int(samples.tokens[index]),
-                      "speaker": int(samples.speaker[index])}  # fmt: skip
-            for key, value in wanted.items():
-                if header[key] != value:
-                    problems.append(f"{where} ({wanted['id']}): manifest says {key} {value!r}, "
-                                    f"the record holds {header[key]!r}")  # fmt: skip
-    left = sum(1 for _ in rows)
-    if left:
-        problems.append(f"{left} sample(s) of the manifest have no record")
-    return problems
