@@ -154,14 +154,13 @@ def make_dataset(
         CorpusError: on the fly, a corpus with no usable WAV rows or non-WAV audio.
         ConfigError: invalid split, or nothing left to batch.
     """
-    if split not in ("train", "val", "all"):
-        raise ConfigError(f"Expected split 'train', 'val' or 'all', received: split={split!r}")
+    select = SelectSplit(split=split, val_fraction=config.val_fraction)  # checks `split`
     src = _source.open_source(source, config, audio)
     plan = _plan(src, config, split, repeat=repeat)
     spec = plan.spec
     seed = config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 31)
     stages = (
-        SelectSplit(split=split, val_fraction=config.val_fraction),
+        select,
         DropTooLong(
             max_frames=spec.shapes[-1].frames, max_text_len=max(s.text_len for s in spec.shapes)
         ),

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from xtts_data import _references, record
 from xtts_data.buckets import BatchShape
+from xtts_data.config import _is_int
 from xtts_data.errors import ConfigError
 
 __all__ = [
@@ -47,6 +48,12 @@ AUTOTUNE = tf.data.AUTOTUNE
 # buffer to the consumer's average pace, so each step still waited ~1 ms for its batch
 # (measured: 93.5% -> see README for the utilization with a fixed buffer).
 PREFETCH_BATCHES = 4
+
+
+def _check_int(name: str, value: object, *, least: int) -> None:
+    """A stage's count setting: an int (not a bool) of at least `least`."""
+    if not _is_int(value) or value < least:
+        raise ConfigError(f"Expected {name} an int >= {least}, received: {name}={value!r}")
 
 
 def split_threshold(val_fraction: float) -> int:
@@ -108,10 +115,8 @@ class DropTooLong:
     max_text_len: int
 
     def __post_init__(self):
-        for name in ("max_frames", "max_text_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        _check_int("max_frames", self.max_frames, least=1)
+        _check_int("max_text_len", self.max_text_len, least=1)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         return ds.filter(
@@ -162,8 +167,7 @@ class Shuffle:
     seed: int | None = None
 
     def __post_init__(self):
-        if isinstance(self.buffer, bool) or not isinstance(self.buffer, int) or self.buffer < 0:
-            raise ConfigError(f"Expected buffer an int >= 0, received: buffer={self.buffer!r}")
+        _check_int("buffer", self.buffer, least=0)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         return ds.shuffle(self.buffer, seed=self.seed) if self.buffer else ds
@@ -291,8 +295,7 @@ class Prefetch:
     device: str | None = None
 
     def __post_init__(self):
-        if isinstance(self.batches, bool) or not isinstance(self.batches, int) or self.batches < 1:
-            raise ConfigError(f"Expected batches an int >= 1, received: batches={self.batches!r}")
+        _check_int("batches", self.batches, least=1)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         if self.device:
