@@ -32,14 +32,18 @@ from xtts_train.trainer import _next_batch, fit, latest_step
 SETTINGS = [*ONE_SHAPE, *MICRO, "data.deterministic=true"]
 
 
+CLI = "xtts_train.cli"  # the module `run_with_fault` and `python -m` run
+
+
 def _fit_args(cache, workdir, steps: int = 3000) -> list[str]:
-    return ["xtts_train.cli", "fit", "--data", str(cache), "--workdir", str(workdir),
-            "--quiet", "--steps", str(steps), *as_cli(SETTINGS)]  # fmt: skip
+    """`xtts-train` arguments of a fit of `SETTINGS` on `cache` into `workdir`."""
+    return ["fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+            "--steps", str(steps), *as_cli(SETTINGS)]  # fmt: skip
 
 
 def _fit_until(cache, workdir, checkpoint: int, stop: int, env: dict) -> subprocess.Popen:
     """`fit` in a new process until `workdir` holds `checkpoint`, then `stop` (a signal)."""
-    command = [sys.executable, "-m", *_fit_args(cache, workdir)]
+    command = [sys.executable, "-m", CLI, *_fit_args(cache, workdir)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     # The checkpoint is complete once the manager's state names it (its files come first).
@@ -63,7 +67,7 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path, compile_cache
     assert _fit_until(cache, straight, 40, signal.SIGTERM, env).returncode == 0  # saves, ends
     workdir = tmp_path / "run"
     # Killed the moment checkpoint 20 is written (a fault event, as in the matrix below).
-    assert killed(run_with_fault("after:checkpoint:2", *_fit_args(cache, workdir), env=env))
+    assert killed(run_with_fault("after:checkpoint:2", CLI, *_fit_args(cache, workdir), env=env))
     killed_at = latest_step(workdir)
     assert killed_at == 20
     # What a kill at a worse moment leaves: a half-written reference clip, a cut line in
@@ -117,9 +121,9 @@ EVERY_FIT_EVENT = ["after:checkpoint:1", "after:checkpoint:2", "before:checkpoin
 def test_fit_killed_at_any_file_event_resumes(cache, tmp_path, compile_cache, event):
     env = cli_env(compile_cache)
     workdir = tmp_path / "run"
-    assert killed(run_with_fault(event, *_fit_args(cache, workdir, steps=20), env=env))
+    assert killed(run_with_fault(event, CLI, *_fit_args(cache, workdir, steps=20), env=env))
     stopped_at = latest_step(workdir)
-    resumed = run_with_fault(None, *_fit_args(cache, workdir, steps=20), env=env)
+    resumed = run_with_fault(None, CLI, *_fit_args(cache, workdir, steps=20), env=env)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["steps"] == 20
@@ -170,12 +174,12 @@ def test_a_checkpoint_saved_before_the_seed_states_is_restored_with_a_warning(
     cache, tmp_path, compile_cache
 ):
     workdir = tmp_path / "run"
-    old = train_cli(*_fit_args(cache, workdir, steps=10)[1:], compile_cache=compile_cache,
+    old = train_cli(*_fit_args(cache, workdir, steps=10), compile_cache=compile_cache,
                     prelude=NO_SEED_STATES)  # fmt: skip
     assert old.returncode == 0, old.stderr[-2000:]
     saved = tf.train.list_variables(str(workdir / "checkpoints" / "ckpt-10"))
     assert not any(name.startswith("seed_states") for name, _ in saved)
-    done = train_cli(*_fit_args(cache, workdir, steps=20)[1:], compile_cache=compile_cache)
+    done = train_cli(*_fit_args(cache, workdir, steps=20), compile_cache=compile_cache)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ckpt-10 holds no dropout seed states; they start afresh" in done.stderr
     summary = json.loads((workdir / "summary.json").read_text())

@@ -47,7 +47,12 @@ logger = logging.getLogger(__name__)
 def latest_step(workdir: str | Path) -> int:
     """The step of the newest checkpoint in `workdir` (0 when there is none)."""
     latest = tf.train.latest_checkpoint(str(Path(workdir) / "checkpoints"))
-    return int(latest.rsplit("-", 1)[1]) if latest else 0
+    return _step_of(latest) if latest else 0
+
+
+def _step_of(path: str) -> int:
+    """The step of a checkpoint path (`.../ckpt-<step>`)."""
+    return int(path.rsplit("-", 1)[1])
 
 
 def logged_step(line: str) -> int | None:
@@ -255,7 +260,7 @@ class Checkpoints:
         raise XttsTrainError(
             f"Expected {self.workdir / 'checkpoints'} to hold the checkpoint of step {step}, "
             f"the newest every worker holds, received: steps "
-            f"{[int(p.rsplit('-', 1)[1]) for p in self.manager.checkpoints]} (it keeps "
+            f"{[_step_of(p) for p in self.manager.checkpoints]} (it keeps "
             f"train.keep_checkpoints={self.keep}); resume every worker from a copy of one "
             f"worker's work dir"
         )
@@ -273,12 +278,14 @@ class Checkpoints:
         return int(self.step)
 
     def save(self, step: int) -> None:
-        """Checkpoint `step` unless the weights are not finite (logged as an error) or it
-        already is the newest checkpoint."""
-        if not all(bool(tf.reduce_all(tf.math.is_finite(v))) for v in self.weights):
-            logger.error("step %d: weights are not finite; checkpoint not written", step)
+        """Checkpoint `step` unless it already is the newest checkpoint or the weights are
+        not finite (logged as an error)."""
+        latest = self.manager.latest_checkpoint
+        if latest and _step_of(latest) == step:
             return
-        if self.manager.latest_checkpoint and latest_step(self.workdir) == step:
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.weights])
+        if not bool(finite):  # one host sync for all the weights
+            logger.error("step %d: weights are not finite; checkpoint not written", step)
             return
         self.step.assign(step)
         self.manager.save(checkpoint_number=step)
