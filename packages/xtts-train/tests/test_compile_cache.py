@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from train_helpers import MICRO, ONE_SHAPE, as_cli
+from train_helpers import MICRO, ONE_SHAPE, as_cli, cli_env
 
 from xtts_train import compile_cache
 from xtts_train.compile_cache import CompileCache
@@ -114,8 +114,7 @@ def _fit(cache, workdir, root, *extra: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "xtts_train.cli", "fit", "--data", str(cache),
                "--workdir", str(workdir), "--quiet", "--steps", "1",
                *as_cli([*ONE_SHAPE, *MICRO]), *extra]  # fmt: skip
-    environment = {**os.environ, "XTTS_COMPILE_CACHE": str(root), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.Popen(command, env=environment, stdout=subprocess.PIPE,
+    return subprocess.Popen(command, env=cli_env(root), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
 
