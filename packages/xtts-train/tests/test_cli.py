@@ -38,7 +38,7 @@ def test_check_reports_one_trace_per_shape(cache, compile_cache):
                      compile_cache=compile_cache)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    assert "compiled 2 shape(s)" in out
+    assert "built 2 shape(s)" in out
     assert "on 2 thread(s)" in out
     assert "ok: one trace per shape, no retrace" in out
     rows = [line for line in out.splitlines() if line[:1].isdigit()]

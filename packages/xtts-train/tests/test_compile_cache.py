@@ -110,10 +110,12 @@ def test_staging_folders_of_dead_processes_are_removed(tmp_path):
 # -- end to end: the console script in new processes ------------------------------------------
 
 
+# The compile cache holds XLA programs: these fits ask for XLA (on a CPU `auto` is the
+# graph executor, which compiles nothing).
 def _fit(cache, workdir, root, *extra: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "xtts_train.cli", "fit", "--data", str(cache),
                "--workdir", str(workdir), "--quiet", "--steps", "1",
-               *as_cli([*ONE_SHAPE, *MICRO]), *extra]  # fmt: skip
+               *as_cli([*ONE_SHAPE, *MICRO, "train.compiler=xla"]), *extra]  # fmt: skip
     return subprocess.Popen(command, env=cli_env(root), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)  # fmt: skip
 
@@ -181,3 +183,18 @@ def test_a_damaged_entry_is_compiled_again(cold, cache, tmp_path):
     assert len(summary["compile_cache"]["removed_damaged"]) == len(entries) >= 1
     assert summary["warm_up"]["compiled"] == 1
     assert summary["final_loss"] is not None
+
+
+def test_a_graph_executor_fit_compiles_nothing_and_leaves_the_cache_alone(cold, cache, tmp_path):
+    root = tmp_path / "xla"
+    shutil.copytree(cold[0], root)
+    before = sorted(p.name for p in root.rglob("*") if p.is_file())
+    summary = _summary(_fit(cache, tmp_path / "run", root, "--set", "train.compiler=graph"),
+                       tmp_path / "run")  # fmt: skip
+    assert summary["compiler"]["train"] == "graph"
+    warm = summary["warm_up"]
+    assert warm["graph_programs"] == 1
+    assert warm["compiled"] == warm["cache_hits"] == warm["deferred"] == 0
+    assert [p["compiler"] for p in warm["programs"].values()] == ["graph"]
+    assert summary["retraces_after_warmup"] == 0
+    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == before

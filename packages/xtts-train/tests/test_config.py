@@ -81,6 +81,7 @@ def test_a_model_section_without_a_preset_starts_from_tiny(tmp_path):
         ("", ["data.text.cleaner=basic"], r"^TextConfig: unknown field\(s\) \['cleaner'\] in section data\.text; known: "),
         ("", ["model.preset=huge"], r"^ModelConfig\.from_preset: expected one of \['base', 'small', 'tiny'\], received: name='huge'$"),
         ("", ["train.steps=0"], r"^TrainConfig\.steps: expected an int >= 1, received: steps=0$"),
+        ("", ["train.compiler=jit"], r"^TrainConfig\.compiler: expected one of \('auto', 'xla', 'graph'\), received: compiler='jit'$"),
         ("", ["steps=3"], r"^Expected --set section\.key=value"),
         ("voice: {}\n", [], r"unknown section\(s\) \['voice'\]"),
     ],

@@ -35,15 +35,16 @@ SETTINGS = [*ONE_SHAPE, *MICRO, "data.deterministic=true"]
 CLI = "xtts_train.cli"  # the module `run_with_fault` and `python -m` run
 
 
-def _fit_args(cache, workdir, steps: int = 3000) -> list[str]:
+def _fit_args(cache, workdir, steps: int = 3000, compiler: str = "auto") -> list[str]:
     """`xtts-train` arguments of a fit of `SETTINGS` on `cache` into `workdir`."""
     return ["fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
-            "--steps", str(steps), *as_cli(SETTINGS)]  # fmt: skip
+            "--steps", str(steps), *as_cli([*SETTINGS, f"train.compiler={compiler}"])]  # fmt: skip
 
 
-def _fit_until(cache, workdir, checkpoint: int, stop: int, env: dict) -> subprocess.Popen:
+def _fit_until(cache, workdir, checkpoint: int, stop: int, env: dict,
+               compiler: str = "auto") -> subprocess.Popen:  # fmt: skip
     """`fit` in a new process until `workdir` holds `checkpoint`, then `stop` (a signal)."""
-    command = [sys.executable, "-m", CLI, *_fit_args(cache, workdir)]
+    command = [sys.executable, "-m", CLI, *_fit_args(cache, workdir, compiler=compiler)]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
     # The checkpoint is complete once the manager's state names it (its files come first).
@@ -61,13 +62,18 @@ def _losses(workdir) -> dict[int, float]:
     return {line["step"]: line["loss"] for line in lines if "loss" in line}
 
 
-def test_killed_training_resumes_where_it_stopped(cache, tmp_path, compile_cache):
+# Both compilers: XLA (its runs share the compile cache) and the graph executor (`auto` on
+# a CPU).
+@pytest.mark.parametrize("compiler", ["xla", "graph"])
+def test_killed_training_resumes_where_it_stopped(cache, tmp_path, compile_cache, compiler):
     env = cli_env(compile_cache)
     straight = tmp_path / "straight"
-    assert _fit_until(cache, straight, 40, signal.SIGTERM, env).returncode == 0  # saves, ends
+    assert _fit_until(cache, straight, 40, signal.SIGTERM, env, compiler).returncode == 0
     workdir = tmp_path / "run"
     # Killed the moment checkpoint 20 is written (a fault event, as in the matrix below).
-    assert killed(run_with_fault("after:checkpoint:2", CLI, *_fit_args(cache, workdir), env=env))
+    fault = run_with_fault("after:checkpoint:2", CLI, *_fit_args(cache, workdir, compiler=compiler),
+                           env=env)  # fmt: skip
+    assert killed(fault)
     killed_at = latest_step(workdir)
     assert killed_at == 20
     # What a kill at a worse moment leaves: a half-written reference clip, a cut line in
@@ -77,9 +83,10 @@ def test_killed_training_resumes_where_it_stopped(cache, tmp_path, compile_cache
     with open(workdir / "metrics.jsonl", "a") as metrics:
         metrics.write('{"step": 9999, "lo')
     (workdir / ".summary.json.1234.tmp").write_text("{")
-    resumed = _fit_until(cache, workdir, 40, signal.SIGTERM, env)
+    resumed = _fit_until(cache, workdir, 40, signal.SIGTERM, env, compiler)
     assert resumed.returncode == 0, resumed.stderr.read().decode()
     summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["compiler"]["train"] == compiler
     assert summary["steps"] >= 40
     assert summary["steps_this_run"] == summary["steps"] - killed_at
     assert summary["traces"] == summary["compiled_shapes"] == 1  # compiled again, once

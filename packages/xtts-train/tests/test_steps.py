@@ -3,6 +3,8 @@ gradient accumulation, float16 loss scaling."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import keras
 import numpy as np
 import pytest
@@ -27,14 +29,16 @@ SHAPES = [(2, 4, 8), (2, 4, 16)]
 ONE_SHAPE = DatasetSpec((BatchShape(frames=8, text_len=4, batch_size=2),), n_mels=80, cond_frames=8)
 
 
-@pytest.fixture(scope="module")
-def steps():
-    """Steps with two micro-batches per update; `seen` holds the warm-up's progress calls.
+@pytest.fixture(scope="module", params=["xla", "graph"])
+def steps(request):
+    """Steps with two micro-batches per update, by each compiler; `seen` holds the
+    warm-up's progress calls.
 
     One compile thread: two at once would double the worker's peak memory for the
     duration (the check CLI test covers the concurrent warm-up, in its own process)."""
     seen = []
-    compiled = _compiled(TrainConfig(max_nonfinite=2, grad_accum=2), SPEC, workers=1,
+    config = TrainConfig(max_nonfinite=2, grad_accum=2, compiler=request.param)
+    compiled = _compiled(config, SPEC, workers=1,
                          progress=lambda done, total, program: seen.append((done, total)))  # fmt: skip
     compiled.seen = seen
     return compiled
@@ -73,6 +77,8 @@ def test_warm_up_compiles_every_shape_once_and_changes_no_weight(steps):
     report = steps.report
     assert report.workers == 1
     assert [p.name for p in report.programs] == ["train 2x4x8", "train 2x4x16"]
+    assert {p.compiler for p in report.programs} == {steps.config.compiler}
+    assert steps.compilers == dict.fromkeys(["train", "eval"], steps.config.compiler)
     assert all(p.trace_seconds > 0 and p.compile_seconds > 0 for p in report.programs)
     assert steps.seen == [(1, 2), (2, 2)]
     assert report.seconds >= report.trace_seconds
@@ -112,6 +118,27 @@ def test_a_shape_outside_the_spec_is_a_retrace_error(steps):
     with pytest.raises(RetraceError, match=r"\(2, 4, 12\)"):
         steps.train(_batch(12), step=5)
     assert steps.traces == {shape: 1 for shape in SHAPES}
+
+
+def test_xla_and_the_graph_executor_compute_the_same_step():
+    # No dropout: the two programs then compute one function of the weights and the batch.
+    config = dataclasses.replace(MICRO, dropout=0.0, prenet_dropout=0.0)
+    outputs, weights = [], None
+    for compiler in ("xla", "graph"):
+        model = TextToMel(config)
+        model(dummy_batch(config))
+        if weights is None:
+            weights = model.get_weights()
+        model.set_weights(weights)
+        compiled = CompiledSteps(model, _adamw(model), ONE_SHAPE, TrainConfig(compiler=compiler))
+        compiled.warm_up(workers=1)
+        out = compiled.train(_batch(), step=50)  # mid warm-up: a learning rate > 0
+        outputs.append(({k: float(out[k]) for k in ("loss", "grad_norm")}, model.get_weights()))
+    (xla, xla_weights), (graph, graph_weights) = outputs
+    assert xla == pytest.approx(graph, rel=1e-4)
+    for a, b in zip(xla_weights, graph_weights, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    assert any(not np.array_equal(a, b) for a, b in zip(weights, xla_weights, strict=True))
 
 
 def test_batch_sizes_must_divide_by_the_micro_batches():

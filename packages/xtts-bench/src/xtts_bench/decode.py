@@ -38,7 +38,7 @@ def run_decode_benchmark(runs: list[Path], *, frames: int = 256, batch_size: int
         stack, model, tokenizer = load_run(run)
         model.stop_head.bias.assign(np.full(model.stop_head.bias.shape, -20.0))
         decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=frames,
-                            batch_size=batch_size)  # fmt: skip
+                            batch_size=batch_size, compiler=stack.train.compiler)  # fmt: skip
         rows = [text_to_ids(SENTENCE, stack.data.text, tokenizer)[0]] * batch_size
         reference = load_reference(run, stack)
         decoding(rows, reference)  # trace, compile, first call

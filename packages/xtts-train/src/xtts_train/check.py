@@ -17,6 +17,7 @@ from pathlib import Path
 import xtts_data as xd
 from xtts_data.stats import cv
 from xtts_train import compile_cache
+from xtts_train.compiler import choices
 from xtts_train.config import StackConfig
 from xtts_train.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.steps import kept_dtype_policy, shape_of, timed_step
@@ -29,8 +30,8 @@ __all__ = ["CheckReport", "check"]
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
     """Per shape (batch, text, frames): traces, step times in ms; the shapes the spec
-    lists; the warm-up, the time to the first step (`StartupClock.report()`), the peak RSS
-    and the compile cache."""
+    lists; the warm-up, the time to the first step (`StartupClock.report()`), the peak RSS,
+    the compile cache, and the compiler of each role (`xtts_train.compiler.choices`)."""
 
     traces: dict[tuple[int, int, int], int]
     step_ms: dict[tuple[int, int, int], list[float]]
@@ -39,6 +40,7 @@ class CheckReport:
     startup: dict
     peak_rss_mb: float
     cache: dict | None
+    compiler: dict[str, str]
 
     @property
     def compile_seconds(self) -> float:
@@ -59,7 +61,10 @@ class CheckReport:
         cache = cache_use(warm.to_dict())
         if self.cache is not None:
             cache += f" ({self.cache['dir']})"
-        lines = [f"compiled {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
+        c = self.compiler
+        lines = [f"compiler: train {c['train']}, eval {c['eval']}, decode {c['decode']} "
+                 f"(train.compiler={c['setting']} on {c['device']})",
+                 f"built {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
                  f"{warm.workers} thread(s) (tracing {warm.trace_seconds:.1f} s); {cache}",
                  f"time to first step {format_startup(self.startup)}",
                  f"peak RSS {self.peak_rss_mb:.0f} MB",
@@ -128,4 +133,5 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
                 break
     expected = frozenset(s.key for s in pipeline.spec.shapes)
     return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
-                       peak_rss_mb(), compile_cache.describe())  # fmt: skip
+                       peak_rss_mb(), compile_cache.describe(),
+                       choices(stack.train.compiler))  # fmt: skip

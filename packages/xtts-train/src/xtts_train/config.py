@@ -18,6 +18,7 @@ from xtts_data.config import load_config, read_stack
 from xtts_train.errors import ConfigError
 
 __all__ = [
+    "COMPILERS",
     "PRESETS",
     "STRATEGIES",
     "ModelConfig",
@@ -28,6 +29,9 @@ __all__ = [
 
 # `--strategy`: see `xtts_train.distribute`.
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
+
+# `train.compiler`: see `xtts_train.compiler`.
+COMPILERS = ("auto", "xla", "graph")
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -182,6 +186,11 @@ class TrainConfig(FrozenConfig):
         compile_workers: threads that compile the batch shapes' programs at warm-up while
             the next shape is traced (0: one per CPU core; 1 keeps one compile in memory
             at a time).
+        compiler: who runs the train, eval and decoding programs: `xla` (compiled by XLA,
+            kept in the persistent compile cache), `graph` (TensorFlow's own kernels,
+            nothing to compile), or `auto`: per device and role by measurement
+            (`xtts_train.compiler.AUTO`: graph on a CPU, XLA on a GPU). Either way each
+            program has a static signature, is traced once and a retrace is an error.
     """
 
     error_type = ConfigError
@@ -212,6 +221,7 @@ class TrainConfig(FrozenConfig):
     max_nonfinite: int = 10
     seed: int = 0
     compile_workers: int = 0
+    compiler: str = "auto"
 
     def __post_init__(self) -> None:
         for name in ("steps", "grad_accum", "log_every", "eval_batches", "checkpoint_every",
@@ -235,6 +245,8 @@ class TrainConfig(FrozenConfig):
             self._fail("precision", self.precision, f"one of {_PRECISIONS}")
         if self.strategy not in STRATEGIES:
             self._fail("strategy", self.strategy, f"one of {STRATEGIES}")
+        if self.compiler not in COMPILERS:
+            self._fail("compiler", self.compiler, f"one of {COMPILERS}")
         if not isinstance(self.allow_retrace, bool):
             self._fail("allow_retrace", self.allow_retrace, "true or false")
         sentences = self.eval_sentences

@@ -2,7 +2,8 @@
 
 One `Decoding` serves `synthesize`, `evaluate` and the trainer's eval sentences: rows are
 padded to a multiple of `TEXT_BUCKET` tokens and to `batch_size` rows (masked, as in
-training), so texts of similar length share one XLA program and its compile-cache entry.
+training), so texts of similar length share one program (and, compiled by XLA, its
+compile-cache entry).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import tensorflow as tf
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
 from xtts_train import compile_cache
 from xtts_train.alignment import alignment_score
+from xtts_train.compiler import resolve
 from xtts_train.errors import XttsTrainError
 from xtts_train.memory import check_decoding_memory
 from xtts_train.model import TextToMel
@@ -103,10 +105,15 @@ class Decoding:
         cond_frames: frames of the reference mel the model conditions on.
         max_frames: the decoding buffer; speech longer than this is cut.
         batch_size: rows decoded together (fewer are padded with copies of the first).
+        compiler: `auto`, `xla` or `graph`: who runs the decoding loop
+            (`xtts_train.compiler`; a run's `train.compiler`).
+
+    Attributes:
+        compiler: `"xla"` or `"graph"`, as `compiler` resolved for this device.
     """
 
     def __init__(self, model: TextToMel, *, cond_frames: int, max_frames: int,
-                 batch_size: int = 1) -> None:  # fmt: skip
+                 batch_size: int = 1, compiler: str = "auto") -> None:  # fmt: skip
         for name, value in (("max_frames", max_frames), ("batch_size", batch_size),
                             ("cond_frames", cond_frames)):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -114,8 +121,10 @@ class Decoding:
         check_decoding_memory(model.config, max_frames, batch_size)
         self.model, self.cond_frames = model, cond_frames
         self.max_frames, self.batch_size = max_frames, batch_size
+        self.compiler = resolve(compiler, "decode")
         self._infer = tf.function(
-            lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames), jit_compile=True
+            lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames),
+            jit_compile=self.compiler == "xla",
         )
         self._programs: dict[int, tf.types.experimental.ConcreteFunction] = {}
 

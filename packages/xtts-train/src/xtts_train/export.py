@@ -2,8 +2,9 @@
 
 The SavedModel's `serving_default` takes one utterance's token ids (any length up to
 `max_text`) and a reference mel (any length; cropped or zero-padded to the run's
-`cond_frames`), pads them to static shapes, and runs the model's compiled decoding
-(`infer` under XLA, fixed `max_frames` buffer). It returns the mel features, the stop
+`cond_frames`), pads them to static shapes, and runs the model's decoding (`infer`, a
+fixed `max_frames` buffer; under XLA where the run's `train.compiler` resolves to it on
+the exporting machine, as `synthesize` decodes there). It returns the mel features, the stop
 probabilities, the decoded length and a Griffin-Lim waveform (peak 0.9) of the decoded
 frames (at least two per symbol, as `synthesize`). The
 run's `tokenizer.json` (the symbol table), `config.yaml` and `reference.npy` travel along
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from xtts_train.compiler import resolve
 from xtts_train.errors import XttsTrainError
 from xtts_train.media import decoded_frames, to_waveform
 from xtts_train.memory import check_decoding_memory
@@ -48,7 +50,8 @@ class _Speaker(tf.Module):
         self.griffin_lim_iters = griffin_lim_iters
         self.assets = {name: tf.saved_model.Asset(str(workdir / name)) for name in _ASSETS
                        if (workdir / name).exists()}  # fmt: skip
-        self._decode = tf.function(self._infer, jit_compile=True)
+        xla = resolve(stack.train.compiler, "decode") == "xla"  # as decoding runs here
+        self._decode = tf.function(self._infer, jit_compile=xla)
         signature = [
             tf.TensorSpec([None], tf.int32, name="tokens"),
             tf.TensorSpec([None, self.n_mels], tf.float32, name="reference_mel"),

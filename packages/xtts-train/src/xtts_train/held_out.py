@@ -127,7 +127,8 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         )
     max_frames = buffer_frames(max(len(u.mel) for u in utterances))
     decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
-                        batch_size=min(_BATCH, len(utterances)))  # fmt: skip
+                        batch_size=min(_BATCH, len(utterances)),
+                        compiler=stack.train.compiler)  # fmt: skip
     reference = load_reference(run, stack)
     decoded = []
     with tqdm(total=len(utterances), desc="evaluate", unit="utt", disable=not progress) as bar:

@@ -5,9 +5,10 @@ A train step is the model's losses, their gradients (`accumulated_gradients`), a
 update as a chain of transforms (`xtts_train.transforms`):
 `LossScale` (float16 only) → `FiniteGate` → `clip_by_global_norm` → `adamw`.
 
-With a `tf.distribute` strategy of several replicas, XLA compiles one program per device:
-each replica's gradients of its static slice of the batch are the XLA program, and the
-all-reduce and the update run around it in a `tf.function` of the same signature.
+With a `tf.distribute` strategy of several replicas, each replica's gradients of its
+static slice of the batch are one program per device (XLA-compiled where `train.compiler`
+says so), and the all-reduce and the update run around it in a `tf.function` of the same
+signature.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
+from xtts_train.compiler import resolve
 from xtts_train.config import TrainConfig
 from xtts_train.distribute import local_replicas, replica_slice
 from xtts_train.losses import total_loss
@@ -53,6 +55,8 @@ class StepFunctions:
         update: the chain of transforms from gradients to applied update.
         schedule: the learning rate of a step (updates done before it).
         replicas: replicas of this worker (1 without a strategy).
+        compilers: `{"train": c, "eval": c}`, `c` `"xla"` or `"graph"`: `train.compiler`
+            resolved for this device (`xtts_train.compiler.resolve`).
     """
 
     def __init__(self, model: TextToMel, optimizer: AdamW, config: TrainConfig,
@@ -71,10 +75,14 @@ class StepFunctions:
             min_ratio=config.min_lr_ratio,
         )
         self._hyper = {name: tf.constant(float(getattr(config, name))) for name in HYPER}
-        if strategy is not None:  # XLA per device; all-reduce and update outside it
-            self._gradients = tf.function(self.gradients, jit_compile=True)
+        self.compilers = {role: resolve(config.compiler, role) for role in ("train", "eval")}
+        if strategy is not None:  # a program per device; all-reduce and update outside it
+            self._gradients = tf.function(
+                self.gradients, jit_compile=self.compilers["train"] == "xla"
+            )
             self._replica_losses = tf.function(
-                functools.partial(self.losses, training=False), jit_compile=True
+                functools.partial(self.losses, training=False),
+                jit_compile=self.compilers["eval"] == "xla",
             )
 
     def hyper(self, step: int) -> dict[str, tf.Tensor]:
@@ -106,8 +114,8 @@ class StepFunctions:
         )  # fmt: skip
 
     def train(self, batch, apply, hyper) -> dict[str, tf.Tensor]:
-        """One device: gradients and update, one XLA program. `apply` false changes no
-        weight (warm-up)."""
+        """One device: gradients and update, one program. `apply` false changes no weight
+        (warm-up)."""
         grads, losses = self.gradients(batch, self._scale(), hyper)
         return self._finish(grads, losses, apply, hyper)
 

@@ -1,12 +1,13 @@
-"""The compiled train and eval steps: one XLA program per static batch shape, built once.
+"""The compiled train and eval steps: one program per static batch shape, built once.
 
 `CompiledSteps` is the registry of those programs. Each step (`StepFunctions`' bodies) is
-`tf.function(jit_compile=True)` traced with the exact `tf.TensorSpec`s of a `DatasetSpec`
-shape; `warm_up` traces and compiles every shape before training, and any trace after
-it is a retrace: an error naming the shape (or a warning with `allow_retrace`). The
-update is gated inside the graph (`xtts_train.transforms.FiniteGate`): a non-finite loss
-or gradient skips it (counted), and warm-up runs with the gate closed so it changes
-nothing.
+a `tf.function` traced with the exact `tf.TensorSpec`s of a `DatasetSpec` shape, compiled
+by XLA or run by TensorFlow's graph executor as `train.compiler` resolves for the device
+(`xtts_train.compiler`); `warm_up` traces (and compiles) every shape before training,
+and any trace after it is a retrace: an error naming the shape (or a warning with
+`allow_retrace`). The update is gated inside the graph (`xtts_train.transforms.FiniteGate`):
+a non-finite loss or gradient skips it (counted), and warm-up runs with the gate closed so
+it changes nothing.
 """
 
 from __future__ import annotations
@@ -72,10 +73,12 @@ class CompiledSteps:
 
     Args:
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
-            or `None` for one device (the whole step is then one XLA program).
+            or `None` for one device (the whole step is then one program).
 
     Attributes:
         functions: the step bodies (`StepFunctions`).
+        compilers: `{"train": c, "eval": c}`, each `"xla"` or `"graph"` (`train.compiler`
+            resolved for this device).
         traces: Python traces of the train step per (batch, text, frames).
         eval_traces: the same for the eval step.
         nonfinite: updates skipped because the loss or a gradient was not finite (the
@@ -100,11 +103,14 @@ class CompiledSteps:
         self.traces: collections.Counter = collections.Counter()
         self.eval_traces: collections.Counter = collections.Counter()
         self._warm = False
-        one = strategy is None  # else XLA per device, inside the step bodies
+        self.compilers = functions.compilers
+        one = strategy is None  # else XLA (if chosen) per device, inside the step bodies
         train = functions.train if one else functions.replicated_train
         evaluate = functions.eval if one else functions.replicated_eval
-        self._train = tf.function(self._counted(train, self.traces), jit_compile=one)
-        self._eval = tf.function(self._counted(evaluate, self.eval_traces), jit_compile=one)
+        xla = {role: one and c == "xla" for role, c in self.compilers.items()}
+        self._train = tf.function(self._counted(train, self.traces), jit_compile=xla["train"])
+        self._eval = tf.function(self._counted(evaluate, self.eval_traces),
+                                 jit_compile=xla["eval"])  # fmt: skip
         self._concrete: dict[tuple[int, int, int], Callable] = {}
         self._concrete_eval: dict[tuple[int, int, int], Callable] = {}
 
@@ -155,7 +161,8 @@ class CompiledSteps:
             float(outputs["loss"])  # wait for it: the compile happens in this call
 
         name = f"{role} {'x'.join(map(str, shape.key))}"
-        return Job(name, lambda: function.get_concrete_function(*args), run)
+        xla = self.compilers[role] == "xla"
+        return Job(name, lambda: function.get_concrete_function(*args), run, xla=xla)
 
     def _counted(self, body: Callable, traces: collections.Counter) -> Callable:
         """`body`, counting its traces per shape (the count runs once per trace, never per
@@ -172,6 +179,11 @@ class CompiledSteps:
     @property
     def compiled_shapes(self) -> int:
         return len(self._concrete)
+
+    def program(self, shape: tuple[int, int, int], role: str = "train"):
+        """The warmed-up program (a concrete function) of `role` (`"train"` or `"eval"`)
+        at `shape` (batch, text, frames); its `.graph` is the traced step."""
+        return (self._concrete if role == "train" else self._concrete_eval)[shape]
 
     # -- running --------------------------------------------------------------------------
 

@@ -108,7 +108,8 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
     ids = encoded.ids
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
-    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames)
+    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+                        compiler=stack.train.compiler)  # fmt: skip
     (decoded,) = decoding([ids], cond)
     frames = int(decoded_frames(decoded.length, len(ids), max_frames, stack.audio))
     features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale

@@ -39,6 +39,7 @@ import tqdm
 import xtts_data as xd
 from xtts_data.files import folder_lock
 from xtts_train import compile_cache
+from xtts_train.compiler import choices
 from xtts_train.config import StackConfig
 from xtts_train.decoding import Decoding, buffer_frames, text_ids
 from xtts_train.distribute import (
@@ -313,6 +314,7 @@ class _Run:
             "spec_shapes": len(self.train_pipe.spec.shapes),
             "retraces_after_warmup": total_traces - self.warm_traces,
             "compile_seconds": warm.seconds,
+            "compiler": choices(self.config.compiler),
             **startup,
             "warm_up": warm.to_dict(),
             "compile_cache": compile_cache.describe(),
@@ -366,6 +368,7 @@ class _Evaluation:
             self.decoding = Decoding(
                 copy, cond_frames=self.stack.data.cond_frames,
                 max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
+                compiler=self.stack.train.compiler,
             )  # fmt: skip
         self.decoding.model.set_weights(self.steps.model.get_weights())
         return self.decoding

@@ -12,6 +12,10 @@ A program the compile cache holds (compiled by an earlier process, recognised by
 fingerprint of its trace) is not run: TensorFlow loads it at its first real call, so a
 warm start pays for the one shape its first step needs instead of a placeholder step of
 every shape.
+
+A program for TensorFlow's graph executor (`xtts_train.compiler`: `Job.xla` false) has
+nothing to compile: it is traced and run once like the others, and never looked up in or
+written to the compile cache.
 """
 
 from __future__ import annotations
@@ -33,23 +37,27 @@ __all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One program to build: `trace()` returns it (a concrete function), `run(program)`
-    calls it once so that XLA compiles it. `name` keys its stable trace names."""
+    calls it once so that XLA compiles it. `name` keys its stable trace names; `xla`
+    false: a graph-executor program (nothing to compile or cache)."""
 
     name: str
     trace: Callable[[], Any]
     run: Callable[[Any], None]
+    xla: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
 class Program:
     """A built program: its job's name, and seconds of tracing and of its first call
     (compiling, or loading from the cache, plus one run). A `deferred` program is held by
-    the compile cache and was not called: it loads at its first real call."""
+    the compile cache and was not called: it loads at its first real call. `compiler`:
+    `"xla"` or `"graph"` (TensorFlow's graph executor: its first call compiles nothing)."""
 
     name: str
     trace_seconds: float
     compile_seconds: float
     deferred: bool = False
+    compiler: str = "xla"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +68,9 @@ class WarmUp:
         programs: in job order.
         seconds: wall time of the whole warm-up.
         workers: compile threads used.
-        compiled: programs XLA compiled (entries written to the compile cache); the others
-            were loaded from it. None without a compile cache (all were compiled).
+        compiled: XLA programs compiled (entries written to the compile cache); the other
+            XLA programs were loaded from it. None without a compile cache (all were
+            compiled).
     """
 
     programs: tuple[Program, ...]
@@ -80,8 +89,15 @@ class WarmUp:
         return max(self.seconds - self.trace_seconds, 0.0)
 
     @property
+    def graph_programs(self) -> int:
+        """Programs for TensorFlow's graph executor (no XLA compile, no cache)."""
+        return sum(p.compiler == "graph" for p in self.programs)
+
+    @property
     def cache_hits(self) -> int | None:
-        return None if self.compiled is None else len(self.programs) - self.compiled
+        """XLA programs loaded from the compile cache (None without one)."""
+        xla = len(self.programs) - self.graph_programs
+        return None if self.compiled is None else xla - self.compiled
 
     @property
     def deferred(self) -> int:
@@ -99,9 +115,11 @@ class WarmUp:
                     "trace_s": p.trace_seconds,
                     "compile_s": p.compile_seconds,
                     "deferred": p.deferred,
+                    "compiler": p.compiler,
                 }
                 for p in self.programs
             },
+            "graph_programs": self.graph_programs,
             "compiled": self.compiled,
             "cache_hits": self.cache_hits,
             "deferred": self.deferred,
@@ -110,12 +128,19 @@ class WarmUp:
 
 def cache_use(warm: Mapping[str, Any]) -> str:
     """What a warm-up (`WarmUp.to_dict()`) took from the compile cache, as one phrase:
-    `2 of 8 programs loaded from the compile cache, 6 compiled`."""
-    programs = len(warm["programs"])
+    `2 of 8 programs loaded from the compile cache, 6 compiled`, or `8 programs on the
+    graph executor (nothing to compile)`."""
+    graph = warm.get("graph_programs", 0)  # absent from summaries older than the switch
+    programs = len(warm["programs"]) - graph
+    on_graph = f"{graph} programs on the graph executor (nothing to compile)"
+    if not programs:
+        return on_graph
     if warm["cache_hits"] is None:
-        return f"{programs} programs compiled (no compile cache)"
-    return (f"{warm['cache_hits']} of {programs} programs loaded from the compile cache, "
-            f"{warm['compiled']} compiled")  # fmt: skip
+        phrase = f"{programs} programs compiled (no compile cache)"
+    else:
+        phrase = (f"{warm['cache_hits']} of {programs} programs loaded from the compile "
+                  f"cache, {warm['compiled']} compiled")  # fmt: skip
+    return f"{phrase}, {on_graph}" if graph else phrase
 
 
 def compile_workers(requested: int, jobs: int) -> int:
@@ -164,7 +189,8 @@ def run_jobs(
         job.run(program)
         if key:
             compiled[key] = cache.staged() - before
-        finish(Program(job.name, trace_seconds, time.perf_counter() - begin), index)
+        seconds = time.perf_counter() - begin
+        finish(Program(job.name, trace_seconds, seconds, compiler=_compiler(job)), index)
 
     with compile_cache.collect() as collected, \
             concurrent.futures.ThreadPoolExecutor(workers, "xtts-compile") as pool:  # fmt: skip
@@ -174,7 +200,8 @@ def run_jobs(
                 begin = time.perf_counter()
                 with compile_cache.stable_names(job.name):
                     program = job.trace()
-                key = compile_cache.fingerprint(program) if cache is not None else None
+                cached = cache is not None and job.xla  # the graph executor compiles nothing
+                key = compile_cache.fingerprint(program) if cached else None
                 traced.append(program)
                 trace_seconds = time.perf_counter() - begin
                 if defer_cached and key and cache.holds(key):
@@ -196,3 +223,7 @@ def run_jobs(
     )
     release_free_heap()  # the compilers' working memory
     return traced, report
+
+
+def _compiler(job: Job) -> str:
+    return "xla" if job.xla else "graph"

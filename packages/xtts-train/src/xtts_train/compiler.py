@@ -1,0 +1,69 @@
+"""Which compiler runs a program: XLA (`jit_compile=True`) or TensorFlow's graph executor.
+
+The static signature is the contract either way: one program per `DatasetSpec` shape,
+traced once at warm-up, a retrace an error. What changes is who runs the traced graph:
+XLA fuses it into one compiled program (and the persistent compile cache keeps that
+program), the graph executor runs TensorFlow's own kernels (oneDNN on a CPU) and has
+nothing to compile or cache.
+
+`train.compiler: auto` picks per device and per role (train step, eval step, decoding
+loop) from `AUTO`, a table of measurements (`xtts-bench compiler`, tiny model at the
+spec's shapes, 1 and 2 threads; figures in the xtts-train README). `xla` or `graph`
+overrides it for every role.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from xtts_train.config import COMPILERS
+
+__all__ = ["AUTO", "COMPILERS", "ROLES", "choices", "device_kind", "resolve"]
+
+ROLES = ("train", "eval", "decode")
+
+# device kind -> role -> compiler, from `xtts-bench compiler` (xtts-train README,
+# "Compiler per device"). On this project's 2-core x86 CPU the graph executor ran the
+# tiny train step 2.0-2.5x faster than XLA at 1 and 2 threads, and the eval step and
+# the decoding loop faster too; XLA is the default on accelerators, where it fuses what
+# would otherwise be many small kernel launches.
+AUTO: dict[str, dict[str, str]] = {
+    "CPU": {"train": "graph", "eval": "graph", "decode": "graph"},
+    "GPU": {"train": "xla", "eval": "xla", "decode": "xla"},
+    "TPU": {"train": "xla", "eval": "xla", "decode": "xla"},
+}
+
+
+def device_kind() -> str:
+    """`"TPU"`, `"GPU"` or `"CPU"`: the kind of device TensorFlow places steps on here."""
+    for kind in ("TPU", "GPU"):
+        if tf.config.list_logical_devices(kind):
+            return kind
+    return "CPU"
+
+
+def resolve(compiler: str, role: str, device: str | None = None) -> str:
+    """`"xla"` or `"graph"` for `role` on `device` (default: this process's `device_kind`).
+
+    Raises:
+        ValueError: an unknown compiler, role or device kind (config validation names the
+            setting first; this guards direct callers).
+    """
+    if compiler not in COMPILERS:
+        raise ValueError(f"Expected compiler one of {COMPILERS}, received: compiler={compiler!r}")
+    if role not in ROLES:
+        raise ValueError(f"Expected role one of {ROLES}, received: role={role!r}")
+    if compiler != "auto":
+        return compiler
+    device = device or device_kind()
+    if device not in AUTO:
+        raise ValueError(f"Expected device one of {sorted(AUTO)}, received: device={device!r}")
+    return AUTO[device][role]
+
+
+def choices(compiler: str) -> dict[str, str]:
+    """What `compiler` means here: `{"setting": compiler, "device": kind, "train": c,
+    "eval": c, "decode": c}`, each `c` `"xla"` or `"graph"` (for `check` and summaries)."""
+    device = device_kind()
+    roles = {role: resolve(compiler, role, device) for role in ROLES}
+    return {"setting": compiler, "device": device, **roles}

@@ -1,0 +1,45 @@
+"""`train.compiler`: the per-device, per-role choice between XLA and the graph executor."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from xtts_train.compiler import AUTO, ROLES, choices, device_kind, resolve
+from xtts_train.config import COMPILERS
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("compiler", ["xla", "graph"])
+def test_an_explicit_compiler_wins_on_every_device(compiler, role):
+    for device in AUTO:
+        assert resolve(compiler, role, device) == compiler
+
+
+def test_auto_is_the_graph_executor_on_a_cpu_and_xla_on_accelerators():
+    assert {resolve("auto", role, "CPU") for role in ROLES} == {"graph"}
+    assert {resolve("auto", role, "GPU") for role in ROLES} == {"xla"}
+    assert set(AUTO) == {"CPU", "GPU", "TPU"}
+    assert all(set(table) == set(ROLES) for table in AUTO.values())
+    assert all(set(table.values()) <= set(COMPILERS) for table in AUTO.values())
+
+
+def test_this_process_device_and_the_choices_reported():
+    kind = "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
+    assert device_kind() == kind
+    report = choices("auto")
+    assert report == {"setting": "auto", "device": kind, **AUTO[kind]}
+    assert choices("xla") == {"setting": "xla", "device": kind, **dict.fromkeys(ROLES, "xla")}
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (("jit", "train"), r"^Expected compiler one of \('auto', 'xla', 'graph'\), received: compiler='jit'$"),
+        (("auto", "infer"), r"^Expected role one of \('train', 'eval', 'decode'\), received: role='infer'$"),
+        (("auto", "train", "NPU"), r"^Expected device one of \['CPU', 'GPU', 'TPU'\], received: device='NPU'$"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_say_what_was_expected(args, match):
+    with pytest.raises(ValueError, match=match):
+        resolve(*args)
