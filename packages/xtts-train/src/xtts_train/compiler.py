@@ -8,7 +8,8 @@ nothing to compile or cache.
 
 `train.compiler: auto` picks per device and per role (train step, eval step, decoding
 loop) from `AUTO`, a table of measurements (`xtts-bench compiler`, tiny model at the
-spec's shapes, 1 and 2 threads; figures in the xtts-train README). `xla` or `graph`
+spec's shapes, 1 and 2 threads; figures in the xtts-train README): on a CPU the train
+and eval steps run on the graph executor and decoding under XLA. `xla` or `graph`
 overrides it for every role.
 """
 
@@ -23,12 +24,13 @@ __all__ = ["AUTO", "COMPILERS", "ROLES", "choices", "device_kind", "resolve"]
 ROLES = ("train", "eval", "decode")
 
 # device kind -> role -> compiler, from `xtts-bench compiler` (xtts-train README,
-# "Compiler per device"). On this project's 2-core x86 CPU the graph executor ran the
-# tiny train step 2.0-2.5x faster than XLA at 1 and 2 threads, and the eval step and
-# the decoding loop faster too; XLA is the default on accelerators, where it fuses what
-# would otherwise be many small kernel launches.
+# "Compiler per device"): on this project's 2-core x86 CPU (AVX-512), tiny model, batch
+# 16 at the espeak recipe's three shapes, the graph executor ran the train step 3.2x and
+# the eval step 4-5x faster than XLA on 1 and on 2 threads, while XLA ran the decoding
+# loop (a `tf.while_loop` of many small ops) 1.3x (1 thread) to 3.5x (2 threads) faster.
+# On accelerators XLA fuses what would otherwise be many small kernel launches.
 AUTO: dict[str, dict[str, str]] = {
-    "CPU": {"train": "graph", "eval": "graph", "decode": "graph"},
+    "CPU": {"train": "graph", "eval": "graph", "decode": "xla"},
     "GPU": {"train": "xla", "eval": "xla", "decode": "xla"},
     "TPU": {"train": "xla", "eval": "xla", "decode": "xla"},
 }

@@ -189,7 +189,8 @@ class TrainConfig(FrozenConfig):
         compiler: who runs the train, eval and decoding programs: `xla` (compiled by XLA,
             kept in the persistent compile cache), `graph` (TensorFlow's own kernels,
             nothing to compile), or `auto`: per device and role by measurement
-            (`xtts_train.compiler.AUTO`: graph on a CPU, XLA on a GPU). Either way each
+            (`xtts_train.compiler.AUTO`: on a CPU the train and eval steps on the graph
+            executor and decoding under XLA; XLA throughout on a GPU). Either way each
             program has a static signature, is traced once and a retrace is an error.
     """
 
