@@ -11,11 +11,13 @@ from surface_helpers import check_public_surface
 import xtts_bench
 
 EXPECTED = {
-    "AudioBenchConfig", "DataBenchConfig", "GateConfig", "LearningBenchConfig",
-    "MissingExtraError", "SettingsError", "StartupBenchConfig", "TrainBenchConfig",
-    "XttsBenchError", "run_audio_benchmarks", "run_data_benchmarks", "run_decode_benchmark",
-    "run_gate", "run_learning_benchmark", "run_startup_benchmarks", "run_train_benchmarks",
-    "run_wer_benchmark",
+    "AudioBenchConfig", "CompilerBenchConfig", "DataBenchConfig", "GateConfig",
+    "LearningBenchConfig", "MissingExtraError", "PeersBenchConfig", "ProfileBenchConfig",
+    "SettingsError", "StartupBenchConfig", "TrainBenchConfig", "XttsBenchError",
+    "run_audio_benchmarks", "run_compiler_benchmark", "run_data_benchmarks",
+    "run_decode_benchmark", "run_gate", "run_learning_benchmark", "run_peers_benchmark",
+    "run_profile_benchmark", "run_startup_benchmarks",
+    "run_train_benchmarks", "run_wer_benchmark",
 }  # fmt: skip
 
 

@@ -16,17 +16,23 @@ from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
     from xtts_bench.audio import run_audio_benchmarks
+    from xtts_bench.compilers import run_compiler_benchmark
     from xtts_bench.data import run_data_benchmarks
     from xtts_bench.decode import run_decode_benchmark
     from xtts_bench.errors import MissingExtraError, SettingsError, XttsBenchError
     from xtts_bench.gate import run_gate
     from xtts_bench.intelligibility import run_wer_benchmark
     from xtts_bench.learning import run_learning_benchmark
+    from xtts_bench.peers import run_peers_benchmark
+    from xtts_bench.profile import run_profile_benchmark
     from xtts_bench.settings import (
         AudioBenchConfig,
+        CompilerBenchConfig,
         DataBenchConfig,
         GateConfig,
         LearningBenchConfig,
+        PeersBenchConfig,
+        ProfileBenchConfig,
         StartupBenchConfig,
         TrainBenchConfig,
     )
@@ -35,19 +41,25 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AudioBenchConfig",
+    "CompilerBenchConfig",
     "DataBenchConfig",
     "GateConfig",
     "LearningBenchConfig",
     "MissingExtraError",
+    "PeersBenchConfig",
+    "ProfileBenchConfig",
     "SettingsError",
     "StartupBenchConfig",
     "TrainBenchConfig",
     "XttsBenchError",
     "run_audio_benchmarks",
+    "run_compiler_benchmark",
     "run_data_benchmarks",
     "run_decode_benchmark",
     "run_gate",
     "run_learning_benchmark",
+    "run_peers_benchmark",
+    "run_profile_benchmark",
     "run_startup_benchmarks",
     "run_train_benchmarks",
     "run_wer_benchmark",
@@ -57,14 +69,20 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "run_audio_benchmarks": "audio",
+        "run_compiler_benchmark": "compilers",
         "run_data_benchmarks": "data",
         "run_decode_benchmark": "decode",
         **dict.fromkeys(["MissingExtraError", "SettingsError", "XttsBenchError"], "errors"),
         "run_gate": "gate",
         "run_wer_benchmark": "intelligibility",
         "run_learning_benchmark": "learning",
-        **dict.fromkeys(["AudioBenchConfig", "DataBenchConfig", "GateConfig",
-                         "LearningBenchConfig", "StartupBenchConfig", "TrainBenchConfig"],
+        "run_peers_benchmark": "peers",
+        "run_profile_benchmark": "profile",
+        **dict.fromkeys(["AudioBenchConfig", "CompilerBenchConfig", "DataBenchConfig",
+                         "GateConfig",
+                         "LearningBenchConfig", "PeersBenchConfig", "ProfileBenchConfig",
+                         "StartupBenchConfig",
+                         "TrainBenchConfig"],
                         "settings"),
         "run_startup_benchmarks": "startup",
         "run_train_benchmarks": "train",

@@ -19,9 +19,12 @@ from xtts_audio.startup import start_cli, verbose_flag
 from xtts_bench.errors import XttsBenchError
 from xtts_bench.settings import (
     AudioBenchConfig,
+    CompilerBenchConfig,
     DataBenchConfig,
     GateConfig,
     LearningBenchConfig,
+    PeersBenchConfig,
+    ProfileBenchConfig,
     StartupBenchConfig,
     TrainBenchConfig,
 )
@@ -88,10 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_compare(commands)
     _add_train(commands)
+    _add_compiler(commands)
+    _add_profile(commands)
     _add_startup(commands)
     _add_learning(commands)
     _add_decode(commands)
     _add_wer(commands)
+    _add_peers(commands)
     _add_gate(commands)
     return parser  # fmt: skip
 
@@ -230,6 +236,90 @@ def _add_train(commands) -> None:
                        help="print the figures as JSON")  # fmt: skip
 
 
+def _add_compiler(commands) -> None:
+    compiler = commands.add_parser(
+        "compiler",
+        parents=[verbose_flag()],
+        help="XLA vs TensorFlow's graph executor: train step, eval step, decoding loop",
+        description=(
+            "For each --threads count, in fresh processes pinned to that many cores: build "
+            "xtts-train's steps as fit does with train.compiler=xla and =graph, warm every "
+            "shape of the spec up, and time the train step and the eval step at each shape "
+            "and the decoding loop over --decode-frames frames; report which is faster per "
+            "role (the measurement behind train.compiler=auto), each train step's FLOPs and "
+            "its MFU against the cores' measured matmul peak. About 10 minutes on 2 cores "
+            "at the defaults (the XLA compiles)."
+        ),
+    )
+    c = CompilerBenchConfig()
+    compiler.add_argument("--data", type=pathlib.Path, default=None,
+                          help="a feature cache to measure on (default: a demo corpus written "
+                          "for the run; --set must match the cache's settings)")  # fmt: skip
+    compiler.add_argument("--threads", type=int, nargs="+", default=list(c.threads),
+                          help="thread counts, each measured in its own process "
+                          "(default: %(default)s)")  # fmt: skip
+    for flag, value, text in [
+        ("--steps", c.steps, "timed train and eval steps per shape"),
+        ("--decode-frames", c.decode_frames, "frames decoded per call (stop token held off)"),
+        ("--decode-repeats", c.decode_repeats, "timed decoding calls"),
+        ("--batches", c.batches, "batches drawn to find every shape"),
+        ("--utterances", c.utterances, "demo corpus size (without --data)"),
+        ("--batch-size", c.batch_size, "batch size of the longest bucket"),
+        ("--num-buckets", c.num_buckets, "bucket shapes of the pipeline"),
+        ("--cond-frames", c.cond_frames, "frames of the conditioning mel"),
+        ("--seed", c.seed, "corpus, shuffle and weight seed"),
+    ]:
+        compiler.add_argument(flag, type=int, default=value,
+                              help=f"{text} (default: %(default)s)")  # fmt: skip
+    compiler.add_argument("--preset", default=c.preset, help="model preset (default: %(default)s)")
+    _add_overrides(compiler)
+    compiler.add_argument("--json", action="store_true", default=False,
+                          help="print the figures as JSON")  # fmt: skip
+
+
+def _add_profile(commands) -> None:
+    profile = commands.add_parser(
+        "profile",
+        parents=[verbose_flag()],
+        help="the train step op by op (XProf): time per part of the model, loss and update",
+        description=(
+            "Build xtts-train's train step as fit does (train.compiler from --compiler) for "
+            "one shape of the spec, warm it up, run --warm-steps unprofiled steps, then "
+            "profile --steps steps with every op recorded, and group the ops' self times "
+            "into the parts of the step (encoders, decoder attention, feed-forward, prenet, "
+            "postnet, heads, each loss term, the update), forward and backward, with the "
+            "time per kind of layer and per op type. With xla, fused ops are attributed to "
+            "the TensorFlow op XLA recorded for each fusion. About a minute on a CPU."
+        ),
+    )
+    p = ProfileBenchConfig()
+    profile.add_argument("--data", type=pathlib.Path, default=None,
+                         help="a feature cache to profile on (default: a demo corpus written "
+                         "for the run; --set must match the cache's settings)")  # fmt: skip
+    profile.add_argument("--compiler", choices=("graph", "xla"), default=p.compiler,
+                         help="who runs the step (default: %(default)s)")  # fmt: skip
+    for flag, value, text in [
+        ("--threads", p.threads, "TensorFlow intra/inter-op threads"),
+        ("--steps", p.steps, "profiled steps"),
+        ("--warm-steps", p.warm_steps, "unprofiled steps before them (the reference time)"),
+        ("--bucket", p.bucket, "the profiled shape: index into the spec's (-1: longest)"),
+        ("--batches", p.batches, "batches drawn to find those of the shape"),
+        ("--utterances", p.utterances, "demo corpus size (without --data)"),
+        ("--batch-size", p.batch_size, "batch size of the longest bucket"),
+        ("--num-buckets", p.num_buckets, "bucket shapes of the pipeline"),
+        ("--cond-frames", p.cond_frames, "frames of the conditioning mel"),
+        ("--seed", p.seed, "corpus, shuffle and weight seed"),
+    ]:
+        profile.add_argument(flag, type=int, default=value,
+                             help=f"{text} (default: %(default)s)")  # fmt: skip
+    profile.add_argument("--preset", default=p.preset, help="model preset (default: %(default)s)")
+    profile.add_argument("--trace-dir", type=pathlib.Path, default=None,
+                         help="keep the TensorBoard profile here (default: discarded)")  # fmt: skip
+    _add_overrides(profile)
+    profile.add_argument("--json", action="store_true", default=False,
+                         help="print the figures as JSON")  # fmt: skip
+
+
 def _add_startup(commands) -> None:
     startup = commands.add_parser(
         "startup",
@@ -336,6 +426,47 @@ def _add_wer(commands) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_peers(commands) -> None:
+    p = commands.add_parser(
+        "peers", parents=[verbose_flag()],
+        help="xtts vs Glow-TTS (coqui-tts) trained side by side, one core each, same minutes",
+        description=(
+            "Prepare CORPUS for xtts, then train xtts (xtts-train fit) and Glow-TTS "
+            "(coqui-tts's model, loss and RAdam + Noam, a minimal loop) at once, each pinned to "
+            "one core with one thread, each stopped after --minutes of its own wall time "
+            "(compile included). Both read xtts-data's phoneme ids. Every system's checkpoint "
+            "nearest each --every-minutes mark, and its last, synthesises the first --n "
+            "sentences of --held-out through its own Griffin-Lim; one scorer computes xtts "
+            "preset log-mels of every WAV: DTW distance, pairing score, top-1 sentence "
+            "identification. Writes OUT/peers.json and OUT/peers.png. Needs the peers extra: "
+            "hatch run peers:bench-peers ..."
+        ),
+    )  # fmt: skip
+    p.add_argument("--corpus", type=pathlib.Path, required=True, metavar="CORPUS")
+    p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CORPUS",
+                   help="a corpus neither system trains on")  # fmt: skip
+    p.add_argument("--out", type=pathlib.Path, required=True, metavar="DIR",
+                   help="a new or empty folder")  # fmt: skip
+    t = {f.name: f.default for f in dataclasses.fields(PeersBenchConfig)}
+    for name, text in (("minutes", "wall budget of each system"),
+                       ("every_minutes", "the curve's spacing in minutes"),
+                       ("n", "held-out sentences scored"),
+                       ("xtts_checkpoint_every", "steps between xtts checkpoints"),
+                       ("glow_hidden", "Glow-TTS channels (encoder, decoder, durations)"),
+                       ("glow_flows", "Glow-TTS decoder flow blocks"),
+                       ("glow_encoder_layers", "Glow-TTS encoder layers"),
+                       ("glow_batch_size", "Glow-TTS utterances per step"),
+                       ("glow_learning_rate", "Glow-TTS RAdam peak learning rate"),
+                       ("glow_warmup_steps", "Glow-TTS Noam warm-up steps"),
+                       ("seed", "Glow-TTS weights and batch order")):  # fmt: skip
+        p.add_argument(f"--{name.replace('_', '-')}", type=type(t[name]), default=t[name],
+                       help=f"{text} (default: %(default)s)")  # fmt: skip
+    p.add_argument("--cores", default=",".join(map(str, t["cores"])), metavar="XTTS,GLOW",
+                   help="the core of each system (default: %(default)s)")  # fmt: skip
+    _add_overrides(p)
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_gate(commands) -> None:
     gate = commands.add_parser(
         "gate",
@@ -416,6 +547,25 @@ def _run_train(args) -> str | dict:
     return results if args.json else format_train_table(results)
 
 
+def _run_compiler(args) -> str | dict:
+    from xtts_bench.compilers import format_compiler_table, run_compiler_benchmark
+
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(CompilerBenchConfig)}
+    bench = CompilerBenchConfig(**{**fields, "threads": tuple(args.threads),
+                                   "overrides": tuple(args.overrides)})  # fmt: skip
+    results = run_compiler_benchmark(bench, progress=True)
+    return results if args.json else format_compiler_table(results)
+
+
+def _run_profile(args) -> str | dict:
+    from xtts_bench.profile import format_profile_table, run_profile_benchmark
+
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(ProfileBenchConfig)}
+    bench = ProfileBenchConfig(**{**fields, "overrides": tuple(args.overrides)})
+    results = run_profile_benchmark(bench, progress=True)
+    return results if args.json else format_profile_table(results)
+
+
 def _run_startup(args) -> str | dict:
     from xtts_bench.startup import format_startup_table, run_startup_benchmarks
 
@@ -452,9 +602,22 @@ def _run_wer(args) -> str | dict:
     return result if args.json else format_wer_table(result)
 
 
+def _run_peers(args) -> str | dict:
+    from xtts_bench.peers import format_peers_table, require_peers_extra, run_peers_benchmark
+
+    require_peers_extra()  # before any work or setting: the one thing to fix first
+    cores = tuple(int(c) if c.strip().isdigit() else c for c in args.cores.split(","))
+    names = [f.name for f in dataclasses.fields(PeersBenchConfig)]
+    fields = {name: getattr(args, name) for name in names if name not in ("cores", "overrides")}
+    bench = PeersBenchConfig(**{**fields, "cores": cores, "overrides": tuple(args.overrides)})
+    result = run_peers_benchmark(bench)
+    return result if args.json else format_peers_table(result)
+
+
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
+             "compiler": _run_compiler, "profile": _run_profile,
              "startup": _run_startup, "learning": _run_learning,
-             "decode": _run_decode, "wer": _run_wer}  # fmt: skip
+             "decode": _run_decode, "wer": _run_wer, "peers": _run_peers}  # fmt: skip
 
 
 def _run(args) -> int:

@@ -17,8 +17,11 @@ from xtts_train import PRESETS, StackConfig, load_stack_config
 
 __all__ = [
     "AudioBenchConfig",
+    "CompilerBenchConfig",
     "DataBenchConfig",
     "GateConfig",
+    "PeersBenchConfig",
+    "ProfileBenchConfig",
     "StartupBenchConfig",
     "TrainBenchConfig",
 ]
@@ -210,6 +213,63 @@ class TrainBenchConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class CompilerBenchConfig:
+    """Settings of `xtts-bench compiler`: XLA against TensorFlow's graph executor for the
+    train step, the eval step and the decoding loop, at the spec's shapes.
+
+    Attributes:
+        data: a feature cache to measure on (None: a demo corpus of `utterances` written
+            for the run); `overrides` must match its settings.
+        threads: each thread count is measured in its own process, pinned to that many
+            cores, with that many intra- and inter-op threads.
+        steps: timed train (and eval) steps per shape, after one untimed.
+        decode_frames: the decoding buffer (the stop token held off: every call decodes
+            it whole); `decode_repeats` timed calls after the first.
+        batches: batches drawn to find one of every shape of the spec.
+        utterances, batch_size, num_buckets, cond_frames, preset, overrides, seed: as
+            `TrainBenchConfig`'s.
+    """
+
+    data: Path | None = None
+    threads: tuple[int, ...] = (1, 2)
+    steps: int = 5
+    decode_frames: int = 256
+    decode_repeats: int = 3
+    batches: int = 64
+    utterances: int = 256
+    batch_size: int = 16
+    num_buckets: int = 3
+    cond_frames: int = 32
+    preset: str = "tiny"
+    overrides: tuple[str, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "decode_frames", "decode_repeats", "batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"CompilerBenchConfig.{name}: expected an int >= 1, "
+                                    f"received: {name}={value!r}")  # fmt: skip
+        threads = self.threads
+        counts = isinstance(threads, tuple) and threads
+        if not (counts and all(type(t) is int and t >= 1 for t in threads)):
+            raise SettingsError(f"CompilerBenchConfig.threads: expected a tuple of ints >= 1, "
+                                f"received: threads={threads!r}")  # fmt: skip
+        if self.data is not None and not Path(self.data).is_dir():
+            raise SettingsError(f"CompilerBenchConfig.data: expected a feature cache folder, "
+                                f"received: data={str(self.data)!r}")  # fmt: skip
+        self.train_bench()  # the corpus and stack settings, checked by their owner
+
+    def train_bench(self) -> TrainBenchConfig:
+        """The corpus, batching and stack settings, as `xtts-bench train` has them."""
+        return TrainBenchConfig(
+            batches=self.batches, utterances=self.utterances, batch_size=self.batch_size,
+            num_buckets=self.num_buckets, cond_frames=self.cond_frames, preset=self.preset,
+            overrides=self.overrides, seed=self.seed, threads=max(self.threads),
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class StartupBenchConfig:
     """Settings of `xtts-bench startup`.
 
@@ -272,3 +332,159 @@ class LearningBenchConfig:
         if self.steps % self.every:
             raise SettingsError(f"Expected steps a multiple of every, received: "
                                 f"steps={self.steps}, every={self.every}")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PeersBenchConfig:
+    """Settings of `xtts-bench peers`: xtts and Glow-TTS trained side by side.
+
+    Attributes:
+        corpus: the training corpus (any layout `xtts-data prepare` reads).
+        held_out: a corpus neither system trains on; its first `n` sentences by id are
+            synthesised by both at every scored checkpoint.
+        out: folder for both runs, the syntheses, `peers.json` and `peers.png`.
+        minutes: wall budget of each system, from its process start (compile included).
+        every_minutes: the curve's spacing: each system's checkpoint nearest each
+            multiple of it is scored, and its last one.
+        n: held-out sentences scored.
+        overrides: xtts stack-config `section.key=value` overrides (as `xtts-train fit
+            --set`), applied after the bench's own (`train.steps=1000000`, the length of
+            xtts's cosine schedule: set it to end the decay within the budget;
+            `train.eval_every=0`; `train.checkpoint_every=xtts_checkpoint_every`).
+        xtts_checkpoint_every: steps between xtts checkpoints (fit saves by step; the
+            nearest to each mark is scored).
+        glow_hidden: Glow-TTS encoder, decoder and duration-predictor channels (the
+            encoder's feed-forward layers get 4x).
+        glow_flows: decoder flow blocks (`num_flow_blocks_dec`).
+        glow_encoder_layers: encoder transformer layers.
+        glow_batch_size: Glow-TTS utterances per step.
+        glow_learning_rate, glow_warmup_steps: RAdam's peak rate and its Noam warm-up.
+        cores: the CPU cores of xtts and Glow-TTS, one each.
+        seed: Glow-TTS's weights and batch order.
+    """
+
+    corpus: Path
+    held_out: Path
+    out: Path
+    minutes: float = 45.0
+    every_minutes: float = 5.0
+    n: int = 24
+    overrides: tuple[str, ...] = ()
+    xtts_checkpoint_every: int = 200
+    glow_hidden: int = 64
+    glow_flows: int = 8
+    glow_encoder_layers: int = 3
+    glow_batch_size: int = 16
+    glow_learning_rate: float = 1e-3
+    glow_warmup_steps: int = 500
+    cores: tuple[int, int] = (0, 1)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n", "xtts_checkpoint_every", "glow_hidden", "glow_flows",
+                     "glow_encoder_layers", "glow_batch_size", "glow_warmup_steps"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"PeersBenchConfig.{name}: expected an int >= 1, "
+                                    f"received: {name}={value!r}")  # fmt: skip
+        if self.n < 2:
+            raise SettingsError(f"PeersBenchConfig.n: expected at least 2 sentences (pairing "
+                                f"compares each with the others), received: "
+                                f"n={self.n}")  # fmt: skip
+        if self.glow_hidden % 2:  # two attention heads split the channels
+            raise SettingsError(f"PeersBenchConfig.glow_hidden: expected an even int, "
+                                f"received: glow_hidden={self.glow_hidden}")  # fmt: skip
+        for name in ("minutes", "every_minutes", "glow_learning_rate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise SettingsError(f"PeersBenchConfig.{name}: expected a number > 0, "
+                                    f"received: {name}={value!r}")  # fmt: skip
+        if self.every_minutes > self.minutes:
+            raise SettingsError(
+                f"PeersBenchConfig: expected every_minutes <= minutes, received: "
+                f"every_minutes={self.every_minutes}, minutes={self.minutes}"
+            )
+        cores = self.cores
+        numbers = isinstance(cores, tuple) and all(
+            isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cores
+        )
+        if not (numbers and len(cores) == 2 and len(set(cores)) == 2):
+            raise SettingsError(f"PeersBenchConfig.cores: expected two different core numbers, "
+                                f"received: cores={cores!r}")  # fmt: skip
+        if isinstance(self.overrides, str) or not all(isinstance(o, str) for o in self.overrides):
+            raise SettingsError(
+                f"PeersBenchConfig.overrides: expected a tuple of 'section.key=value' "
+                f"strings, received: {self.overrides!r}"
+            )
+        self.stack()  # an unknown key or invalid value fails here, before any work
+
+    def xtts_settings(self) -> list[str]:
+        """The `--set` values of the xtts run: the bench's, then `overrides`."""
+        return ["train.steps=1000000", "train.eval_every=0",
+                f"train.checkpoint_every={self.xtts_checkpoint_every}",
+                "train.keep_checkpoints=100000", *self.overrides]  # fmt: skip
+
+    def stack(self) -> StackConfig:
+        """The xtts run's stack config (vocabulary size not yet set)."""
+        return load_stack_config(None, self.xtts_settings())
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ProfileBenchConfig:
+    """Settings of `xtts-bench profile`: the train step's time op by op.
+
+    Attributes:
+        data: a feature cache to profile on (None: a demo corpus of `utterances` written
+            for the run); `overrides` must match its settings.
+        threads: TensorFlow intra- and inter-op threads (1: ops run one after another, so
+            the parts add up to the step).
+        compiler: `graph` or `xla` (`train.compiler`, whatever `overrides` say).
+        steps: profiled steps, after the warm-up and `warm_steps` unprofiled ones (their
+            median is the reference step time).
+        bucket: the profiled shape, an index into the spec's shapes (-1: the longest).
+        trace_dir: keep the TensorBoard profile here (None: a temporary folder).
+        batches: batches drawn to find those of the profiled shape.
+        utterances, batch_size, num_buckets, cond_frames, preset, overrides, seed: as
+            `TrainBenchConfig`'s.
+    """
+
+    data: Path | None = None
+    threads: int = 1
+    compiler: str = "graph"
+    steps: int = 5
+    warm_steps: int = 3
+    bucket: int = -1
+    trace_dir: Path | None = None
+    batches: int = 64
+    utterances: int = 256
+    batch_size: int = 16
+    num_buckets: int = 3
+    cond_frames: int = 32
+    preset: str = "tiny"
+    overrides: tuple[str, ...] = ()
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("threads", "steps", "warm_steps", "batches"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"ProfileBenchConfig.{name}: expected an int >= 1, "
+                                    f"received: {name}={value!r}")  # fmt: skip
+        if isinstance(self.bucket, bool) or not isinstance(self.bucket, int):
+            raise SettingsError(f"ProfileBenchConfig.bucket: expected an int (-1: the longest "
+                                f"shape), received: bucket={self.bucket!r}")  # fmt: skip
+        if self.compiler not in ("graph", "xla"):
+            raise SettingsError(f"ProfileBenchConfig.compiler: expected 'graph' or 'xla', "
+                                f"received: compiler={self.compiler!r}")  # fmt: skip
+        if self.data is not None and not Path(self.data).is_dir():
+            raise SettingsError(f"ProfileBenchConfig.data: expected a feature cache folder, "
+                                f"received: data={str(self.data)!r}")  # fmt: skip
+        self.train_bench()  # the corpus and stack settings, checked by their owner
+
+    def train_bench(self) -> TrainBenchConfig:
+        """The corpus, batching and stack settings, as `xtts-bench train` has them."""
+        return TrainBenchConfig(
+            batches=self.batches, utterances=self.utterances, batch_size=self.batch_size,
+            num_buckets=self.num_buckets, cond_frames=self.cond_frames, preset=self.preset,
+            overrides=self.overrides, seed=self.seed, threads=self.threads,
+        )  # fmt: skip

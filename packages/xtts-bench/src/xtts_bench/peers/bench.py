@@ -1,0 +1,244 @@
+"""`xtts-bench peers`: xtts and Glow-TTS trained side by side, scored by one scorer.
+
+```
+corpus ── xtts-data prepare ─► xtts-cache ─┬─► xtts-train fit (core 0) ──► xtts-run/checkpoints
+        └─ the cache's ids, audio, tokens ─┴─► glow train     (core 1) ──► glow/checkpoints
+              both started together, each stopped by SIGTERM after `minutes` of wall time
+held-out ─► per scored checkpoint: xtts `evaluate` WAVs, Glow-TTS `synthesize` WAVs
+        ─► scoring.score_wavs (xtts preset mels, DTW, pairing, top-1) ─► peers.json, peers.png
+```
+
+Both systems read the same phoneme ids (xtts-data's front end; Glow-TTS gets them
+without `<eos>`), the same recordings (each computes its own features from them before
+its clock starts, as a cache is built once) and synthesise the same held-out sentences,
+each from its own features through the same Griffin-Lim (xtts-audio's, 32 iterations).
+Each system's recordings through it (`ceiling`) show what the vocoder alone costs in
+these measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+import xtts_data as xd
+from xtts_bench.errors import SettingsError
+from xtts_bench.peers.launch import Trainer, check_cores, require_peers_extra, run_side_by_side
+from xtts_bench.peers.scoring import score_wavs
+from xtts_bench.settings import PeersBenchConfig
+from xtts_train import evaluate
+
+__all__ = ["format_peers_table", "run_peers_benchmark", "scored_checkpoints"]
+
+SYSTEMS = ("xtts", "glow_tts")
+_GLOW = [sys.executable, "-m", "xtts_bench.peers.glow"]
+
+
+def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> dict:
+    """Train both systems for `config.minutes`, score their checkpoints, write
+    `peers.json` and `peers.png` into `config.out`; returns what `peers.json` holds.
+
+    Raises:
+        MissingExtraError: torch or coqui-tts is not installed.
+        SettingsError: a core this process may not use, or an `out` that is not empty.
+        RuntimeError: a trainer failed (its log's tail is in the message).
+    """
+    require_peers_extra()
+    check_cores(config.cores)
+    out = config.out
+    if out.exists() and any(out.iterdir()):
+        raise SettingsError(f"Expected --out to be a new or empty folder, received: {out} "
+                            f"(it holds files of another run)")  # fmt: skip
+    stack = config.stack()
+    xd.prepare(config.corpus, out / "xtts-cache", audio=stack.audio, data=stack.data,
+               progress=progress)  # fmt: skip
+    truth = _write_glow_manifest(config, stack, out / "glow")
+    _glow("prepare", out / "glow")
+    trainers = [_xtts_trainer(config, out), _glow_trainer(config, out)]
+    run_side_by_side(trainers, config.minutes, progress=progress)
+    systems = {
+        "xtts": _score_xtts(config, stack, trainers[0].found, truth),
+        "glow_tts": _score_glow(config, stack, trainers[1].found, truth),
+    }
+    result = {
+        "settings": {
+            **{k: str(v) for k, v in dataclasses.asdict(config).items()},
+            "overrides": list(config.overrides),
+            "xtts_settings": config.xtts_settings(),
+        },
+        "sentences": [u.id for u in truth],
+        "chance_top1": 1.0 / len(truth),
+        "systems": systems,
+    }
+    (out / "peers.json").write_text(json.dumps(result, indent=1))
+    plot_peers(result, out / "peers.png")
+    return result
+
+
+def scored_checkpoints(found: dict[int, float], every: float, last: float) -> list[int]:
+    """The steps to score: for each multiple of `every` below `last` minutes (the budget),
+    the checkpoint nearest it in wall minutes, and the last checkpoint (the one written
+    when the budget ran out); ascending."""
+    if not found:
+        return []
+    steps = sorted(found)
+    marks = np.arange(every, last - 1e-9, every)
+    chosen = {min(steps, key=lambda s: abs(found[s] - mark)) for mark in marks}
+    return sorted(chosen | {steps[-1]})
+
+
+def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd.Utterance]:
+    """`manifest.json` of the Glow-TTS side: settings, the cache's utterances (ids, audio,
+    token ids) and the held-out ones. Returns the held-out utterances (xtts's truth)."""
+    cache = xd.FeatureCache.open(config.out / "xtts-cache", audio=stack.audio, data=stack.data)
+    train = xd.read_utterances(cache, stack.data, "all", audio=stack.audio)
+    held_out = xd.read_utterances(config.held_out, stack.data, "all", audio=stack.audio,
+                                  tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
+    audio = {row.id: row.audio for row in xd.read_corpus(config.corpus).rows}
+    audio |= {row.id: row.audio for row in xd.read_corpus(config.held_out).rows}
+    settings = {"hidden": config.glow_hidden, "flows": config.glow_flows,
+                "encoder_layers": config.glow_encoder_layers,
+                "batch_size": config.glow_batch_size,
+                "learning_rate": config.glow_learning_rate,
+                "warmup_steps": config.glow_warmup_steps,
+                "every_minutes": config.every_minutes, "seed": config.seed}  # fmt: skip
+
+    def rows(utterances: list[xd.Utterance]) -> list[dict[str, Any]]:
+        return [{"id": u.id, "audio": str(audio[u.id]), "tokens": _without_eos(u.tokens)}
+                for u in utterances]  # fmt: skip
+
+    work.mkdir(parents=True, exist_ok=True)
+    manifest = {"settings": settings, "vocab_size": cache.tokenizer.vocab_size,
+                "train": rows(train), "held_out": rows(held_out)}  # fmt: skip
+    (work / "manifest.json").write_text(json.dumps(manifest))
+    return held_out
+
+
+def _without_eos(tokens: np.ndarray) -> list[int]:
+    ids = [int(t) for t in tokens]
+    return ids[:-1] if ids and ids[-1] == xd.Tokenizer.EOS else ids
+
+
+def _glow(command: str, work: Path, *extra: str) -> None:
+    """Run a Glow-TTS command (`xtts_bench.peers.glow`) to completion on every core."""
+    done = subprocess.run([*_GLOW, command, "--work", str(work), *extra],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode:
+        raise RuntimeError(f"glow {command} failed:\n{done.stderr[-4000:]}")
+
+
+def _xtts_trainer(config: PeersBenchConfig, out: Path) -> Trainer:
+    """`xtts-train fit` on the cache, with an empty compile cache of its own: a first run."""
+    sets = [arg for s in config.xtts_settings() for arg in ("--set", s)]
+    argv = ["-m", "xtts_train.cli", "fit", "--data", str(out / "xtts-cache"),
+            "--workdir", str(out / "xtts-run"), "--quiet", *sets]  # fmt: skip
+    return Trainer("xtts", argv, config.cores[0], out / "xtts-run" / "checkpoints",
+                   r"ckpt-(\d+)\.index", out / "xtts.log",
+                   env={"XTTS_COMPILE_CACHE": str(out / "xla-cache")})  # fmt: skip
+
+
+def _glow_trainer(config: PeersBenchConfig, out: Path) -> Trainer:
+    argv = ["-m", "xtts_bench.peers.glow", "train", "--work", str(out / "glow")]
+    return Trainer("glow_tts", argv, config.cores[1], out / "glow" / "checkpoints",
+                   r"step-(\d+)\.pt", out / "glow.log")  # fmt: skip
+
+
+def _score_xtts(config: PeersBenchConfig, stack, found: dict[int, float],
+                truth: list[xd.Utterance]) -> dict:  # fmt: skip
+    """Each scored checkpoint's `evaluate` WAVs through the scorer (its own mel-domain
+    pairing beside, as `pairing_mel`), and the recordings through its Griffin-Lim."""
+    run, mels, trim = config.out / "xtts-run", [u.mel for u in truth], stack.data.trim_top_db
+    points, wavs = [], config.out / "xtts-wavs"
+    for step in scored_checkpoints(found, config.every_minutes, config.minutes):
+        report = evaluate(run, config.held_out, split="all", n=config.n, step=step,
+                          out=wavs / f"step-{step}")  # fmt: skip
+        scores = score_wavs([wavs / f"step-{step}" / f"{u.id}.wav" for u in truth], mels,
+                            stack.audio, trim_top_db=trim)  # fmt: skip
+        points.append({"step": step, "minutes": found[step], **_summary(scores),
+                       "pairing_mel": report.summary["pairing_mean"]})  # fmt: skip
+    step = points[-1]["step"]
+    ceiling = score_wavs([wavs / f"step-{step}" / f"{u.id}.truth.wav" for u in truth], mels,
+                         stack.audio, trim_top_db=trim)  # fmt: skip
+    summary = json.loads((run / "summary.json").read_text())
+    return _system(points, ceiling, summary)
+
+
+def _score_glow(config: PeersBenchConfig, stack, found: dict[int, float],
+                truth: list[xd.Utterance]) -> dict:  # fmt: skip
+    """Glow-TTS's WAVs of each scored checkpoint (one `synthesize` process) scored."""
+    work, mels, trim = config.out / "glow", [u.mel for u in truth], stack.data.trim_top_db
+    steps = scored_checkpoints(found, config.every_minutes, config.minutes)
+    _glow("synthesize", work, "--steps", ",".join(map(str, steps)), "--truth")
+    points = []
+    for step in steps:
+        scores = score_wavs([work / "wavs" / f"step-{step}" / f"{u.id}.wav" for u in truth],
+                            mels, stack.audio, trim_top_db=trim)  # fmt: skip
+        points.append({"step": step, "minutes": found[step], **_summary(scores)})
+    ceiling = score_wavs([work / "wavs" / "truth" / f"{u.id}.wav" for u in truth], mels,
+                         stack.audio, trim_top_db=trim)  # fmt: skip
+    return _system(points, ceiling, json.loads((work / "summary.json").read_text()))
+
+
+def _summary(scores: dict) -> dict:
+    return {k: scores[k] for k in ("pairing_mean", "distance_mean", "top1")}
+
+
+def _system(points: list[dict], ceiling: dict, summary: dict) -> dict:
+    return {"points": points, "ceiling": _summary(ceiling), "steps": summary["steps"],
+            "time_to_first_step_s": summary["time_to_first_step_s"],
+            "step_ms_median": summary["step_ms_median"]}  # fmt: skip
+
+
+def plot_peers(result: dict, path: Path) -> None:
+    """Pairing, DTW distance and top-1 against wall minutes, one line per system; each
+    system's recordings through the vocoder dashed in its colour."""
+    figure = Figure(figsize=(12, 4))
+    axes = figure.subplots(1, 3)
+    panels = (("pairing_mean", "pairing score (1 = ignores the text)"),
+              ("distance_mean", "DTW log-mel distance"),
+              ("top1", "top-1 sentence identification"))  # fmt: skip
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        for color, (name, system) in zip(("C0", "C1"), result["systems"].items(), strict=False):
+            points = system["points"]
+            ax.plot([p["minutes"] for p in points], [p[key] for p in points], marker="o",
+                    color=color, label=name)  # fmt: skip
+            ax.axhline(system["ceiling"][key], color=color, linestyle="--", linewidth=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("wall minutes, one core each")
+        ax.grid(alpha=0.3)
+    axes[2].axhline(result["chance_top1"], color="grey", linestyle=":", linewidth=0.8)
+    axes[0].legend(fontsize=8)
+    figure.suptitle("dashed: the recordings through the system's own Griffin-Lim; "
+                    "dotted: chance", fontsize=8)  # fmt: skip
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def format_peers_table(result: dict) -> str:
+    """One row per scored checkpoint of each system, then each system's figures."""
+    head = f"{'system':<10}{'step':>7}{'minutes':>9}{'pairing':>9}{'DTW':>7}{'top-1':>7}"
+    rows = [head]
+    for name, system in result["systems"].items():
+        rows += [
+            f"{name:<10}{p['step']:>7}{p['minutes']:>9.1f}{p['pairing_mean']:>9.2f}"
+            f"{p['distance_mean']:>7.2f}{p['top1']:>7.0%}"
+            for p in system["points"]
+        ]
+        c = system["ceiling"]
+        rows.append(f"{name:<10}{'(its GL)':>16}{c['pairing_mean']:>9.2f}"
+                    f"{c['distance_mean']:>7.2f}{c['top1']:>7.0%}")  # fmt: skip
+    rows.append(f"{len(result['sentences'])} held-out sentences, chance top-1 "
+                f"{result['chance_top1']:.0%}; '(its GL)': the recordings through the "
+                f"system's own Griffin-Lim")  # fmt: skip
+    for name, system in result["systems"].items():
+        rows.append(f"{name}: {system['steps']} steps, time to first step "
+                    f"{system['time_to_first_step_s']:.1f} s, {system['step_ms_median']:.0f} "
+                    f"ms per step (median)")  # fmt: skip
+    return "\n".join(rows)

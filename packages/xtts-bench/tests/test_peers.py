@@ -1,0 +1,244 @@
+"""`xtts-bench peers` without its extra: the settings, the one-line missing-extra error, the
+scorer on synthetic mels and WAVs, the choice of scored checkpoints, and the launcher's
+pinning, thread settings, checkpoint clock and stop (on a stand-in trainer). Nothing
+here trains Glow-TTS or needs torch."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xtts_bench import cli
+from xtts_bench.errors import MissingExtraError, SettingsError
+from xtts_bench.peers import (
+    format_peers_table,
+    require_peers_extra,
+    score_mels,
+    score_wavs,
+    scored_checkpoints,
+    wav_mels,
+)
+from xtts_bench.peers.bench import plot_peers
+from xtts_bench.peers.launch import Trainer, run_side_by_side
+from xtts_bench.settings import PeersBenchConfig
+from xtts_train import ConfigError
+
+PATHS = dict(corpus=Path("corpus"), held_out=Path("held-out"), out=Path("out"))
+
+
+def _truth(n: int = 6, seed: int = 0) -> list[np.ndarray]:
+    """n smooth, distinct [frames, 16] "mels" of different lengths."""
+    rng = np.random.default_rng(seed)
+    mels = []
+    for i in range(n):
+        frames = 30 + 7 * i
+        steps = rng.normal(size=(frames, 16)) * 0.3
+        mels.append(np.cumsum(steps, axis=0) + rng.normal(size=16))
+    return mels
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"n": 1}, "at least 2 sentences"),
+        ({"n": 2.5}, "n: expected an int >= 1"),
+        ({"minutes": 0}, "minutes: expected a number > 0"),
+        ({"every_minutes": True}, "every_minutes: expected a number > 0"),
+        ({"minutes": 3.0, "every_minutes": 5.0}, "every_minutes <= minutes"),
+        ({"glow_hidden": 63}, "glow_hidden: expected an even int"),
+        ({"glow_flows": 0}, "glow_flows: expected an int >= 1"),
+        ({"glow_learning_rate": -1e-3}, "glow_learning_rate"),
+        ({"cores": (0, 0)}, "two different core numbers"),
+        ({"cores": (0,)}, "two different core numbers"),
+        ({"cores": (0, -1)}, "two different core numbers"),
+        ({"cores": 1}, "two different core numbers"),
+        ({"overrides": "train.steps=5"}, "a tuple of 'section.key=value'"),
+    ],
+)
+def test_settings_reject_bad_values(change, match):
+    with pytest.raises(SettingsError, match=match):
+        PeersBenchConfig(**PATHS, **change)
+
+
+def test_settings_check_xtts_overrides_with_their_owner():
+    with pytest.raises(ConfigError, match="no_such_key"):
+        PeersBenchConfig(**PATHS, overrides=("train.no_such_key=1",))
+
+
+def test_user_overrides_come_after_the_benchs_own():
+    config = PeersBenchConfig(**PATHS, overrides=("train.steps=3000",), xtts_checkpoint_every=50)
+    assert config.xtts_settings()[-1] == "train.steps=3000"
+    assert config.stack().train.steps == 3000
+    assert config.stack().train.checkpoint_every == 50
+    assert config.stack().train.eval_every == 0
+
+
+def test_defaults_are_the_reference_setup():
+    config = PeersBenchConfig(**PATHS)
+    assert (config.minutes, config.glow_hidden, config.glow_flows, config.glow_encoder_layers,
+            config.glow_batch_size, config.glow_warmup_steps) == (45.0, 64, 8, 3, 16, 500)  # fmt: skip
+
+
+def _hide_torch(monkeypatch):
+    """torch not installed, coqui-tts installed, whatever this environment holds."""
+    real = importlib.util.find_spec
+    fake = {"torch": None, "TTS": real("json")}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: fake[name] if name in fake else real(name, *a))  # fmt: skip
+
+
+def test_missing_extra_names_the_extra_and_the_fix(monkeypatch):
+    _hide_torch(monkeypatch)
+    with pytest.raises(
+        MissingExtraError, match=r"peers extra \(torch not installed\).*hatch run peers:"
+    ):
+        require_peers_extra()
+
+
+def test_cli_prints_the_missing_extra_as_one_line(monkeypatch, tmp_path, capsys):
+    _hide_torch(monkeypatch)
+    argv = ["peers", "--corpus", str(tmp_path), "--held-out", str(tmp_path),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith("xtts-bench peers: error: expected the peers extra")
+    assert "hatch run peers:bench-peers" in err
+    assert not (tmp_path / "out").exists()  # nothing was done
+
+
+def test_the_truth_itself_pairs_at_zero_and_is_always_identified():
+    truth = _truth()
+    scores = score_mels(truth, truth)
+    assert scores["pairing_mean"] == pytest.approx(0.0)
+    assert scores["distance_mean"] == pytest.approx(0.0)
+    assert scores["top1"] == 1.0
+    assert scores["nearest"] == list(range(len(truth)))
+
+
+def test_a_slower_truth_is_still_its_own_sentence():
+    truth = _truth()
+    slower = [np.repeat(mel, 2, axis=0) for mel in truth]  # twice as long: DTW aligns it
+    scores = score_mels(slower, truth)
+    assert scores["top1"] == 1.0
+    assert scores["pairing_mean"] < 0.1
+
+
+def test_one_mel_for_every_sentence_scores_chance():
+    truth = _truth()
+    same = [np.mean([m.mean(axis=0) for m in truth], axis=0)[None].repeat(40, axis=0)] * 6
+    scores = score_mels(same, truth)
+    assert scores["top1"] == pytest.approx(1 / len(truth)) == scores["chance_top1"]
+    assert scores["pairing_mean"] == pytest.approx(1.0, abs=0.15)
+
+
+@pytest.mark.parametrize(("synthesised", "truth"), [([np.zeros((3, 4))], [np.zeros((3, 4))]),
+                                                    ([np.zeros((3, 4))] * 2, [np.zeros((3, 4))] * 3)])  # fmt: skip
+def test_score_mels_wants_one_synthesis_per_sentence_and_two_sentences(synthesised, truth):
+    with pytest.raises(SettingsError, match="one synthesis per sentence"):
+        score_mels(synthesised, truth)
+
+
+def test_wavs_are_scored_through_the_xtts_preset(tmp_path):
+    import soundfile
+
+    from xtts_audio import MelConfig
+
+    audio = MelConfig.from_preset("xtts")
+    paths = []
+    for i, hz in enumerate((220, 330, 495, 740)):
+        t = np.arange(int(0.5 * 16000)) / 16000  # 16 kHz files: resampled like the recordings
+        paths.append(tmp_path / f"{i}.wav")
+        soundfile.write(paths[-1], 0.5 * np.sin(2 * np.pi * hz * t * (1 + t)), 16000)
+    truth = wav_mels(paths, audio, trim_top_db=None)
+    assert truth[0].shape[1] == audio.n_mels
+    scores = score_wavs(paths, truth, audio, trim_top_db=None)
+    assert (scores["top1"], scores["pairing_mean"]) == (1.0, pytest.approx(0.0))
+    assert score_wavs(paths[::-1], truth, audio, trim_top_db=None)["top1"] == 0.0
+
+
+def test_scored_checkpoints_are_the_nearest_to_each_mark_and_the_last():
+    found = {100: 1.1, 200: 2.3, 300: 3.4, 400: 4.5, 450: 5.2}
+    assert scored_checkpoints(found, every=2.0, last=5.0) == [200, 400, 450]
+    at_marks = {10: 1.0, 20: 2.0, 30: 3.0, 31: 3.05}  # the budget is a mark: its last only
+    assert scored_checkpoints(at_marks, every=1.0, last=3.0) == [10, 20, 31]
+    assert scored_checkpoints({7: 0.2}, every=2.0, last=5.0) == [7]
+    assert scored_checkpoints({}, every=2.0, last=5.0) == []
+
+
+def _result() -> dict:
+    point = {"step": 10, "minutes": 1.0, "pairing_mean": 0.9, "distance_mean": 2.0, "top1": 0.25}
+    system = {"points": [point, {**point, "step": 20, "minutes": 2.0, "pairing_mean": 0.5}],
+              "ceiling": {"pairing_mean": 0.1, "distance_mean": 0.5, "top1": 1.0},
+              "steps": 21, "time_to_first_step_s": 12.0, "step_ms_median": 800.0}  # fmt: skip
+    return {"sentences": ["a", "b", "c", "d"], "chance_top1": 0.25,
+            "systems": {"xtts": system, "glow_tts": system}}  # fmt: skip
+
+
+def test_table_and_plot(tmp_path):
+    table = format_peers_table(_result())
+    lines = table.splitlines()
+    for name in ("xtts", "glow_tts"):  # 2 points, its Griffin-Lim, its figures
+        assert sum(line.split()[0].rstrip(":") == name for line in lines) == 4
+    assert "chance top-1 25%" in table
+    plot_peers(_result(), tmp_path / "peers.png")
+    assert (tmp_path / "peers.png").stat().st_size > 1000
+
+
+# A stand-in trainer: a checkpoint file every 0.2 s until SIGTERM, then a last one; it
+# records the CPUs it may use and its thread settings.
+_FAKE = """
+import json, os, signal, sys, time
+out = sys.argv[1]
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+json.dump({"cpus": sorted(os.sched_getaffinity(0)), "intra": os.environ["TF_NUM_INTRAOP_THREADS"],
+           "omp": os.environ["OMP_NUM_THREADS"]}, open(os.path.join(out, "env.json"), "w"))
+os.makedirs(os.path.join(out, "ckpt"), exist_ok=True)
+step = 0
+while not stop:
+    time.sleep(0.2)
+    step += 1
+    open(os.path.join(out, "ckpt", f"step-{step}.pt"), "w").close()
+open(os.path.join(out, "ckpt", f"step-{step + 1000}.pt"), "w").close()
+"""
+
+
+def test_trainers_run_pinned_with_one_thread_and_stop_at_the_budget(tmp_path):
+    core = min(os.sched_getaffinity(0))
+    trainer = Trainer("fake", ["-c", _FAKE, str(tmp_path)], core, tmp_path / "ckpt",
+                      r"step-(\d+)\.pt", tmp_path / "fake.log")  # fmt: skip
+    run_side_by_side([trainer], minutes=2.0 / 60, poll_s=0.1, progress=False)
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert env == {"cpus": [core], "intra": "1", "omp": "1"}
+    assert trainer.process.returncode == 0
+    last = max(trainer.found)
+    assert last > 1000  # the checkpoint written on SIGTERM was recorded
+    assert 2.0 / 60 <= trainer.found[last] < 6.0 / 60
+    minutes = [trainer.found[s] for s in sorted(trainer.found)]
+    assert minutes == sorted(minutes)
+    assert len(minutes) >= 5
+
+
+def test_a_trainer_that_fails_is_reported_with_its_log(tmp_path):
+    trainer = Trainer("broken", ["-c", "import sys; print('no data'); sys.exit(3)"],
+                      min(os.sched_getaffinity(0)), tmp_path / "ckpt", r"step-(\d+)\.pt",
+                      tmp_path / "broken.log")  # fmt: skip
+    with pytest.raises(RuntimeError, match=r"broken exited with 3(.|\n)*no data"):
+        run_side_by_side([trainer], minutes=1.0, poll_s=0.1, progress=False)
+
+
+def test_settings_fields_are_the_cli_options():
+    parser = cli._parser()
+    args = parser.parse_args(["peers", "--corpus", "c", "--held-out", "h", "--out", "o"])
+    defaults = PeersBenchConfig(**PATHS)
+    for field in dataclasses.fields(PeersBenchConfig):
+        if field.name not in ("corpus", "held_out", "out", "cores", "overrides"):
+            assert getattr(args, field.name) == getattr(defaults, field.name), field.name
+    assert args.cores == "0,1"
