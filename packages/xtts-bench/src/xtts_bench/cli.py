@@ -252,29 +252,41 @@ def _add_compiler(commands) -> None:
         ),
     )
     c = CompilerBenchConfig()
-    compiler.add_argument("--data", type=pathlib.Path, default=None,
-                          help="a feature cache to measure on (default: a demo corpus written "
-                          "for the run; --set must match the cache's settings)")  # fmt: skip
     compiler.add_argument("--threads", type=int, nargs="+", default=list(c.threads),
                           help="thread counts, each measured in its own process "
                           "(default: %(default)s)")  # fmt: skip
-    for flag, value, text in [
+    _add_int_flags(compiler, [
         ("--steps", c.steps, "timed train and eval steps per shape"),
         ("--decode-frames", c.decode_frames, "frames decoded per call (stop token held off)"),
         ("--decode-repeats", c.decode_repeats, "timed decoding calls"),
-        ("--batches", c.batches, "batches drawn to find every shape"),
-        ("--utterances", c.utterances, "demo corpus size (without --data)"),
-        ("--batch-size", c.batch_size, "batch size of the longest bucket"),
-        ("--num-buckets", c.num_buckets, "bucket shapes of the pipeline"),
-        ("--cond-frames", c.cond_frames, "frames of the conditioning mel"),
-        ("--seed", c.seed, "corpus, shuffle and weight seed"),
-    ]:
-        compiler.add_argument(flag, type=int, default=value,
-                              help=f"{text} (default: %(default)s)")  # fmt: skip
-    compiler.add_argument("--preset", default=c.preset, help="model preset (default: %(default)s)")
-    _add_overrides(compiler)
-    compiler.add_argument("--json", action="store_true", default=False,
-                          help="print the figures as JSON")  # fmt: skip
+    ])  # fmt: skip
+    _add_step_bench_flags(compiler, c)
+
+
+def _add_int_flags(parser: argparse.ArgumentParser, flags) -> None:
+    """`(flag, default, help)` int options."""
+    for flag, value, text in flags:
+        parser.add_argument(flag, type=int, default=value, help=f"{text} (default: %(default)s)")
+
+
+def _add_step_bench_flags(parser: argparse.ArgumentParser, defaults) -> None:
+    """The corpus and stack flags of a `_StepBench` settings class, `--set` and `--json`."""
+    parser.add_argument("--data", type=pathlib.Path, default=None,
+                        help="a feature cache (default: a demo corpus written for the run; "
+                        "--set must match the cache's settings)")  # fmt: skip
+    _add_int_flags(parser, [
+        ("--batches", defaults.batches, "batches drawn to find the shapes measured"),
+        ("--utterances", defaults.utterances, "demo corpus size (without --data)"),
+        ("--batch-size", defaults.batch_size, "batch size of the longest bucket"),
+        ("--num-buckets", defaults.num_buckets, "bucket shapes of the pipeline"),
+        ("--cond-frames", defaults.cond_frames, "frames of the conditioning mel"),
+        ("--seed", defaults.seed, "corpus, shuffle and weight seed"),
+    ])  # fmt: skip
+    parser.add_argument("--preset", default=defaults.preset,
+                        help="model preset (default: %(default)s)")  # fmt: skip
+    _add_overrides(parser)
+    parser.add_argument("--json", action="store_true", default=False,
+                        help="print the figures as JSON")  # fmt: skip
 
 
 def _add_profile(commands) -> None:
@@ -293,31 +305,17 @@ def _add_profile(commands) -> None:
         ),
     )
     p = ProfileBenchConfig()
-    profile.add_argument("--data", type=pathlib.Path, default=None,
-                         help="a feature cache to profile on (default: a demo corpus written "
-                         "for the run; --set must match the cache's settings)")  # fmt: skip
     profile.add_argument("--compiler", choices=("graph", "xla"), default=p.compiler,
                          help="who runs the step (default: %(default)s)")  # fmt: skip
-    for flag, value, text in [
+    _add_int_flags(profile, [
         ("--threads", p.threads, "TensorFlow intra/inter-op threads"),
         ("--steps", p.steps, "profiled steps"),
         ("--warm-steps", p.warm_steps, "unprofiled steps before them (the reference time)"),
         ("--bucket", p.bucket, "the profiled shape: index into the spec's (-1: longest)"),
-        ("--batches", p.batches, "batches drawn to find those of the shape"),
-        ("--utterances", p.utterances, "demo corpus size (without --data)"),
-        ("--batch-size", p.batch_size, "batch size of the longest bucket"),
-        ("--num-buckets", p.num_buckets, "bucket shapes of the pipeline"),
-        ("--cond-frames", p.cond_frames, "frames of the conditioning mel"),
-        ("--seed", p.seed, "corpus, shuffle and weight seed"),
-    ]:
-        profile.add_argument(flag, type=int, default=value,
-                             help=f"{text} (default: %(default)s)")  # fmt: skip
-    profile.add_argument("--preset", default=p.preset, help="model preset (default: %(default)s)")
+    ])  # fmt: skip
     profile.add_argument("--trace-dir", type=pathlib.Path, default=None,
                          help="keep the TensorBoard profile here (default: discarded)")  # fmt: skip
-    _add_overrides(profile)
-    profile.add_argument("--json", action="store_true", default=False,
-                         help="print the figures as JSON")  # fmt: skip
+    _add_step_bench_flags(profile, p)
 
 
 def _add_startup(commands) -> None:

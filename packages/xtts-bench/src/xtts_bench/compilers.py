@@ -45,7 +45,8 @@ def run_compiler_benchmark(config: CompilerBenchConfig, *, progress: bool = Fals
     """Every (threads, compiler) in its own process; returns the figures and the choice
     per role and thread count (the faster compiler)."""
     with tempfile.TemporaryDirectory(prefix="xtts-bench-compiler-") as folder:
-        cache = config.data or write_cache(config.train_bench(), pathlib.Path(folder))
+        corpus = config.train_bench(max(config.threads))  # prepare's workers
+        cache = config.data or write_cache(corpus, pathlib.Path(folder))
         context = multiprocessing.get_context("spawn")
         runs = []
         for threads in config.threads:
@@ -87,7 +88,7 @@ def _measure(config: CompilerBenchConfig, cache: str, threads: int, compiler: st
     os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:threads]))
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
-    inputs = read_inputs(config.train_bench(), pathlib.Path(cache))
+    inputs = read_inputs(config.train_bench(threads), pathlib.Path(cache))
     train = dataclasses.replace(inputs.stack.train, compiler=compiler, compile_workers=1)
     stack = dataclasses.replace(inputs.stack, train=train)
     firsts = {}

@@ -107,7 +107,7 @@ def run_profile_benchmark(config: ProfileBenchConfig, *, progress: bool = False)
     tf.config.threading.set_intra_op_parallelism_threads(config.threads)
     tf.config.threading.set_inter_op_parallelism_threads(config.threads)
     with tempfile.TemporaryDirectory(prefix="xtts-bench-profile-") as folder, kept_dtype_policy():
-        cache = config.data or write_cache(config.train_bench(), pathlib.Path(folder))
+        cache = config.data or write_cache(config.train_bench(config.threads), pathlib.Path(folder))
         logdir = pathlib.Path(config.trace_dir or pathlib.Path(folder) / "trace")
         steps, batches = _build(config, pathlib.Path(cache), progress)
         unprofiled = [timed_step(steps.train, batches[i % len(batches)], step=i)[0]
@@ -130,7 +130,7 @@ def run_profile_benchmark(config: ProfileBenchConfig, *, progress: bool = False)
 def _build(config: ProfileBenchConfig, cache: pathlib.Path, progress: bool):
     """The steps of the profiled shape, warmed up with names on every piece, and the
     drawn batches of that shape."""
-    inputs = read_inputs(config.train_bench(), cache)
+    inputs = read_inputs(config.train_bench(config.threads), cache)
     shapes = inputs.spec.shapes
     if not -len(shapes) <= config.bucket < len(shapes):
         raise SettingsError(f"ProfileBenchConfig.bucket: expected an index into the spec's "

@@ -213,28 +213,19 @@ class TrainBenchConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CompilerBenchConfig:
-    """Settings of `xtts-bench compiler`: XLA against TensorFlow's graph executor for the
-    train step, the eval step and the decoding loop, at the spec's shapes.
+class _StepBench:
+    """The corpus and stack settings of a benchmark of the built train step (`compiler`,
+    `profile`): a feature cache, or a demo corpus written for the run.
 
     Attributes:
-        data: a feature cache to measure on (None: a demo corpus of `utterances` written
-            for the run); `overrides` must match its settings.
-        threads: each thread count is measured in its own process, pinned to that many
-            cores, with that many intra- and inter-op threads.
-        steps: timed train (and eval) steps per shape, after one untimed.
-        decode_frames: the decoding buffer (the stop token held off: every call decodes
-            it whole); `decode_repeats` timed calls after the first.
-        batches: batches drawn to find one of every shape of the spec.
+        data: a feature cache (None: a demo corpus of `utterances` written for the run);
+            `overrides` must match its settings.
+        batches: batches drawn to find those of the measured shapes.
         utterances, batch_size, num_buckets, cond_frames, preset, overrides, seed: as
             `TrainBenchConfig`'s.
     """
 
     data: Path | None = None
-    threads: tuple[int, ...] = (1, 2)
-    steps: int = 5
-    decode_frames: int = 256
-    decode_repeats: int = 3
     batches: int = 64
     utterances: int = 256
     batch_size: int = 16
@@ -244,29 +235,54 @@ class CompilerBenchConfig:
     overrides: tuple[str, ...] = ()
     seed: int = 0
 
-    def __post_init__(self) -> None:
-        for name in ("steps", "decode_frames", "decode_repeats", "batches"):
-            value = getattr(self, name)
+    def _check(self, counts: tuple[str, ...]) -> None:
+        """`counts` ints >= 1, the cache folder, and the corpus and stack settings."""
+        name = type(self).__name__
+        for field in ("batches", *counts):
+            value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SettingsError(f"CompilerBenchConfig.{name}: expected an int >= 1, "
-                                    f"received: {name}={value!r}")  # fmt: skip
+                raise SettingsError(f"{name}.{field}: expected an int >= 1, received: "
+                                    f"{field}={value!r}")  # fmt: skip
+        if self.data is not None and not Path(self.data).is_dir():
+            raise SettingsError(f"{name}.data: expected a feature cache folder, received: "
+                                f"data={str(self.data)!r}")  # fmt: skip
+        self.train_bench()  # the corpus and stack settings, checked by their owner
+
+    def train_bench(self, threads: int = 1) -> TrainBenchConfig:
+        """The corpus, batching and stack settings, as `xtts-bench train` has them."""
+        return TrainBenchConfig(
+            batches=self.batches, utterances=self.utterances, batch_size=self.batch_size,
+            num_buckets=self.num_buckets, cond_frames=self.cond_frames, preset=self.preset,
+            overrides=self.overrides, seed=self.seed, threads=threads,
+        )  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompilerBenchConfig(_StepBench):
+    """Settings of `xtts-bench compiler`: XLA against TensorFlow's graph executor for the
+    train step, the eval step and the decoding loop, at the spec's shapes (the corpus and
+    stack settings: `_StepBench`'s).
+
+    Attributes:
+        threads: each thread count is measured in its own process, pinned to that many
+            cores, with that many intra- and inter-op threads.
+        steps: timed train (and eval) steps per shape, after one untimed.
+        decode_frames: the decoding buffer (the stop token held off: every call decodes
+            it whole); `decode_repeats` timed calls after the first.
+    """
+
+    threads: tuple[int, ...] = (1, 2)
+    steps: int = 5
+    decode_frames: int = 256
+    decode_repeats: int = 3
+
+    def __post_init__(self) -> None:
         threads = self.threads
         counts = isinstance(threads, tuple) and threads
         if not (counts and all(type(t) is int and t >= 1 for t in threads)):
             raise SettingsError(f"CompilerBenchConfig.threads: expected a tuple of ints >= 1, "
                                 f"received: threads={threads!r}")  # fmt: skip
-        if self.data is not None and not Path(self.data).is_dir():
-            raise SettingsError(f"CompilerBenchConfig.data: expected a feature cache folder, "
-                                f"received: data={str(self.data)!r}")  # fmt: skip
-        self.train_bench()  # the corpus and stack settings, checked by their owner
-
-    def train_bench(self) -> TrainBenchConfig:
-        """The corpus, batching and stack settings, as `xtts-bench train` has them."""
-        return TrainBenchConfig(
-            batches=self.batches, utterances=self.utterances, batch_size=self.batch_size,
-            num_buckets=self.num_buckets, cond_frames=self.cond_frames, preset=self.preset,
-            overrides=self.overrides, seed=self.seed, threads=max(self.threads),
-        )  # fmt: skip
+        self._check(("steps", "decode_frames", "decode_repeats"))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -430,12 +446,11 @@ class PeersBenchConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ProfileBenchConfig:
-    """Settings of `xtts-bench profile`: the train step's time op by op.
+class ProfileBenchConfig(_StepBench):
+    """Settings of `xtts-bench profile`: the train step's time op by op (the corpus and
+    stack settings: `_StepBench`'s).
 
     Attributes:
-        data: a feature cache to profile on (None: a demo corpus of `utterances` written
-            for the run); `overrides` must match its settings.
         threads: TensorFlow intra- and inter-op threads (1: ops run one after another, so
             the parts add up to the step).
         compiler: `graph` or `xla` (`train.compiler`, whatever `overrides` say).
@@ -443,48 +458,20 @@ class ProfileBenchConfig:
             median is the reference step time).
         bucket: the profiled shape, an index into the spec's shapes (-1: the longest).
         trace_dir: keep the TensorBoard profile here (None: a temporary folder).
-        batches: batches drawn to find those of the profiled shape.
-        utterances, batch_size, num_buckets, cond_frames, preset, overrides, seed: as
-            `TrainBenchConfig`'s.
     """
 
-    data: Path | None = None
     threads: int = 1
     compiler: str = "graph"
     steps: int = 5
     warm_steps: int = 3
     bucket: int = -1
     trace_dir: Path | None = None
-    batches: int = 64
-    utterances: int = 256
-    batch_size: int = 16
-    num_buckets: int = 3
-    cond_frames: int = 32
-    preset: str = "tiny"
-    overrides: tuple[str, ...] = ()
-    seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("threads", "steps", "warm_steps", "batches"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SettingsError(f"ProfileBenchConfig.{name}: expected an int >= 1, "
-                                    f"received: {name}={value!r}")  # fmt: skip
         if isinstance(self.bucket, bool) or not isinstance(self.bucket, int):
             raise SettingsError(f"ProfileBenchConfig.bucket: expected an int (-1: the longest "
                                 f"shape), received: bucket={self.bucket!r}")  # fmt: skip
         if self.compiler not in ("graph", "xla"):
             raise SettingsError(f"ProfileBenchConfig.compiler: expected 'graph' or 'xla', "
                                 f"received: compiler={self.compiler!r}")  # fmt: skip
-        if self.data is not None and not Path(self.data).is_dir():
-            raise SettingsError(f"ProfileBenchConfig.data: expected a feature cache folder, "
-                                f"received: data={str(self.data)!r}")  # fmt: skip
-        self.train_bench()  # the corpus and stack settings, checked by their owner
-
-    def train_bench(self) -> TrainBenchConfig:
-        """The corpus, batching and stack settings, as `xtts-bench train` has them."""
-        return TrainBenchConfig(
-            batches=self.batches, utterances=self.utterances, batch_size=self.batch_size,
-            num_buckets=self.num_buckets, cond_frames=self.cond_frames, preset=self.preset,
-            overrides=self.overrides, seed=self.seed, threads=self.threads,
-        )  # fmt: skip
+        self._check(("threads", "steps", "warm_steps"))
