@@ -16,7 +16,8 @@ def test_demo_runs_the_whole_stack(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "0 retraces" in out
-    assert "compiled 1/1: train" in out
+    assert "built 1/1: train" in out
+    assert "graph executor, first run" in out  # auto, on a CPU
     run = tmp_path / "demo" / "run"
     assert yaml.safe_load((run / "config.yaml").read_text())["model"]["d_model"] == 32
     assert (run / "demo.wav").stat().st_size > 1000

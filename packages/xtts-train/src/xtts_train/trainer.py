@@ -281,9 +281,13 @@ class _Run:
 
     def _warm_up(self, clock: StartupClock) -> WarmUp:
         def report(done: int, total: int, program: Program) -> None:
-            built = ("in the compile cache, loads at its first step" if program.deferred
-                     else f"compiled in {program.compile_seconds:.1f} s")  # fmt: skip
-            tqdm.tqdm.write(f"compiled {done}/{total}: {program.name} (traced in "
+            if program.deferred:
+                built = "in the compile cache, loads at its first step"
+            elif program.compiler == "graph":  # nothing to compile: the first run
+                built = f"graph executor, first run {program.compile_seconds:.1f} s"
+            else:
+                built = f"XLA, compiled in {program.compile_seconds:.1f} s"
+            tqdm.tqdm.write(f"built {done}/{total}: {program.name} (traced in "
                             f"{program.trace_seconds:.1f} s, {built})")  # fmt: skip
 
         warm = self.steps.warm_up(report if self.progress else None)

@@ -215,7 +215,8 @@ def plot_peers(result: dict, path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[2].axhline(result["chance_top1"], color="grey", linestyle=":", linewidth=0.8)
     axes[0].legend(fontsize=8)
-    figure.suptitle("dashed: the recordings through the system's own Griffin-Lim; "
+    figure.suptitle("dashed: the recordings through the same Griffin-Lim, from the system's "
+                    "features; "
                     "dotted: chance", fontsize=8)  # fmt: skip
     figure.tight_layout()
     figure.savefig(path, dpi=100)
@@ -236,7 +237,7 @@ def format_peers_table(result: dict) -> str:
                     f"{c['distance_mean']:>7.2f}{c['top1']:>7.0%}")  # fmt: skip
     rows.append(f"{len(result['sentences'])} held-out sentences, chance top-1 "
                 f"{result['chance_top1']:.0%}; '(its GL)': the recordings through the "
-                f"system's own Griffin-Lim")  # fmt: skip
+                f"same Griffin-Lim from the system's features")  # fmt: skip
     for name, system in result["systems"].items():
         rows.append(f"{name}: {system['steps']} steps, time to first step "
                     f"{system['time_to_first_step_s']:.1f} s, {system['step_ms_median']:.0f} "
