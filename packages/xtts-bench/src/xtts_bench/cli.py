@@ -179,10 +179,11 @@ def _add_train(commands) -> None:
     train = commands.add_parser(
         "train",
         parents=[verbose_flag()],
-        help="xtts-train's static-shape XLA step vs a dynamic-shape tf.function step; fit",
+        help="xtts-train's static-shape step vs a dynamic-shape tf.function step; fit",
         description=(
             "On a demo corpus of short clips, run the same batches of the bucketed pipeline "
-            "through xtts-train's CompiledSteps (every shape compiled in a warm-up) and "
+            "through xtts-train's CompiledSteps (every shape built in a warm-up, by the "
+            "compiler train.compiler picks: --set train.compiler=xla for XLA) and "
             "through a tf.function(jit_compile=True) step with no input_signature fed batches "
             "padded to their own longest row (and, with --graph, the same step without XLA); "
             "report total time with compiles, traces and shapes. "
