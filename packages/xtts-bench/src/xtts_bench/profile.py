@@ -21,9 +21,9 @@ largest ops, and the small ones (losses, the optimizer's elementwise ops) matter
   of several layers and all its time goes to one: XLA's parts are approximate.
 
 Name scopes: the model's come from Keras (its layers' names, read from the built model:
-`model_rules`). The losses and the update chain have none, so while the step is traced
-(and only then) each loss term of `xtts_train.losses` and the step's update chain run
-inside a `tf.name_scope` of their own (`_named_pieces`): the same ops, with names.
+`model_rules`); the loss terms and the update chain have their own (`loss_mel_l1`,
+`loss_stop_bce`, `loss_guided_attention`, `alignment_score`, `update`: xtts_train's
+`name_scoped`).
 
 Times are self times (an event's duration less its children's on the same line). An
 op's time per step is the median of its runs times its runs per step: on a shared
@@ -37,16 +37,14 @@ are op-milliseconds.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
-import functools
 import os
 import pathlib
 import re
 import statistics
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import keras
 import tensorflow as tf
@@ -54,7 +52,6 @@ import tqdm
 from tensorflow.compiler.xla.service import hlo_pb2
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-import xtts_train.losses
 from xtts_bench.errors import SettingsError
 from xtts_bench.settings import ProfileBenchConfig
 from xtts_bench.train import read_inputs, write_cache
@@ -147,8 +144,7 @@ def _build(config: ProfileBenchConfig, cache: pathlib.Path, progress: bool):
         tqdm.tqdm.write(
             f"warming up the {config.compiler} step of shape {shape.key} ...", file=sys.stderr
         )  # stdout holds the table or the JSON
-    with _named_pieces(steps):
-        steps.warm_up(workers=1, defer_cached=False)
+    steps.warm_up(workers=1, defer_cached=False)
     return steps, batches
 
 
@@ -167,37 +163,6 @@ def _profiled_steps(steps, batches: list, count: int, logdir: pathlib.Path) -> l
     finally:
         tf.profiler.experimental.stop()
     return seconds
-
-
-_LOSS_SCOPES = {"masked_l1": "loss_mel_l1", "stop_loss": "loss_stop_bce",
-                "guided_attention_loss": "loss_guided_attention",
-                "alignment_score": "alignment_score"}  # fmt: skip
-
-
-@contextlib.contextmanager
-def _named_pieces(steps) -> Iterator[None]:
-    """While tracing: each loss term of `xtts_train.losses` (as `total_loss` calls it) and
-    the step's update chain inside a name scope of their own (names only: same ops)."""
-    originals = {name: getattr(xtts_train.losses, name) for name in _LOSS_SCOPES}
-    update = steps.functions.update
-    try:
-        for name, scope in _LOSS_SCOPES.items():
-            setattr(xtts_train.losses, name, _scoped(originals[name], scope))
-        steps.functions.update = _scoped(update, "update")
-        yield
-    finally:
-        for name, function in originals.items():
-            setattr(xtts_train.losses, name, function)
-        steps.functions.update = update
-
-
-def _scoped(function: Callable, scope: str) -> Callable:
-    @functools.wraps(function)
-    def scoped(*args, **kwargs):
-        with tf.name_scope(scope):
-            return function(*args, **kwargs)
-
-    return scoped
 
 
 # -- reading the profile ---------------------------------------------------------------
@@ -329,7 +294,7 @@ def scope_pattern(path: Sequence[str]) -> re.Pattern:
     return re.compile(rf"(?:^|/){scopes}/")
 
 
-# Fixed scopes: the loss terms and the update (`_named_pieces`), the prenet's keep masks
+# Fixed scopes: the loss terms and the update (xtts_train's own), the prenet's keep masks
 # (drawn at the model's top level by `Decoder.prenet_keep`), the update's pieces by the
 # scopes TensorFlow gives them; most specific first.
 _FIXED = (

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from xtts_train.naming import name_scoped
+
 __all__ = ["alignment_score", "guided_attention_loss"]
 
 
@@ -35,6 +37,7 @@ def _masks(attention, token_mask, mel_mask):
     return attention, tokens, frames
 
 
+@name_scoped("loss_guided_attention")
 def guided_attention_loss(
     attention: tf.Tensor, token_mask: tf.Tensor, mel_mask: tf.Tensor, *,
     sigma: tf.Tensor | float,
@@ -67,6 +70,7 @@ def guided_attention_loss(
     return total / tf.maximum(tf.reduce_sum(frames), 1.0)
 
 
+@name_scoped("alignment_score")
 def alignment_score(attention: tf.Tensor, token_mask: tf.Tensor,
                     mel_mask: tf.Tensor) -> tf.Tensor:  # fmt: skip
     """Focus × monotonicity × coverage of each utterance's attention (see the module).

@@ -12,10 +12,12 @@ import tensorflow as tf
 
 from xtts_train.alignment import alignment_score, guided_attention_loss
 from xtts_train.errors import ConfigError
+from xtts_train.naming import name_scoped
 
 __all__ = ["masked_l1", "stop_loss", "total_loss"]
 
 
+@name_scoped("loss_mel_l1")
 def masked_l1(pred: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """Mean absolute error over real frames and all mel bins.
 
@@ -34,6 +36,7 @@ def masked_l1(pred: tf.Tensor, target: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     return tf.reduce_sum(errors) / tf.maximum(count, 1.0)
 
 
+@name_scoped("loss_stop_bce")
 def stop_loss(
     logits: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor, pos_weight: float = 5.0
 ) -> tf.Tensor:

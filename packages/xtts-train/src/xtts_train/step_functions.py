@@ -154,5 +154,6 @@ class StepFunctions:
     def _finish(self, grads, losses, apply, hyper) -> dict[str, tf.Tensor]:
         """The update chain; the losses, the gradients' norm before clipping, and whether
         the update was applied (`finite`: false for a non-finite loss or gradient)."""
-        update = self.update(Update(tuple(grads), losses["loss"], apply), hyper)
+        with tf.name_scope("update"):  # its ops apart in a profile of the step
+            update = self.update(Update(tuple(grads), losses["loss"], apply), hyper)
         return {**losses, "grad_norm": update.grad_norm, "finite": update.apply}
