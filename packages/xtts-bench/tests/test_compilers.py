@@ -7,7 +7,7 @@ import pytest
 
 from xtts_bench.compilers import _choices, format_compiler_table
 from xtts_bench.errors import SettingsError
-from xtts_bench.settings import CompilerBenchConfig
+from xtts_bench.settings import CompilerBenchConfig, TrainBenchConfig
 
 
 def _run(threads: int, compiler: str, train: float, eval_: float, decode: float) -> dict:
@@ -54,3 +54,9 @@ def test_bad_settings_say_what_was_expected(fields, match, tmp_path):
         CompilerBenchConfig(**fields)
     with pytest.raises(SettingsError, match=r"expected a feature cache folder"):
         CompilerBenchConfig(data=tmp_path / "missing")
+
+
+@pytest.mark.parametrize("owner", [TrainBenchConfig, CompilerBenchConfig])
+def test_overrides_must_be_a_tuple_of_strings(owner):
+    with pytest.raises(SettingsError, match=r"overrides: expected a tuple of 'section\.key=value' strings, received: 'model\.d_model=8'$"):  # fmt: skip
+        owner(overrides="model.d_model=8")

@@ -27,6 +27,13 @@ __all__ = [
 ]
 
 
+def _check_overrides(owner: str, overrides) -> None:
+    """`--set` values: a tuple of `section.key=value` strings (checked by the stack later)."""
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        raise SettingsError(f"{owner}.overrides: expected a tuple of 'section.key=value' "
+                            f"strings, received: {overrides!r}")  # fmt: skip
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AudioBenchConfig:
     """What to measure: `clips` utterances of `min_seconds`-`max_seconds` at the preset's rate."""
@@ -192,11 +199,7 @@ class TrainBenchConfig:
         if self.preset not in PRESETS:
             raise SettingsError(f"TrainBenchConfig.preset: expected one of {sorted(PRESETS)}, "
                                 f"received: preset={self.preset!r}")  # fmt: skip
-        if isinstance(self.overrides, str) or not all(isinstance(o, str) for o in self.overrides):
-            raise SettingsError(
-                f"TrainBenchConfig.overrides: expected a tuple of 'section.key=value' "
-                f"strings, received: {self.overrides!r}"
-            )
+        _check_overrides("TrainBenchConfig", self.overrides)
         self.stack()  # an unknown key or invalid value fails here, before any work
 
     def stack(self) -> StackConfig:
@@ -427,11 +430,7 @@ class PeersBenchConfig:
         if not (numbers and len(cores) == 2 and len(set(cores)) == 2):
             raise SettingsError(f"PeersBenchConfig.cores: expected two different core numbers, "
                                 f"received: cores={cores!r}")  # fmt: skip
-        if isinstance(self.overrides, str) or not all(isinstance(o, str) for o in self.overrides):
-            raise SettingsError(
-                f"PeersBenchConfig.overrides: expected a tuple of 'section.key=value' "
-                f"strings, received: {self.overrides!r}"
-            )
+        _check_overrides("PeersBenchConfig", self.overrides)
         self.stack()  # an unknown key or invalid value fails here, before any work
 
     def xtts_settings(self) -> list[str]:
