@@ -28,12 +28,12 @@ import sys
 import tempfile
 import time
 
-import numpy as np
 import tensorflow as tf
 import tqdm
 
+from xtts_bench.decode import hold_stop_off
 from xtts_bench.settings import CompilerBenchConfig
-from xtts_bench.train import read_inputs, write_cache
+from xtts_bench.train import configure_threads, read_inputs, write_cache
 from xtts_train import Decoding, build_steps, kept_dtype_policy, shape_of, timed_step
 
 __all__ = ["format_compiler_table", "matmul_peak_flops", "run_compiler_benchmark", "step_flops"]
@@ -86,8 +86,7 @@ def _role_seconds(run: dict, role: str) -> float:
 def _measure(config: CompilerBenchConfig, cache: str, threads: int, compiler: str) -> dict:
     """One configuration, in a fresh process (see the module docstring)."""
     os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:threads]))
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    configure_threads(threads)
     inputs = read_inputs(config.train_bench(threads), pathlib.Path(cache))
     train = dataclasses.replace(inputs.stack.train, compiler=compiler, compile_workers=1)
     stack = dataclasses.replace(inputs.stack, train=train)
@@ -126,7 +125,7 @@ def _timed_eval(steps, batch) -> float:
 def _decode(steps, stack, batch, config: CompilerBenchConfig, compiler: str) -> dict:
     """The decoding loop of one row over the whole buffer (stop token held off)."""
     model = steps.model
-    model.stop_head.bias.assign(np.full(model.stop_head.bias.shape, -20.0, np.float32))
+    hold_stop_off(model)
     decoding = Decoding(model, cond_frames=stack.data.cond_frames,
                         max_frames=config.decode_frames, compiler=compiler)  # fmt: skip
     length = int(batch["token_lengths"][0])

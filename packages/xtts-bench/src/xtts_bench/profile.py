@@ -54,7 +54,7 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from xtts_bench.errors import SettingsError
 from xtts_bench.settings import ProfileBenchConfig
-from xtts_bench.train import read_inputs, write_cache
+from xtts_bench.train import configure_threads, read_inputs, write_cache
 from xtts_train import build_steps, kept_dtype_policy, shape_of, timed_step
 
 __all__ = [
@@ -101,8 +101,7 @@ class Rule:
 def run_profile_benchmark(config: ProfileBenchConfig, *, progress: bool = False) -> dict:
     """Profile `config.steps` train steps of one shape; returns the breakdown
     (`group_ops`) with the settings, the shape and the step times."""
-    tf.config.threading.set_intra_op_parallelism_threads(config.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(config.threads)
+    configure_threads(config.threads)
     with tempfile.TemporaryDirectory(prefix="xtts-bench-profile-") as folder, kept_dtype_policy():
         cache = config.data or write_cache(config.train_bench(config.threads), pathlib.Path(folder))
         logdir = pathlib.Path(config.trace_dir or pathlib.Path(folder) / "trace")

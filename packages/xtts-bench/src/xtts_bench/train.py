@@ -44,6 +44,7 @@ __all__ = [
     "bench_dynamic",
     "bench_static",
     "bench_steady_state",
+    "configure_threads",
     "format_train_table",
     "prepare_inputs",
     "read_inputs",
@@ -233,15 +234,17 @@ def bench_steady_state(inputs: TrainInputs, workdir: pathlib.Path) -> dict:
     }
 
 
-def _configure_threads(threads: int) -> None:
+def configure_threads(threads: int) -> None:
+    """`threads` intra- and inter-op threads for TensorFlow: only possible before it runs
+    anything, so a benchmark that sets them is called first in a fresh process."""
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
     except RuntimeError as error:
         raise RuntimeError(
-            "run_train_benchmarks sets TensorFlow's thread pools, which is only possible "
-            "before TensorFlow runs anything: call it first in a fresh process (the "
-            "`xtts-bench train` command does)"
+            "this benchmark sets TensorFlow's thread pools, which is only possible before "
+            "TensorFlow runs anything: call it first in a fresh process (its `xtts-bench` "
+            "command does)"
         ) from error
 
 
@@ -251,7 +254,7 @@ def run_train_benchmarks(bench: TrainBenchConfig, *, progress: bool = False) -> 
     Args:
         progress: progress bars on stderr (the dynamic side can run for many minutes).
     """
-    _configure_threads(bench.threads)
+    configure_threads(bench.threads)
     load_before = os.getloadavg()[0]
     with kept_dtype_policy(), tempfile.TemporaryDirectory(prefix="xtts-bench-train-") as folder:
         inputs = prepare_inputs(bench, pathlib.Path(folder))

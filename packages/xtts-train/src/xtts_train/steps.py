@@ -161,8 +161,8 @@ class CompiledSteps:
             float(outputs["loss"])  # wait for it: the compile happens in this call
 
         name = f"{role} {'x'.join(map(str, shape.key))}"
-        xla = self.compilers[role] == "xla"
-        return Job(name, lambda: function.get_concrete_function(*args), run, xla=xla)
+        return Job(name, lambda: function.get_concrete_function(*args), run,
+                   compiler=self.compilers[role])  # fmt: skip
 
     def _counted(self, body: Callable, traces: collections.Counter) -> Callable:
         """`body`, counting its traces per shape (the count runs once per trace, never per

@@ -13,7 +13,7 @@ fingerprint of its trace) is not run: TensorFlow loads it at its first real call
 warm start pays for the one shape its first step needs instead of a placeholder step of
 every shape.
 
-A program for TensorFlow's graph executor (`xtts_train.compiler`: `Job.xla` false) has
+A program for TensorFlow's graph executor (`xtts_train.compiler`: `Job.compiler` graph) has
 nothing to compile: it is traced and run once like the others, and never looked up in or
 written to the compile cache.
 """
@@ -37,13 +37,13 @@ __all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs
 @dataclasses.dataclass(frozen=True)
 class Job:
     """One program to build: `trace()` returns it (a concrete function), `run(program)`
-    calls it once so that XLA compiles it. `name` keys its stable trace names; `xla`
-    false: a graph-executor program (nothing to compile or cache)."""
+    calls it once so that XLA compiles it. `name` keys its stable trace names; `compiler`
+    `"graph"`: a graph-executor program (nothing to compile or cache)."""
 
     name: str
     trace: Callable[[], Any]
     run: Callable[[Any], None]
-    xla: bool = True
+    compiler: str = "xla"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,7 +190,7 @@ def run_jobs(
         if key:
             compiled[key] = cache.staged() - before
         seconds = time.perf_counter() - begin
-        finish(Program(job.name, trace_seconds, seconds, compiler=_compiler(job)), index)
+        finish(Program(job.name, trace_seconds, seconds, compiler=job.compiler), index)
 
     with compile_cache.collect() as collected, \
             concurrent.futures.ThreadPoolExecutor(workers, "xtts-compile") as pool:  # fmt: skip
@@ -200,7 +200,7 @@ def run_jobs(
                 begin = time.perf_counter()
                 with compile_cache.stable_names(job.name):
                     program = job.trace()
-                cached = cache is not None and job.xla  # the graph executor compiles nothing
+                cached = cache is not None and job.compiler == "xla"  # graph compiles nothing
                 key = compile_cache.fingerprint(program) if cached else None
                 traced.append(program)
                 trace_seconds = time.perf_counter() - begin
@@ -223,7 +223,3 @@ def run_jobs(
     )
     release_free_heap()  # the compilers' working memory
     return traced, report
-
-
-def _compiler(job: Job) -> str:
-    return "xla" if job.xla else "graph"
