@@ -181,11 +181,11 @@ def test_model_rules_name_the_decoder_roles_of_a_real_model():
                                                                "attention"),
         f"{scope}/{block.cross_norm.name}_1/moments/mean": ("decoder cross-attention", "norm"),
         f"{scope}/{block.ff_out.name}_1/MatMul": ("decoder feed-forward", "feed-forward"),
-        f"{scope}/{block.drop.name}_3/stateless_dropout/Mul": ("decoder residuals", "dropout"),
+        f"{scope}/{block.drop.name}_3/SelectV2": ("decoder residuals", "dropout"),
         f"{scope}/add_1": ("decoder residuals", "other"),
         f"{model.name}_1/{model.decoder.name}_1/{model.decoder.prenet[1].name}_1/MatMul": (
             "decoder prenet", "dense"),
-        f"{model.name}_1/stateless_random_uniform/StatelessRandomUniformV2": (
+        f"{model.name}_1/dropout_mask/StatelessRandomUniformFullIntV2": (
             "decoder prenet", "dropout"),
         f"{model.name}_1/{model.text_encoder.name}_1/{model.text_encoder.blocks[1].name}_1/"
         f"{model.text_encoder.blocks[1].ff_in.name}_1/MatMul": ("text encoder", "feed-forward"),

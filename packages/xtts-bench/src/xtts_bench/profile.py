@@ -294,8 +294,8 @@ def scope_pattern(path: Sequence[str]) -> re.Pattern:
 
 
 # Fixed scopes: the loss terms and the update (xtts_train's own), the prenet's keep masks
-# (drawn at the model's top level by `Decoder.prenet_keep`), the update's pieces by the
-# scopes TensorFlow gives them; most specific first.
+# (drawn at the model's top level by `Decoder.prenet_keep`, under `dropout_mask`), the
+# update's pieces by the scopes TensorFlow gives them; most specific first.
 _FIXED = (
     (("update", "global_norm"), "update: global norm + gate", "optimizer"),
     (("update", "clip_by_global_norm"), "update: clip", "optimizer"),
@@ -323,7 +323,7 @@ def model_rules(model: keras.Model) -> list[Rule]:
     cross-attention, feed-forward, residuals), its kind from its class."""
     root = (model.name,)
     found = [(root, "model glue", "other"),
-             ((*root, "stateless_random_uniform"), "decoder prenet", "dropout")]  # fmt: skip
+             ((*root, "dropout_mask"), "decoder prenet", "dropout")]  # fmt: skip
     for attr, layer in _sublayers(model):
         part = _COMPONENTS.get(attr, attr.replace("_", " "))
         found += _layer_rules((*root, layer.name), layer, part, attr == "decoder")
@@ -359,7 +359,9 @@ def _sublayers(layer) -> list[tuple[str, keras.layers.Layer]]:
     return found
 
 
-_DROPOUT = re.compile(r"(?:^|/)(?:dropout(?:_\d+)*|stateless_dropout|stateless_random_\w+)/")
+_DROPOUT = re.compile(
+    r"(?:^|/)(?:dropout(?:_mask)?(?:_\d+)*|stateless_dropout|stateless_random_\w+)/"
+)
 _BACKWARD = "gradient_tape/"
 
 

@@ -85,6 +85,8 @@ class ModelConfig(FrozenConfig):
             2): the decoder never trusts its own previous frame exactly.
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
         dropout: dropout of attention weights and residual branches while training.
+            Every dropout rate is drawn from one random byte per element
+            (`xtts_train.dropout`), so it is rounded to a multiple of 1/256 (0.1 → 0.1016).
         reduction_factor: r, frames predicted per decoder step (Tacotron, Wang et al.
             2017): step `s` reads the last frame of group `s - 1` and writes frames
             `s*r .. s*r + r - 1`, so the decoder runs `ceil(F / r)` steps, its attention

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
+from xtts_train.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
+
 if TYPE_CHECKING:
     from xtts_train.config import ModelConfig
 
@@ -75,17 +77,15 @@ class Block(LazyLayer):
         super().__init__(**kwargs)
         d, heads = config.d_model, config.heads
         self.self_norm = keras.layers.LayerNormalization(epsilon=1e-5)
-        self.self_attn = keras.layers.MultiHeadAttention(heads, d // heads, dropout=config.dropout)
+        self.self_attn = MultiHeadAttention(heads, d // heads, dropout=config.dropout)
         self.cross_norm = keras.layers.LayerNormalization(epsilon=1e-5) if cross else None
         self.cross_attn = (
-            keras.layers.MultiHeadAttention(heads, d // heads, dropout=config.dropout)
-            if cross
-            else None
+            MultiHeadAttention(heads, d // heads, dropout=config.dropout) if cross else None
         )
         self.ff_norm = keras.layers.LayerNormalization(epsilon=1e-5)
         self.ff_in = keras.layers.Dense(d * config.ff_mult, activation="gelu")
         self.ff_out = keras.layers.Dense(d)
-        self.drop = keras.layers.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
 
     def call(self, x, *, self_mask=None, causal=False, memory=None, memory_mask=None,
              return_attention=False, training=False):  # fmt: skip
@@ -127,7 +127,7 @@ class TextEncoder(LazyLayer):
         ]
         self.blocks = [Block(config, name=f"block_{i}") for i in range(config.text_layers)]
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
-        self.drop = keras.layers.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
 
     def call(self, tokens, token_mask, training=False):
         """tokens: int32 (B, T); token_mask: (B, T) → (B, T, D), zero at padding."""
@@ -162,7 +162,7 @@ class CondEncoder(LazyLayer):
         )
         self.pool = keras.layers.MultiHeadAttention(heads, d // heads)
         self.pool_norm = keras.layers.LayerNormalization(epsilon=1e-5)
-        self.drop = keras.layers.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
 
     def call(self, cond_mel, cond_mask, training=False):
         """cond_mel: standardised (B, C, M); cond_mask: (B, C) → latents (B, L, D)."""
@@ -203,10 +203,11 @@ class Decoder(LazyLayer):
         buffer sees each past frame with the noise it had when it was predicted.
         """
         shape = (2, batch, frames, self.prenet_dim)
-        if self.rate == 0.0:
+        rate = quantized_rate(self.rate)
+        if rate == 0.0:
             return tf.ones(shape, self.compute_dtype)
-        draws = keras.random.uniform(shape, seed=self.seed)
-        return tf.cast(draws >= self.rate, self.compute_dtype) / (1.0 - self.rate)
+        keep = keep_mask(shape, self.rate, self.seed)
+        return tf.cast(keep, self.compute_dtype) / (1.0 - rate)
 
     def call(self, frames_in, memory, memory_mask, keep, training=False):
         """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
@@ -239,7 +240,7 @@ class Postnet(LazyLayer):
             for _ in range(config.postnet_layers - 1)
         ]
         self.out = keras.layers.Conv1D(config.n_mels, k, padding="same", dtype="float32")
-        self.drop = keras.layers.Dropout(config.dropout)
+        self.drop = Dropout(config.dropout)
 
     def call(self, x, mask=None, training=False):
         """x: (B, F, M); mask: (B, F) real frames or None. With a mask, every conv sees
