@@ -18,6 +18,7 @@ from xtts_bench import cli
 from xtts_bench.errors import MissingExtraError, SettingsError
 from xtts_bench.peers import (
     format_peers_table,
+    read_checkpoint_minutes,
     require_peers_extra,
     score_mels,
     score_wavs,
@@ -242,3 +243,19 @@ def test_settings_fields_are_the_cli_options():
         if field.name not in ("corpus", "held_out", "out", "cores", "overrides"):
             assert getattr(args, field.name) == getattr(defaults, field.name), field.name
     assert args.cores == "0,1"
+
+
+def test_score_only_reads_the_checkpoint_minutes_a_training_wrote(tmp_path):
+    with pytest.raises(SettingsError, match="finished side-by-side training"):
+        read_checkpoint_minutes(tmp_path)
+    found = {"xtts": {200: 1.5, 400: 2.75}, "glow_tts": {695: 5.0}}
+    (tmp_path / "trainers.json").write_text(json.dumps(found))  # JSON keys are strings
+    assert read_checkpoint_minutes(tmp_path) == found
+
+
+def test_score_only_is_a_flag_of_the_settings():
+    parser = cli._parser()
+    argv = ["peers", "--corpus", "c", "--held-out", "h", "--out", "o"]
+    assert parser.parse_args([*argv, "--score-only"]).score_only is True
+    with pytest.raises(SettingsError, match="score_only: expected True or False"):
+        PeersBenchConfig(**PATHS, score_only="yes")

@@ -462,6 +462,9 @@ def _add_peers(commands) -> None:
                        help=f"{text} (default: %(default)s)")  # fmt: skip
     p.add_argument("--cores", default=",".join(map(str, t["cores"])), metavar="XTTS,GLOW",
                    help="the core of each system (default: %(default)s)")  # fmt: skip
+    p.add_argument("--score-only", action="store_true",
+                   help="train nothing: score the checkpoints of the finished training in "
+                        "--out (its trainers.json), with that run's settings")  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 

@@ -380,6 +380,9 @@ class PeersBenchConfig:
         glow_learning_rate, glow_warmup_steps: RAdam's peak rate and its Noam warm-up.
         cores: the CPU cores of xtts and Glow-TTS, one each.
         seed: Glow-TTS's weights and batch order.
+        score_only: train nothing: score the checkpoints an earlier run left in `out`
+            (its `trainers.json`), e.g. after its scoring failed; the settings must be
+            that run's.
     """
 
     corpus: Path
@@ -398,6 +401,7 @@ class PeersBenchConfig:
     glow_warmup_steps: int = 500
     cores: tuple[int, int] = (0, 1)
     seed: int = 0
+    score_only: bool = False
 
     def __post_init__(self) -> None:
         for name in ("n", "xtts_checkpoint_every", "glow_hidden", "glow_flows",
@@ -430,6 +434,9 @@ class PeersBenchConfig:
         if not (numbers and len(cores) == 2 and len(set(cores)) == 2):
             raise SettingsError(f"PeersBenchConfig.cores: expected two different core numbers, "
                                 f"received: cores={cores!r}")  # fmt: skip
+        if not isinstance(self.score_only, bool):
+            raise SettingsError(f"PeersBenchConfig.score_only: expected True or False, "
+                                f"received: score_only={self.score_only!r}")  # fmt: skip
         _check_overrides("PeersBenchConfig", self.overrides)
         self.stack()  # an unknown key or invalid value fails here, before any work
 

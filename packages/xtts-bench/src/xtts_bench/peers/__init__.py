@@ -14,12 +14,18 @@ from typing import TYPE_CHECKING
 from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
-    from xtts_bench.peers.bench import format_peers_table, run_peers_benchmark, scored_checkpoints
+    from xtts_bench.peers.bench import (
+        format_peers_table,
+        read_checkpoint_minutes,
+        run_peers_benchmark,
+        scored_checkpoints,
+    )
     from xtts_bench.peers.launch import require_peers_extra
     from xtts_bench.peers.scoring import score_mels, score_wavs, wav_mels
 
 __all__ = [
     "format_peers_table",
+    "read_checkpoint_minutes",
     "require_peers_extra",
     "run_peers_benchmark",
     "score_mels",
@@ -31,8 +37,8 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(["format_peers_table", "run_peers_benchmark", "scored_checkpoints"],
-                        "bench"),
+        **dict.fromkeys(["format_peers_table", "read_checkpoint_minutes", "run_peers_benchmark",
+                         "scored_checkpoints"], "bench"),
         "require_peers_extra": "launch",
         **dict.fromkeys(["score_mels", "score_wavs", "wav_mels"], "scoring"),
     },

@@ -35,37 +35,39 @@ from xtts_bench.peers.scoring import score_wavs
 from xtts_bench.settings import PeersBenchConfig
 from xtts_train import evaluate
 
-__all__ = ["format_peers_table", "run_peers_benchmark", "scored_checkpoints"]
+__all__ = [
+    "format_peers_table",
+    "read_checkpoint_minutes",
+    "run_peers_benchmark",
+    "scored_checkpoints",
+]
 
 SYSTEMS = ("xtts", "glow_tts")
+TRAINERS = "trainers.json"  # each system's checkpoints and their wall minutes
 _GLOW = [sys.executable, "-m", "xtts_bench.peers.glow"]
 
 
 def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> dict:
     """Train both systems for `config.minutes`, score their checkpoints, write
     `peers.json` and `peers.png` into `config.out`; returns what `peers.json` holds.
+    With `config.score_only`, score what an earlier training in `config.out` left.
 
     Raises:
         MissingExtraError: torch or coqui-tts is not installed.
-        SettingsError: a core this process may not use, or an `out` that is not empty.
+        SettingsError: a core this process may not use, or an `out` that is not empty
+            (with `config.score_only`: an `out` without `trainers.json`).
         RuntimeError: a trainer failed (its log's tail is in the message).
     """
     require_peers_extra()
-    check_cores(config.cores)
-    out = config.out
-    if out.exists() and any(out.iterdir()):
-        raise SettingsError(f"Expected --out to be a new or empty folder, received: {out} "
-                            f"(it holds files of another run)")  # fmt: skip
-    stack = config.stack()
-    xd.prepare(config.corpus, out / "xtts-cache", audio=stack.audio, data=stack.data,
-               progress=progress)  # fmt: skip
-    truth = _write_glow_manifest(config, stack, out / "glow")
-    _glow("prepare", out / "glow")
-    trainers = [_xtts_trainer(config, out), _glow_trainer(config, out)]
-    run_side_by_side(trainers, config.minutes, progress=progress)
+    out, stack = config.out, config.stack()
+    if config.score_only:
+        found = read_checkpoint_minutes(out)
+        truth = _write_glow_manifest(config, stack, out / "glow")
+    else:
+        found, truth = _train(config, stack, progress=progress)
     systems = {
-        "xtts": _score_xtts(config, stack, trainers[0].found, truth),
-        "glow_tts": _score_glow(config, stack, trainers[1].found, truth),
+        "xtts": _score_xtts(config, stack, found["xtts"], truth),
+        "glow_tts": _score_glow(config, stack, found["glow_tts"], truth),
     }
     result = {
         "settings": {
@@ -80,6 +82,42 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
     (out / "peers.json").write_text(json.dumps(result, indent=1))
     plot_peers(result, out / "peers.png")
     return result
+
+
+def _train(config: PeersBenchConfig, stack, *, progress: bool) -> tuple[dict, list]:
+    """Prepare both systems' features, train both side by side, write `trainers.json`.
+    Returns each system's {step: wall minutes} and the held-out utterances."""
+    check_cores(config.cores)
+    out = config.out
+    if out.exists() and any(out.iterdir()):
+        raise SettingsError(f"Expected --out to be a new or empty folder, received: {out} "
+                            f"(it holds files of another run; --score-only scores "
+                            f"them)")  # fmt: skip
+    xd.prepare(config.corpus, out / "xtts-cache", audio=stack.audio, data=stack.data,
+               progress=progress)  # fmt: skip
+    truth = _write_glow_manifest(config, stack, out / "glow")
+    _glow("prepare", out / "glow")
+    trainers = [_xtts_trainer(config, out), _glow_trainer(config, out)]
+    run_side_by_side(trainers, config.minutes, progress=progress)
+    found = {name: trainer.found for name, trainer in zip(SYSTEMS, trainers, strict=True)}
+    (out / TRAINERS).write_text(json.dumps(found, indent=1))
+    return found, truth
+
+
+def read_checkpoint_minutes(out: Path) -> dict[str, dict[int, float]]:
+    """Each system's {checkpoint step: wall minutes} as the training of `out` recorded
+    them in `trainers.json`.
+
+    Raises:
+        SettingsError: `out` holds no `trainers.json` (its training did not finish).
+    """
+    path = out / TRAINERS
+    if not path.is_file():
+        raise SettingsError(f"Expected --out to hold a finished side-by-side training "
+                            f"({path}), received: no such file")  # fmt: skip
+    found = json.loads(path.read_text())
+    return {name: {int(step): minutes for step, minutes in found[name].items()}
+            for name in SYSTEMS}  # fmt: skip
 
 
 def scored_checkpoints(found: dict[int, float], every: float, last: float) -> list[int]:
