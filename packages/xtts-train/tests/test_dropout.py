@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from xtts_train import ConfigError
 from xtts_train.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
 
 
@@ -55,7 +56,7 @@ def test_dropout_compiles_under_xla_with_the_same_rate():
 
 @pytest.mark.parametrize("rate", [-0.1, 1.0])
 def test_dropout_refuses_a_rate_outside_zero_to_one(rate):
-    with pytest.raises(ValueError, match="rate in \\[0, 1\\)"):
+    with pytest.raises(ConfigError, match="rate in \\[0, 1\\)"):
         Dropout(rate)
 
 

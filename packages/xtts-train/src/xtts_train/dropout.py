@@ -20,6 +20,8 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from xtts_train.errors import ConfigError
+
 __all__ = ["Dropout", "MultiHeadAttention", "keep_mask", "quantized_rate"]
 
 _LEVELS = 256  # one byte per element
@@ -57,7 +59,7 @@ class Dropout(keras.layers.Layer):
     def __init__(self, rate: float, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if not 0.0 <= rate < 1.0:
-            raise ValueError(f"Expected a dropout rate in [0, 1), received: rate={rate!r}")
+            raise ConfigError(f"Expected a dropout rate in [0, 1), received: rate={rate!r}")
         self.rate = rate
         self.seed_generator = keras.random.SeedGenerator() if rate > 0 else None
         self.supports_masking = True
