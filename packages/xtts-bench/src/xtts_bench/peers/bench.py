@@ -60,9 +60,9 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
     """
     require_peers_extra()
     out, stack = config.out, config.stack()
-    if config.score_only:
+    if config.score_only:  # the finished run's files stay as its training left them
         found = read_checkpoint_minutes(out)
-        truth = _write_glow_manifest(config, stack, out / "glow")
+        truth = _held_out(config, stack, _open_cache(config, stack))
     else:
         found, truth = _train(config, stack, progress=progress)
     systems = {
@@ -135,10 +135,9 @@ def scored_checkpoints(found: dict[int, float], every: float, last: float) -> li
 def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd.Utterance]:
     """`manifest.json` of the Glow-TTS side: settings, the cache's utterances (ids, audio,
     token ids) and the held-out ones. Returns the held-out utterances (xtts's truth)."""
-    cache = xd.FeatureCache.open(config.out / "xtts-cache", audio=stack.audio, data=stack.data)
+    cache = _open_cache(config, stack)
     train = xd.read_utterances(cache, stack.data, "all", audio=stack.audio)
-    held_out = xd.read_utterances(config.held_out, stack.data, "all", audio=stack.audio,
-                                  tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
+    held_out = _held_out(config, stack, cache)
     audio = {row.id: row.audio for row in xd.read_corpus(config.corpus).rows}
     audio |= {row.id: row.audio for row in xd.read_corpus(config.held_out).rows}
     settings = {"hidden": config.glow_hidden, "flows": config.glow_flows,
@@ -157,6 +156,16 @@ def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd
                 "train": rows(train), "held_out": rows(held_out)}  # fmt: skip
     (work / "manifest.json").write_text(json.dumps(manifest))
     return held_out
+
+
+def _open_cache(config: PeersBenchConfig, stack) -> xd.FeatureCache:
+    return xd.FeatureCache.open(config.out / "xtts-cache", audio=stack.audio, data=stack.data)
+
+
+def _held_out(config: PeersBenchConfig, stack, cache: xd.FeatureCache) -> list[xd.Utterance]:
+    """The first `config.n` held-out utterances, read with the cache's tokenizer."""
+    return xd.read_utterances(config.held_out, stack.data, "all", audio=stack.audio,
+                              tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
 
 
 def _without_eos(tokens: np.ndarray) -> list[int]:
