@@ -87,6 +87,7 @@ def test_defaults_are_the_small_preset_and_dicts_round_trip():
         (dict(mel_mean=float("nan")), "mel_mean=nan"),
         (dict(infer_window_ahead=-1), "infer_window_ahead=-1"),
         (dict(infer_window_back=True), "infer_window_back=True"),
+        (dict(infer_prenet_dropout=1), "infer_prenet_dropout=1"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
 )
@@ -321,6 +322,17 @@ def test_infer_under_jit_compile():
     assert (results[20.0]["stop_probs"][:, 1:] == 0).all()
     assert (results[20.0]["attention"][:, 1:] == 0).all()  # no frame after the loop
     assert (results[-20.0]["attention"].sum(axis=2) > 0).all()  # every frame attended
+
+
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
+    model = tiny_model(infer_prenet_dropout=stochastic)
+    batch = make_batch(model.config)
+    model(batch)
+    model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)  # the whole buffer
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    first, second = (model.infer(*args, max_frames=6)["mel"].numpy() for _ in range(2))
+    assert np.array_equal(first, second) is not stochastic
 
 
 @pytest.mark.parametrize(("r", "max_frames"), [(1, 6), (2, 6), (3, 7)])

@@ -196,15 +196,16 @@ class Decoder(LazyLayer):
         ]
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
 
-    def prenet_keep(self, batch: int, frames: int) -> tf.Tensor:
-        """Scaled dropout keep-masks of the two prenet layers: (2, B, F, prenet_dim).
+    def prenet_keep(self, batch: int, frames: int, *, dropout: bool = True) -> tf.Tensor:
+        """Scaled dropout keep-masks of the two prenet layers: (2, B, F, prenet_dim);
+        all ones with `dropout` false.
 
         Drawn once per sequence, so inference re-running the decoder over its frame
         buffer sees each past frame with the noise it had when it was predicted.
         """
         shape = (2, batch, frames, self.prenet_dim)
         rate = quantized_rate(self.rate)
-        if rate == 0.0:
+        if rate == 0.0 or not dropout:
             return tf.ones(shape, self.compute_dtype)
         keep = keep_mask(shape, self.rate, self.seed)
         return tf.cast(keep, self.compute_dtype) / (1.0 - rate)

@@ -120,7 +120,7 @@ class TextToMel(keras.Model):
                 [B, T], `mel` float32 [B, F, M], `cond_mel` float32 [B, C, M],
                 `cond_lengths` int32 [B], and `mel_mask` [B, F] when present (the postnet
                 then sees zeros after the real frames). Shapes must be static.
-            training: dropout on (the prenet's dropout is always on).
+            training: dropout on (the prenet's dropout is on in any case).
 
         Returns:
             `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
@@ -188,7 +188,9 @@ class TextToMel(keras.Model):
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
             when each frame was generated (0 after the loop ended). With the config's
             inference window on, frame `t` attends only to the text symbols around the
-            furthest peak of frames `< t` (see `ModelConfig.infer_window_ahead`).
+            furthest peak of frames `< t` (see `ModelConfig.infer_window_ahead`). The
+            prenet's dropout is off unless `ModelConfig.infer_prenet_dropout`, so the same
+            inputs decode to the same frames.
 
         Raises:
             ConfigError: `max_frames` is not a positive int.
@@ -222,7 +224,7 @@ class TextToMel(keras.Model):
         batch, text_len = text_shape
         r = self.config.reduction_factor
         steps = _groups(max_frames, r)
-        keep = self.decoder.prenet_keep(batch, steps)
+        keep = self.decoder.prenet_keep(batch, steps, dropout=self.config.infer_prenet_dropout)
         windowed = self.config.infer_window_ahead > 0
         keys = tf.range(memory.shape[1])[None, :]  # (1, S)
 
