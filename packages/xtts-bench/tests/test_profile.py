@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-import xtts_train.losses
+import xtts_train.models.text_to_mel.losses
 from xtts_bench import profile
 from xtts_bench.errors import SettingsError
 from xtts_bench.settings import ProfileBenchConfig
@@ -202,7 +202,7 @@ def test_model_rules_name_the_decoder_roles_of_a_real_model():
 
 def test_the_loss_terms_trace_under_the_scopes_the_rules_name():
     graph = (
-        tf.function(xtts_train.losses.masked_l1)
+        tf.function(xtts_train.models.text_to_mel.losses.masked_l1)
         .get_concrete_function(
             tf.TensorSpec([1, 2, 3]), tf.TensorSpec([1, 2, 3]), tf.TensorSpec([1, 2])
         )

@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 from test_model import DETERMINISTIC, make_batch, tiny_model
 
-from xtts_train.alignment import alignment_score, guided_attention_loss
-from xtts_train.losses import total_loss
+from xtts_train.models.text_to_mel.alignment import alignment_score, guided_attention_loss
+from xtts_train.models.text_to_mel.losses import total_loss
 
 
 def _diagonal(frames: int, tokens: int) -> np.ndarray:

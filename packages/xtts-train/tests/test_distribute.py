@@ -8,7 +8,7 @@ import math
 import tensorflow as tf
 from train_helpers import MICRO, ONE_SHAPE, as_cli, train_cli
 
-from xtts_train.trainer import latest_step
+from xtts_train.training.trainer import latest_step
 
 # Logical devices must be configured before TensorFlow starts: a fresh process.
 TWO_CPUS = """

@@ -1,4 +1,4 @@
-"""`xtts_train.dropout`: byte-drawn masks keep the rate, the expectation and the seeds'
+"""`xtts_train.models.dropout`: byte-drawn masks keep the rate, the expectation and the seeds'
 determinism of Keras's dropout, and compile under XLA."""
 
 import keras
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from xtts_train import ConfigError
-from xtts_train.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
+from xtts_train.models.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
 
 
 @pytest.mark.parametrize(("rate", "expected"), [(0.0, 0.0), (0.1, 26 / 256), (0.5, 0.5),

@@ -16,7 +16,7 @@ from train_helpers import OVERRIDES, as_cli
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
-from xtts_train.decoding import Decoding
+from xtts_train.models.text_to_mel.decoding import Decoding
 from xtts_train.synthesize import load_reference, load_run, synthesize
 
 

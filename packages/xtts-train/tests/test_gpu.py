@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import tensorflow as tf
 
-from xtts_train.gpu import GpuMonitor
+from xtts_train.training.gpu import GpuMonitor
 
 
 def fake_nvml(fail: bool = False) -> SimpleNamespace:

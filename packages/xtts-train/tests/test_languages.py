@@ -15,10 +15,10 @@ from train_helpers import MICRO, ONE_SHAPE, as_cli, train_cli
 from xtts_data import prepare
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
-from xtts_train.decoding import text_ids
 from xtts_train.errors import XttsTrainError
+from xtts_train.models.text_to_mel.decoding import text_ids
 from xtts_train.synthesize import load_run, synthesize
-from xtts_train.trainer import fit
+from xtts_train.training.trainer import fit
 
 ZWNJ = "\u200c"
 # Persian rows as users write them: Persian and ASCII digits, ٪, ZWNJ, Arabic ي/ك, a Latin

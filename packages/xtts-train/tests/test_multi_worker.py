@@ -15,7 +15,7 @@ from fault_helpers import ENV, killed
 from train_helpers import MICRO, ONE_SHAPE, as_cli
 
 from xtts_data.service import start_dispatcher, start_worker
-from xtts_train.trainer import latest_step
+from xtts_train.training.trainer import latest_step
 
 
 def _free_ports(n: int) -> list[int]:

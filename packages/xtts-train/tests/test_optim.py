@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xtts_train.optim import AdamW, warmup_cosine
+from xtts_train.training.optim import AdamW, warmup_cosine
 
 
 @pytest.mark.parametrize("warmup", [0, 3])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from xtts_data.stats import cv, cv_within_groups
-from xtts_train.run_stats import Timings
+from xtts_train.runs.run_stats import Timings
 
 
 def test_cv_within_groups_takes_out_each_groups_cost():

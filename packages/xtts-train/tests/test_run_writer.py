@@ -12,7 +12,7 @@ import tensorflow as tf
 from xtts_data import Tokenizer
 from xtts_train.config import load_stack_config
 from xtts_train.errors import XttsTrainError
-from xtts_train.run_writer import RunWriter, forget_metrics_after, latest_step
+from xtts_train.runs.run_writer import RunWriter, forget_metrics_after, latest_step
 
 
 class _Weights(tf.Module):
@@ -139,7 +139,7 @@ def test_the_reference_is_kept_once_and_a_damaged_one_is_removed(tmp_path, caplo
     assert (tmp_path / "reference.npy").exists()
     (tmp_path / "reference.npy").write_bytes(b"\x93NUMPY cut")
     (tmp_path / ".summary.json.x1.tmp").write_text("{")
-    with caplog.at_level("INFO", logger="xtts_train.run_writer"):
+    with caplog.at_level("INFO", logger="xtts_train.runs.run_writer"):
         writer.recover(stack)
     assert not (tmp_path / "reference.npy").exists()
     assert not list(tmp_path.glob(".*.tmp"))
@@ -154,7 +154,7 @@ def test_a_checkpoint_is_not_written_with_non_finite_weights(tmp_path, caplog):
     writer, model, *_ = _opened(tmp_path)
     writer.save(10)
     model.bias.assign([1.0, np.nan, 1.0])
-    with caplog.at_level("ERROR", logger="xtts_train.run_writer"):
+    with caplog.at_level("ERROR", logger="xtts_train.runs.run_writer"):
         writer.save(20)
     assert "step 20: weights are not finite; checkpoint not written" in caplog.text
     assert latest_step(tmp_path) == 10
@@ -198,7 +198,7 @@ def test_a_checkpoint_without_seed_states_is_restored_with_a_warning(tmp_path, c
     writer, *_ = _opened(tmp_path, seeds=False)
     writer.save(10)
     resumed, model, *_ = _opened(tmp_path, value=5.0)
-    with caplog.at_level("WARNING", logger="xtts_train.run_writer"):
+    with caplog.at_level("WARNING", logger="xtts_train.runs.run_writer"):
         assert resumed.resume(10) == 10
     assert "ckpt-10 holds no dropout seed states; they start afresh" in caplog.text
     np.testing.assert_array_equal(model.bias.numpy(), np.ones([3]))

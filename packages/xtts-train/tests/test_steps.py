@@ -13,8 +13,8 @@ import tensorflow as tf
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train import ModelConfig, TextToMel, XttsTrainError, dummy_batch
 from xtts_train.config import TrainConfig
-from xtts_train.optim import AdamW
-from xtts_train.steps import CompiledSteps, RetraceError
+from xtts_train.training.optim import AdamW
+from xtts_train.training.steps import CompiledSteps, RetraceError
 
 MICRO = ModelConfig.from_preset(
     "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xtts_train.optim import AdamW
-from xtts_train.transforms import (
+from xtts_train.training.optim import AdamW
+from xtts_train.training.transforms import (
     FiniteGate,
     LossScale,
     Update,

@@ -35,7 +35,7 @@ def run_decode_benchmark(runs: list[Path], *, frames: int = 256, batch_size: int
 
     Raises:
         SettingsError: `repeats` is not an int >= 1 (`frames` and `batch_size` are
-            checked by `xtts_train.decoding.Decoding`).
+            checked by `xtts_train.models.text_to_mel.decoding.Decoding`).
     """
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise SettingsError(f"Expected repeats an int >= 1, received: repeats={repeats!r}")

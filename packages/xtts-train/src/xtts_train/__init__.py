@@ -1,6 +1,12 @@
 """xtts_train: the XTTS-style `TextToMel` model, its configs and losses, the compiled train
 step and its composed update, `fit`, and the free-running evaluation of a run.
 
+Layout: `models/` holds the networks (`models.text_to_mel`: the model, its layers, losses
+and decoding), `training/` the machinery that trains them (compiled steps, the update,
+warm-up, compile cache, distribution, `fit`), `runs/` what a run writes and how it is
+evaluated; the commands (`cli`, `check`, `synthesize`, `export`, `demo`) and the configs
+sit at the top.
+
 Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_train` does not
 import TensorFlow; `xtts_train.TextToMel` does.
 """
@@ -17,25 +23,25 @@ if TYPE_CHECKING:
         TrainConfig,
         load_stack_config,
     )
-    from xtts_train.decoding import Decoding
     from xtts_train.demo import DEMO_SETTINGS
     from xtts_train.errors import ConfigError, XttsTrainError
-    from xtts_train.evaluation import dtw_distance, pairing_scores
-    from xtts_train.held_out import EvalReport, evaluate
-    from xtts_train.losses import masked_l1, stop_loss, total_loss
-    from xtts_train.model import TextToMel, dummy_batch
-    from xtts_train.optim import AdamW, warmup_cosine
-    from xtts_train.step_functions import StepFunctions
-    from xtts_train.steps import (
+    from xtts_train.models.text_to_mel.decoding import Decoding
+    from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
+    from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+    from xtts_train.runs.evaluation import dtw_distance, pairing_scores
+    from xtts_train.runs.held_out import EvalReport, evaluate
+    from xtts_train.synthesize import load_reference, load_run
+    from xtts_train.training.optim import AdamW, warmup_cosine
+    from xtts_train.training.step_functions import StepFunctions
+    from xtts_train.training.steps import (
         CompiledSteps,
         RetraceError,
         kept_dtype_policy,
         shape_of,
         timed_step,
     )
-    from xtts_train.synthesize import load_reference, load_run
-    from xtts_train.trainer import build_steps, fit
-    from xtts_train.transforms import (
+    from xtts_train.training.trainer import build_steps, fit
+    from xtts_train.training.transforms import (
         FiniteGate,
         LossScale,
         Update,
@@ -91,21 +97,21 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(
             ["PRESETS", "ModelConfig", "StackConfig", "TrainConfig", "load_stack_config"], "config"
         ),
-        "Decoding": "decoding",
+        "Decoding": "models.text_to_mel.decoding",
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
-        **dict.fromkeys(["dtw_distance", "pairing_scores"], "evaluation"),
-        **dict.fromkeys(["EvalReport", "evaluate"], "held_out"),
-        **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "losses"),
-        **dict.fromkeys(["TextToMel", "dummy_batch"], "model"),
-        **dict.fromkeys(["AdamW", "warmup_cosine"], "optim"),
-        "StepFunctions": "step_functions",
+        **dict.fromkeys(["dtw_distance", "pairing_scores"], "runs.evaluation"),
+        **dict.fromkeys(["EvalReport", "evaluate"], "runs.held_out"),
+        **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "models.text_to_mel.losses"),
+        **dict.fromkeys(["TextToMel", "dummy_batch"], "models.text_to_mel.model"),
+        **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
+        "StepFunctions": "training.step_functions",
         **dict.fromkeys(
             ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"],
-            "steps",
+            "training.steps",
         ),
         **dict.fromkeys(["load_reference", "load_run"], "synthesize"),
-        **dict.fromkeys(["build_steps", "fit"], "trainer"),
+        **dict.fromkeys(["build_steps", "fit"], "training.trainer"),
         **dict.fromkeys(
             [
                 "FiniteGate",
@@ -116,7 +122,7 @@ __getattr__, __dir__ = lazy_exports(
                 "chain",
                 "clip_by_global_norm",
             ],
-            "transforms",
+            "training.transforms",
         ),
     },
 )

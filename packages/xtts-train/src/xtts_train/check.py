@@ -16,13 +16,13 @@ from pathlib import Path
 
 import xtts_data as xd
 from xtts_data.stats import cv
-from xtts_train import compile_cache
-from xtts_train.compiler import choices
 from xtts_train.config import StackConfig
-from xtts_train.process import StartupClock, format_startup, peak_rss_mb
-from xtts_train.steps import kept_dtype_policy, shape_of, timed_step
-from xtts_train.trainer import build_steps
-from xtts_train.warmup import WarmUp, cache_use
+from xtts_train.training import compile_cache
+from xtts_train.training.compiler import choices
+from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
+from xtts_train.training.steps import kept_dtype_policy, shape_of, timed_step
+from xtts_train.training.trainer import build_steps
+from xtts_train.training.warmup import WarmUp, cache_use
 
 __all__ = ["CheckReport", "check"]
 
@@ -31,7 +31,7 @@ __all__ = ["CheckReport", "check"]
 class CheckReport:
     """Per shape (batch, text, frames): traces, step times in ms; the shapes the spec
     lists; the warm-up, the time to the first step (`StartupClock.report()`), the peak RSS,
-    the compile cache, and the compiler of each role (`xtts_train.compiler.choices`)."""
+    the compile cache, and the compiler of each role (`xtts_train.training.compiler.choices`)."""
 
     traces: dict[tuple[int, int, int], int]
     step_ms: dict[tuple[int, int, int], list[float]]

@@ -27,10 +27,10 @@ __all__ = [
     "load_stack_config",
 ]
 
-# `--strategy`: see `xtts_train.distribute`.
+# `--strategy`: see `xtts_train.training.distribute`.
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
 
-# `train.compiler`: see `xtts_train.compiler`.
+# `train.compiler`: see `xtts_train.training.compiler`.
 COMPILERS = ("auto", "xla", "graph")
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
@@ -90,7 +90,7 @@ class ModelConfig(FrozenConfig):
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
         dropout: dropout of attention weights and residual branches while training.
             Every dropout rate is drawn from one random byte per element
-            (`xtts_train.dropout`), so it is rounded to a multiple of 1/256 (0.1 → 0.1016).
+            (`xtts_train.models.dropout`), so it is rounded to a multiple of 1/256 (0.1 → 0.1016).
         reduction_factor: r, frames predicted per decoder step (Tacotron, Wang et al.
             2017): step `s` reads the last frame of group `s - 1` and writes frames
             `s*r .. s*r + r - 1`, so the decoder runs `ceil(F / r)` steps, its attention
@@ -173,12 +173,12 @@ class TrainConfig(FrozenConfig):
             static batch is split in `grad_accum` equal parts; batch sizes must divide).
         precision: `float32`, `mixed_float16` (with dynamic loss scaling) or `mixed_bfloat16`.
         strategy: `auto`, `one-device`, `mirrored` or `multi-worker` (see
-            `xtts_train.distribute`); batch sizes must divide by replicas x `grad_accum`.
+            `xtts_train.training.distribute`); batch sizes must divide by replicas x `grad_accum`.
         stop_weight, stop_pos_weight: weight of the stop-token loss, and of its positives.
         guided_attention_weight, guided_attention_sigma: weight of the guided-attention
             loss (Tachibana et al. 2017; 0 turns it off) on the decoder's cross-attention
             over the text, and the width of its diagonal band as a share of the text and
-            frames (`xtts_train.alignment`).
+            frames (`xtts_train.models.text_to_mel.alignment`).
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
         eval_every: steps between evals (0: never). Each eval speaks `eval_sentences`
             free-running (the compiled `infer`): audio, mel and attention to TensorBoard,
@@ -198,7 +198,7 @@ class TrainConfig(FrozenConfig):
         compiler: who runs the train, eval and decoding programs: `xla` (compiled by XLA,
             kept in the persistent compile cache), `graph` (TensorFlow's own kernels,
             nothing to compile), or `auto`: per device and role by measurement
-            (`xtts_train.compiler.AUTO`: on a CPU the train and eval steps on the graph
+            (`xtts_train.training.compiler.AUTO`: on a CPU the train and eval steps on the graph
             executor and decoding under XLA; XLA throughout on a GPU). Either way each
             program has a static signature, is traced once and a retrace is an error.
     """

@@ -17,10 +17,10 @@ from matplotlib.figure import Figure
 import xtts_audio as xa
 from xtts_data import Tokenizer, load_audio
 from xtts_train.config import StackConfig, load_stack_config
-from xtts_train.decoding import Decoding, text_ids
 from xtts_train.errors import XttsTrainError
-from xtts_train.media import decoded_frames, to_waveform
-from xtts_train.model import TextToMel, dummy_batch
+from xtts_train.models.text_to_mel.decoding import Decoding, text_ids
+from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.runs.media import decoded_frames, to_waveform
 
 __all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
 

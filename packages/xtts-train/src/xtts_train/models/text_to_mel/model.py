@@ -25,7 +25,13 @@ import tensorflow as tf
 
 from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
-from xtts_train.layers import CondEncoder, Decoder, Postnet, TextEncoder, key_mask
+from xtts_train.models.text_to_mel.layers import (
+    CondEncoder,
+    Decoder,
+    Postnet,
+    TextEncoder,
+    key_mask,
+)
 
 __all__ = ["TextToMel", "dummy_batch"]
 

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import tensorflow as tf
 
-from xtts_train.optim import AdamW
+from xtts_train.training.optim import AdamW
 
 __all__ = [
     "FiniteGate",
@@ -39,7 +39,7 @@ __all__ = [
 
 Hyper = Mapping[str, tf.Tensor]
 """The step's scalar inputs besides the batch: `learning_rate`, `weight_decay`,
-`clip_norm`, and the loss weights (see `xtts_train.step_functions.StepFunctions.hyper`)."""
+`clip_norm`, and the loss weights (see `xtts_train.training.step_functions.StepFunctions.hyper`)."""
 
 
 @dataclasses.dataclass(frozen=True)

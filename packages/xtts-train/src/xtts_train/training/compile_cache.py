@@ -400,7 +400,7 @@ def collect() -> Iterator[Collected]:
         if not _check_in_use(cache):
             logger.warning(
                 "compile cache: off for this process: XLA compiled before it was enabled "
-                "(call xtts_train.compile_cache.enable() before any XLA compile)"
+                "(call xtts_train.training.compile_cache.enable() before any XLA compile)"
             )
             _ACTIVE = cache = None
     if cache is not None:

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 import xtts_audio as xa
-from xtts_train.decoding import Decoding
-from xtts_train.model import TextToMel
+from xtts_train.models.text_to_mel.decoding import Decoding
+from xtts_train.models.text_to_mel.model import TextToMel
 
 __all__ = [
     "attention_image",

@@ -2,7 +2,7 @@
 once per batch shape.
 
 A train step is the model's losses, their gradients (`accumulated_gradients`), and the
-update as a chain of transforms (`xtts_train.transforms`):
+update as a chain of transforms (`xtts_train.training.transforms`):
 `LossScale` (float16 only) → `FiniteGate` → `clip_by_global_norm` → `adamw`.
 
 With a `tf.distribute` strategy of several replicas, each replica's gradients of its
@@ -18,13 +18,13 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from xtts_train.compiler import resolve
 from xtts_train.config import TrainConfig
-from xtts_train.distribute import local_replicas, replica_slice
-from xtts_train.losses import total_loss
-from xtts_train.model import TextToMel
-from xtts_train.optim import AdamW, warmup_cosine
-from xtts_train.transforms import (
+from xtts_train.models.text_to_mel.losses import total_loss
+from xtts_train.models.text_to_mel.model import TextToMel
+from xtts_train.training.compiler import resolve
+from xtts_train.training.distribute import local_replicas, replica_slice
+from xtts_train.training.optim import AdamW, warmup_cosine
+from xtts_train.training.transforms import (
     FiniteGate,
     Hyper,
     LossScale,
@@ -56,7 +56,7 @@ class StepFunctions:
         schedule: the learning rate of a step (updates done before it).
         replicas: replicas of this worker (1 without a strategy).
         compilers: `{"train": c, "eval": c}`, `c` `"xla"` or `"graph"`: `train.compiler`
-            resolved for this device (`xtts_train.compiler.resolve`).
+            resolved for this device (`xtts_train.training.compiler.resolve`).
     """
 
     def __init__(self, model: TextToMel, optimizer: AdamW, config: TrainConfig,
@@ -98,7 +98,8 @@ class StepFunctions:
 
     def losses(self, batch: Mapping[str, tf.Tensor], hyper: Hyper, *,
                training: bool) -> dict[str, tf.Tensor]:  # fmt: skip
-        """The float32 scalar losses of `batch` (`xtts_train.losses.total_loss`)."""
+        """The float32 scalar losses of `batch`
+        (`xtts_train.models.text_to_mel.losses.total_loss`)."""
         outputs = self.model(batch, training=training)
         return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
                           pos_weight=hyper["stop_pos_weight"],

@@ -3,7 +3,7 @@ against their ground truth.
 
 Each utterance is decoded with the compiled `infer` (the stop token ends it), conditioned
 on the run's reference clip, and compared with its recording: duration ratio, alignment
-score, DTW log-mel distance, and the pairing score (`xtts_train.evaluation`). With
+score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
 same Griffin-Lim) are written side by side, so a person can listen.
 """
@@ -19,12 +19,12 @@ import tensorflow as tf
 from tqdm import tqdm
 
 import xtts_data as xd
-from xtts_train.decoding import Decoding, buffer_frames
+from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames
 from xtts_train.errors import XttsTrainError
-from xtts_train.evaluation import dtw_distance, duration_ratio, pairing_scores
-from xtts_train.media import decoded_frames, to_waveform
+from xtts_train.runs.evaluation import dtw_distance, duration_ratio, pairing_scores
+from xtts_train.runs.media import decoded_frames, to_waveform
 from xtts_train.synthesize import load_reference, load_run
-from xtts_train.trainer import latest_step
+from xtts_train.training.trainer import latest_step
 
 __all__ = ["EvalReport", "evaluate"]
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
-from xtts_train.alignment import alignment_score, guided_attention_loss
 from xtts_train.errors import ConfigError
-from xtts_train.naming import name_scoped
+from xtts_train.models.text_to_mel.alignment import alignment_score, guided_attention_loss
+from xtts_train.training.naming import name_scoped
 
 __all__ = ["masked_l1", "stop_loss", "total_loss"]
 
@@ -80,7 +80,7 @@ def total_loss(
         stop_weight: weight of the stop loss in `loss`.
         pos_weight: weight of stop frames inside the stop loss.
         guided_weight, guided_sigma: weight of the guided-attention loss in `loss`, and
-            its band width (`xtts_train.alignment.guided_attention_loss`).
+            its band width (`xtts_train.models.text_to_mel.alignment.guided_attention_loss`).
 
     Returns:
         float32 scalars `loss` (`mel_before + mel_after + stop_weight * stop +

@@ -38,11 +38,17 @@ import tqdm
 
 import xtts_data as xd
 from xtts_data.files import folder_lock
-from xtts_train import compile_cache
-from xtts_train.compiler import choices
 from xtts_train.config import StackConfig
-from xtts_train.decoding import Decoding, buffer_frames, text_ids
-from xtts_train.distribute import (
+from xtts_train.errors import XttsTrainError
+from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames, text_ids
+from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.runs.media import free_running_eval, write_eval_media
+from xtts_train.runs.run_stats import Interval, Timings
+from xtts_train.runs.run_writer import RunWriter, latest_step
+from xtts_train.synthesize import load_reference
+from xtts_train.training import compile_cache
+from xtts_train.training.compiler import choices
+from xtts_train.training.distribute import (
     PEER_ERRORS,
     common_step,
     is_multi_worker,
@@ -50,18 +56,12 @@ from xtts_train.distribute import (
     make_strategy,
     worker_index,
 )
-from xtts_train.errors import XttsTrainError
-from xtts_train.gpu import GpuMonitor
-from xtts_train.media import free_running_eval, write_eval_media
-from xtts_train.memory import check_training_memory
-from xtts_train.model import TextToMel, dummy_batch
-from xtts_train.optim import AdamW
-from xtts_train.process import StartupClock, format_startup, peak_rss_mb
-from xtts_train.run_stats import Interval, Timings
-from xtts_train.run_writer import RunWriter, latest_step
-from xtts_train.steps import CompiledSteps, kept_dtype_policy, shape_of
-from xtts_train.synthesize import load_reference
-from xtts_train.warmup import Program, WarmUp, cache_use
+from xtts_train.training.gpu import GpuMonitor
+from xtts_train.training.memory import check_training_memory
+from xtts_train.training.optim import AdamW
+from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
+from xtts_train.training.steps import CompiledSteps, kept_dtype_policy, shape_of
+from xtts_train.training.warmup import Program, WarmUp, cache_use
 
 __all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
 

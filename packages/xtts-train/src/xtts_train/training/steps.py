@@ -3,11 +3,11 @@
 `CompiledSteps` is the registry of those programs. Each step (`StepFunctions`' bodies) is
 a `tf.function` traced with the exact `tf.TensorSpec`s of a `DatasetSpec` shape, compiled
 by XLA or run by TensorFlow's graph executor as `train.compiler` resolves for the device
-(`xtts_train.compiler`); `warm_up` traces (and compiles) every shape before training,
-and any trace after it is a retrace: an error naming the shape (or a warning with
-`allow_retrace`). The update is gated inside the graph (`xtts_train.transforms.FiniteGate`):
-a non-finite loss or gradient skips it (counted), and warm-up runs with the gate closed so
-it changes nothing.
+(`xtts_train.training.compiler`); `warm_up` traces (and compiles) every shape before
+training, and any trace after it is a retrace: an error naming the shape (or a warning
+with `allow_retrace`). The update is gated inside the graph
+(`xtts_train.training.transforms.FiniteGate`): a non-finite loss or gradient skips it
+(counted), and warm-up runs with the gate closed so it changes nothing.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ import tensorflow as tf
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train.config import TrainConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.model import TextToMel
-from xtts_train.optim import AdamW
-from xtts_train.step_functions import StepFunctions
-from xtts_train.warmup import Job, Program, WarmUp, compile_workers, run_jobs
+from xtts_train.models.text_to_mel.model import TextToMel
+from xtts_train.training.optim import AdamW
+from xtts_train.training.step_functions import StepFunctions
+from xtts_train.training.warmup import Job, Program, WarmUp, compile_workers, run_jobs
 
 __all__ = ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"]
 
@@ -119,14 +119,14 @@ class CompiledSteps:
     def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
                 workers: int | None = None, defer_cached: bool = True) -> WarmUp:  # fmt: skip
         """Trace and compile the train step of every shape of `spec` and the eval step of
-        every shape of `eval_spec` (see `xtts_train.warmup`); no update happens (the gate
+        every shape of `eval_spec` (see `xtts_train.training.warmup`); no update happens (the gate
         is closed) and the dropout seed states end where they started.
 
         Args:
             progress: called as each program is compiled: `progress(done, total, program)`.
             workers: compile threads; default `config.compile_workers` (0: one per core).
             defer_cached: programs the compile cache holds load at their first call
-                instead of running once here (see `xtts_train.warmup.run_jobs`).
+                instead of running once here (see `xtts_train.training.warmup.run_jobs`).
         """
         slots = [(self._concrete, "train", shape) for shape in self.spec.shapes]
         if self.eval_spec is not None:

@@ -13,7 +13,7 @@ fingerprint of its trace) is not run: TensorFlow loads it at its first real call
 warm start pays for the one shape its first step needs instead of a placeholder step of
 every shape.
 
-A program for TensorFlow's graph executor (`xtts_train.compiler`: `Job.compiler` graph) has
+A program for TensorFlow's graph executor (`xtts_train.training.compiler`: `Job.compiler` graph) has
 nothing to compile: it is traced and run once like the others, and never looked up in or
 written to the compile cache.
 """
@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from xtts_train import compile_cache
-from xtts_train.process import release_free_heap
+from xtts_train.training import compile_cache
+from xtts_train.training.process import release_free_heap
 
 __all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs"]
 

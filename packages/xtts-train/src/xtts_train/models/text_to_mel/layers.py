@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
-from xtts_train.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
+from xtts_train.models.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
 
 if TYPE_CHECKING:
     from xtts_train.config import ModelConfig

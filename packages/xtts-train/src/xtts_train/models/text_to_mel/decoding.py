@@ -15,12 +15,12 @@ import numpy as np
 import tensorflow as tf
 
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
-from xtts_train import compile_cache
-from xtts_train.alignment import alignment_score
-from xtts_train.compiler import resolve
 from xtts_train.errors import XttsTrainError
-from xtts_train.memory import check_decoding_memory
-from xtts_train.model import TextToMel
+from xtts_train.models.text_to_mel.alignment import alignment_score
+from xtts_train.models.text_to_mel.model import TextToMel
+from xtts_train.training import compile_cache
+from xtts_train.training.compiler import resolve
+from xtts_train.training.memory import check_decoding_memory
 
 __all__ = ["TEXT_BUCKET", "Decoded", "Decoding", "Encoded", "buffer_frames", "text_ids"]
 
@@ -106,7 +106,7 @@ class Decoding:
         max_frames: the decoding buffer; speech longer than this is cut.
         batch_size: rows decoded together (fewer are padded with copies of the first).
         compiler: `auto`, `xla` or `graph`: who runs the decoding loop
-            (`xtts_train.compiler`; a run's `train.compiler`).
+            (`xtts_train.training.compiler`; a run's `train.compiler`).
 
     Attributes:
         compiler: `"xla"` or `"graph"`, as `compiler` resolved for this device.
