@@ -187,8 +187,8 @@ def test_export_writes_a_saved_model_that_decodes_like_the_run(run, tmp_path):
     result = loaded.signatures["serving_default"](
         tokens=tf.constant(ids, tf.int32), reference_mel=tf.constant(reference)
     )
-    # The prenet's dropout is always on (as in Tacotron/XTTS): decoding is stochastic, so
-    # this checks shapes and values, not equality with `model.infer`.
+    # Shapes and values, not equality with `model.infer` (the SavedModel decodes under the
+    # decode compiler, whose numbers may differ in the last bits).
     assert result["mel"].shape == (24, stack.model.n_mels)
     assert np.isfinite(result["mel"].numpy()).all()
     assert 1 <= int(result["length"]) <= 24

@@ -66,8 +66,10 @@ class _Speaker(tf.Module):
             self.speak = tf.function(self._speak_language, input_signature=signature)
         else:
             self.speak = tf.function(self._speak, input_signature=signature)
-        # Keras keeps its dropout seed states outside `model.variables`: track every
-        # variable the traced decoding reads, or the SavedModel cannot hold them.
+        # Keras keeps its dropout seed states outside `model.variables`: track them and
+        # every variable the traced decoding reads, or the SavedModel cannot hold them
+        # (a traced function may capture a seed state it never reads).
+        self.seed_states = self.model.seed_states()
         self.variables_read = list(self.speak.get_concrete_function().graph.variables)
 
     def _infer(self, tokens, token_mask, cond_mel, cond_lengths):
