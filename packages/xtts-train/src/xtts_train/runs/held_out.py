@@ -19,8 +19,8 @@ import tensorflow as tf
 from tqdm import tqdm
 
 import xtts_data as xd
-from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames
 from xtts_train.errors import XttsTrainError
+from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames
 from xtts_train.runs.evaluation import dtw_distance, duration_ratio, pairing_scores
 from xtts_train.runs.media import decoded_frames, to_waveform
 from xtts_train.synthesize import load_reference, load_run
