@@ -81,7 +81,8 @@ def write_test_corpus(root: Path, *, n: int = 40, speakers: int = 2) -> Path:
 
 
 def read_records(cache: Path) -> dict[str, dict]:
-    """Every cached utterance by id: mel, tokens, speaker (read with the record format)."""
+    """Every cached utterance by id: mel, tokens, speaker, split and audio (empty without
+    `keep_audio`), read with the record format."""
     out = {}
     for path in FeatureCache.open(cache).shard_paths:
         for raw in tf.data.TFRecordDataset(str(path)):
@@ -91,6 +92,7 @@ def read_records(cache: Path) -> dict[str, dict]:
                 "tokens": fields["tokens"].numpy(),
                 "speaker": int(fields["speaker"]),
                 "split": int(fields["split"]),
+                "audio": fields["audio"].numpy(),
             }
     return out
 

@@ -33,6 +33,9 @@ def received(field: str, value) -> str:
         ("policy", None),
         ("shard_size", 0),
         ("shard_size", 2.5),
+        ("keep_audio", "yes"),
+        ("keep_audio", 1),
+        ("keep_audio", None),
         ("batch_size", 0),
         ("batch_size", -4),
         ("batch_size", True),
@@ -56,6 +59,9 @@ def received(field: str, value) -> str:
         ("val_fraction", "0.1"),
         ("val_fraction", None),
         ("val_fraction", True),
+        ("segment_frames", 0),
+        ("segment_frames", 16.0),
+        ("segment_frames", True),
         ("keep_in_memory", "yes"),
         ("keep_in_memory", "auto"),
         ("shuffle_buffer", -1),
@@ -102,6 +108,8 @@ def test_batch_size_must_be_a_multiple_of_batch_multiple(overrides, value):
         {"service": "grpc://localhost:5050"},
         {"service": "grpc+tls://localhost:5050"},
         {"policy": "fixed"},
+        {"keep_audio": True},
+        {"segment_frames": 1},
     ],
 )
 def test_valid_edge_values_are_accepted(overrides):
@@ -196,6 +204,13 @@ def test_cache_settings_are_the_feature_changing_fields():
     }
 
 
+def test_keep_audio_is_named_in_the_cache_settings_only_when_true():
+    assert DataConfig(keep_audio=True).cache_settings() == {
+        **DataConfig().cache_settings(), "keep_audio": True,
+    }  # fmt: skip
+    assert "keep_audio" not in DataConfig(keep_audio=False).cache_settings()
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -210,6 +225,7 @@ def test_cache_settings_are_the_feature_changing_fields():
         {"shuffle_buffer": 0, "seed": 3, "deterministic": True},
         {"keep_in_memory": True},
         {"service": "grpc://h:1", "prefetch_to_device": "/gpu:0"},
+        {"segment_frames": 64},
     ],
 )
 def test_batching_settings_do_not_change_cache_settings(overrides):
@@ -223,6 +239,7 @@ def test_batching_settings_do_not_change_cache_settings(overrides):
         {"text": TextConfig(cleaners="basic")},
         {"text": TextConfig(lowercase=False)},
         {"text": TextConfig(symbols="ab ")},
+        {"keep_audio": True},
     ],
 )
 def test_feature_settings_change_cache_settings(overrides):
@@ -284,7 +301,7 @@ def test_load_config_accepts_str_path(tmp_path):
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("voice: {speed: 1}\n", r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train'\]"),
+        ("voice: {speed: 1}\n", r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train', 'vocoder'\]"),
         ("data: [1, 2]\n", r"section 'data' must be a mapping, received: \[1, 2\]"),
         ("audio: xtts\n", r"section 'audio' must be a mapping, received: 'xtts'"),
         ("data: {policy: [\n", r"^Expected a readable YAML config, received: path=.*stack\.yaml"),
@@ -342,6 +359,7 @@ def test_a_mapping_source_is_read_like_a_file_and_left_unchanged():
         "data": {"text": {"cleaners": "none", "lowercase": False}},
         "model": {},
         "train": {"steps": 5},
+        "vocoder": {},
     }
     assert source == {"data": {"text": {"cleaners": "none"}}, "model": None}
     assert load_config(source)[1] == DataConfig(text=TextConfig(cleaners="none"))
@@ -364,7 +382,7 @@ def test_an_audio_section_without_a_preset_says_what_it_needs(tmp_path):
 @pytest.mark.parametrize(
     ("override", "match"),
     [
-        ("steps=3", r"^Expected --set section\.key=value with section audio, data, model or train, received: 'steps=3'$"),
+        ("steps=3", r"^Expected --set section\.key=value with section audio, data, model, train or vocoder, received: 'steps=3'$"),
         ("voice.speed=1", r"received: 'voice\.speed=1'"),
         ("data.batch_size", r"received: 'data\.batch_size'"),
         ("data.policy=[", r"^--set 'data\.policy=\[': value is not valid YAML"),

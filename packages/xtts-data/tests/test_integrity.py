@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
 from xtts_data import CacheError, FeatureCache, record, verify_cache
@@ -70,8 +71,19 @@ def test_a_speaker_index_outside_the_list_is_an_error(cache_copy):
         FeatureCache.open(cache_copy)
 
 
-def test_a_record_whose_size_disagrees_with_its_header_is_named():
-    raw = record.encode("x", 0, [3, 4, 1], [[0.0] * 80] * 2, 0)
-    assert record.read_header(raw, 80) == {"id": "x", "frames": 2, "tokens": 3, "speaker": 0}
-    assert "its header says" in record.read_header(raw[:-4], 80)
-    assert "magic word" in record.read_header(b"\0" * 24, 80)
+@pytest.mark.parametrize("samples", [0, 1, 2, 513])
+def test_a_record_whose_size_disagrees_with_its_header_is_named(samples):
+    audio = np.linspace(-1, 1, samples) if samples else None
+    raw = record.encode("x", 0, [3, 4, 1], [[0.0] * 80] * 2, 0, audio)
+    assert record.read_header(raw, 80) == {"id": "x", "frames": 2, "tokens": 3, "speaker": 0,
+                                           "samples": samples}  # fmt: skip
+    assert len(raw) % 4 == 0
+    assert f"{samples} samples" in record.read_header(raw[:-4], 80)
+    assert "its header says" in record.read_header(raw + b"\0" * 4, 80)
+    assert "magic word" in record.read_header(b"\0" * 4 * record.HEADER_WORDS, 80)
+    assert "shorter than a header" in record.read_header(raw[: 4 * record.HEADER_WORDS - 1], 80)
+
+
+def test_a_record_of_the_previous_format_is_named_by_its_magic_word():
+    old = np.asarray([0x31545458, 2, 3, 0, 0, 1], "<i4").tobytes() + b"\0" * (4 * 164)
+    assert record.read_header(old, 80) == "magic word 0x31545458, expected 0x32545458"

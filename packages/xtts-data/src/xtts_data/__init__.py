@@ -2,8 +2,9 @@
 
 `prepare` turns a corpus into TFRecord shards of mel features and token ids once;
 `make_dataset` reads them back in batches of at most K static shapes, listed up front by
-a `DatasetSpec`, with no Python op in the graph; `diagnose` tells whether input is the
-bottleneck.
+a `DatasetSpec`, with no Python op in the graph; `make_segment_dataset` cuts aligned
+mel/waveform segments of one static shape for a vocoder (`SegmentSpec`); `diagnose` tells
+whether input is the bottleneck.
 
 Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_data` does not
 import TensorFlow.
@@ -25,6 +26,12 @@ if TYPE_CHECKING:
     from xtts_data.errors import CacheError, ConfigError, CorpusError, LockError, XttsDataError
     from xtts_data.manifest import FeatureCache
     from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
+    from xtts_data.segments import (
+        SegmentPipeline,
+        SegmentShape,
+        SegmentSpec,
+        make_segment_dataset,
+    )
     from xtts_data.service import start_dispatcher, start_worker
     from xtts_data.text import TextConfig, Tokenizer, normalize_text, normalize_texts, text_to_ids
     from xtts_data.utterances import Utterance, read_utterances
@@ -47,6 +54,9 @@ __all__ = [
     "LockError",
     "PrepareResult",
     "Row",
+    "SegmentPipeline",
+    "SegmentShape",
+    "SegmentSpec",
     "Skipped",
     "TextConfig",
     "Tokenizer",
@@ -59,6 +69,7 @@ __all__ = [
     "load_audio",
     "load_config",
     "make_dataset",
+    "make_segment_dataset",
     "normalize_text",
     "normalize_texts",
     "plan_shapes",
@@ -93,6 +104,8 @@ __getattr__, __dir__ = lazy_exports(
         "verify_cache": "verify",
         **dict.fromkeys(["DataPipeline", "DatasetSpec", "is_validation", "make_dataset"],
                         "pipeline"),
+        **dict.fromkeys(["SegmentPipeline", "SegmentShape", "SegmentSpec",
+                         "make_segment_dataset"], "segments"),
         **dict.fromkeys(["start_dispatcher", "start_worker"], "service"),
         **dict.fromkeys(["TextConfig", "Tokenizer", "normalize_text", "normalize_texts",
                          "text_to_ids"], "text"),

@@ -2,7 +2,9 @@
 
 Both give the same elements — `frames`, `speaker` and `split` (the id's split bucket)
 int32 scalars, `tokens` int32 [T], `mel` float32 [F, n_mels] — and every utterance's
-lengths before the pipeline runs, so the batch shapes can be planned.
+lengths before the pipeline runs, so the batch shapes can be planned. A cache built with
+`data.keep_audio` adds `audio` float32 [S] for the readers that ask for it (the vocoder's
+segments); the text-to-mel elements leave it out, so nothing downstream holds it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Source:
     num_speakers: int
     order: np.ndarray  # int [n]: cost rank of loading an utterance alone (its shard)
     n_mels: int
+    audio: MelConfig  # the recipe the features were (or are) computed with
     elements: Callable[[], tf.data.Dataset]
     # Utterances by index: {"mel": float32 [F, M], "tokens": int32 [T]} each.
     load: Callable[[np.ndarray], list[dict[str, np.ndarray]]]
@@ -59,14 +62,35 @@ class Source:
     skipped: tuple[Skipped, ...] = ()
 
 
-def open_source(source, config: DataConfig, audio: MelConfig | None) -> Source:
-    """A `Source` for a cache folder, an opened `FeatureCache`, or a WAV corpus."""
+def open_source(
+    source, config: DataConfig, audio: MelConfig | None, *, with_audio: bool = False
+) -> Source:
+    """A `Source` for a cache folder, an opened `FeatureCache`, or a WAV corpus.
+
+    Args:
+        source: the cache or corpus.
+        config: the caller's settings, checked against the cache's.
+        audio: the mel recipe (None: the cache's); required for a corpus.
+        with_audio: elements with `audio` too: a cache built with `data.keep_audio`
+            (whatever `config.keep_audio` says), never a corpus.
+
+    Raises:
+        CacheError: other settings than requested; with `with_audio`, no waveforms.
+        ConfigError: with `with_audio`, or without `audio`, a source that is no cache.
+    """
+    wanted = dataclasses.replace(config, keep_audio=True) if with_audio else config
     if isinstance(source, FeatureCache):  # opened earlier: the check `open` makes on a path
-        source.check_settings(audio=audio, data=config)
-        return _cache_source(source, config)
+        source.check_settings(audio=audio, data=wanted)
+        return _cache_source(source, config, with_audio)
     path = Path(source)
     if (path / "manifest.json").is_file():
-        return _cache_source(FeatureCache.open(path, audio=audio, data=config), config)
+        return _cache_source(FeatureCache.open(path, audio=audio, data=wanted), config, with_audio)
+    if with_audio:
+        raise ConfigError(
+            f"{path} is not a feature cache (no manifest.json); waveform segments are read "
+            f"from a cache only: build one with `xtts-data prepare CORPUS --out CACHE --set "
+            f"data.keep_audio=true`"
+        )
     if audio is None:
         raise ConfigError(
             f"{path} is not a feature cache (no manifest.json); to read a corpus on the fly, "
@@ -75,7 +99,7 @@ def open_source(source, config: DataConfig, audio: MelConfig | None) -> Source:
     return _corpus_source(read_corpus(path), config, audio)
 
 
-def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
+def _cache_source(cache: FeatureCache, config: DataConfig, with_audio: bool) -> Source:
     samples = cache.manifest.samples
     files = [str(p) for p in cache.shard_paths]
     missing = [p for p in cache.shard_paths if not p.is_file()]
@@ -96,7 +120,7 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
             deterministic=config.deterministic,
         )
         return ds.map(
-            lambda r: record.decode(r, n_mels),
+            lambda r: _fields(record.decode(r, n_mels), with_audio),
             num_parallel_calls=AUTOTUNE,
             deterministic=config.deterministic,
         )
@@ -116,8 +140,15 @@ def _cache_source(cache: FeatureCache, config: DataConfig) -> Source:
 
     return Source(
         cache.path, samples.id, samples.frames, samples.tokens, samples.speaker,
-        len(cache.speakers), samples.shard, n_mels, elements, load, cache.tokenizer,
+        len(cache.speakers), samples.shard, n_mels, cache.audio, elements, load,
+        cache.tokenizer,
     )  # fmt: skip
+
+
+def _fields(fields: dict[str, tf.Tensor], with_audio: bool) -> dict[str, tf.Tensor]:
+    """A decoded record's fields, `audio` left out unless asked for (an element that
+    carries it costs its size in every buffer, and in RAM with `keep_in_memory`)."""
+    return fields if with_audio else {k: v for k, v in fields.items() if k != "audio"}
 
 
 def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Source:
@@ -194,6 +225,7 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
         len(speakers),
         np.zeros(len(rows), np.int64),
         audio.n_mels,
+        audio,
         elements,
         load,
         transcripts.tokenizer,

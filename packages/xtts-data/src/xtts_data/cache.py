@@ -278,6 +278,7 @@ class _Chunk:
     skipped: list[Skipped]
     tokens: list[list[int]]
     mels: list[np.ndarray]
+    waves: list[np.ndarray | None] = dataclasses.field(default_factory=list)  # keep_audio
 
 
 def _compute(build: _Build, rows: list[Row], bar: tqdm.tqdm) -> _Chunk:
@@ -302,6 +303,7 @@ def _compute(build: _Build, rows: list[Row], bar: tqdm.tqdm) -> _Chunk:
             }
         )
     chunk.mels = build.extractor(waves)
+    chunk.waves = waves if build.data.keep_audio else [None] * len(waves)
     for sample, mel in zip(chunk.samples, chunk.mels, strict=True):
         sample["frames"] = len(mel)
     return chunk
@@ -312,7 +314,11 @@ def _write_shard(build: _Build, index: int, parts: list[_Chunk]) -> None:
     samples = [s for p in parts for s in p.samples]
     shard = build.out / "shards" / build.shard_file(index)
     _write_tfrecord(
-        shard, samples, [t for p in parts for t in p.tokens], [m for p in parts for m in p.mels]
+        shard,
+        samples,
+        [t for p in parts for t in p.tokens],
+        [m for p in parts for m in p.mels],
+        [w for p in parts for w in p.waves],  # None each without keep_audio
     )
     write_json_atomic(
         shard.with_suffix(".json"),
@@ -337,14 +343,16 @@ def _load_row(build: _Build, row: Row):
     return Skipped(row.id, too_long) if too_long else (wave, ids)
 
 
-def _write_tfrecord(path: Path, samples: list[dict], tokens: list[list[int]], mels) -> None:
+def _write_tfrecord(path: Path, samples: list[dict], tokens: list[list[int]], mels,
+                    waves) -> None:  # fmt: skip
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     buckets = record.split_bucket([s["id"] for s in samples]).numpy() if samples else []
     try:
         with tf.io.TFRecordWriter(str(tmp)) as writer:
-            for sample, ids, mel, bucket in zip(samples, tokens, mels, buckets, strict=True):
+            for sample, ids, mel, wave, bucket in zip(samples, tokens, mels, waves, buckets,
+                                                      strict=True):  # fmt: skip
                 writer.write(record.encode(sample["id"], sample["speaker"], ids, mel,
-                                           int(bucket)))  # fmt: skip
+                                           int(bucket), wave))  # fmt: skip
         with open(tmp, "rb+") as file:  # the rename below must never expose unsynced bytes
             os.fsync(file.fileno())
         os.replace(tmp, path)

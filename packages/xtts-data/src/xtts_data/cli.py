@@ -61,6 +61,14 @@ def _add_prepare(commands) -> None:
         "(default: the xtts mel preset and default text settings)",
     )
     p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one config value (repeatable), e.g. data.keep_audio=true to keep "
+        "the waveforms a vocoder's segments need",
+    )
+    p.add_argument(
         "--language",
         help="the corpus's language, a BCP-47 code such as fa, de or zh: its cleaners and "
         "number words (overrides data.text.language; default: en)",
@@ -168,7 +176,7 @@ def _run_prepare(args) -> int:
     from xtts_data.config import load_config
     from xtts_data.corpus import read_corpus
 
-    audio, data = load_config(args.config)
+    audio, data = load_config(args.config, args.set)
     if args.language is not None:
         text = dataclasses.replace(data.text, language=args.language)
         data = dataclasses.replace(data, text=text)

@@ -1,8 +1,8 @@
 """`DataConfig`: how a corpus becomes a feature cache and the cache becomes batches.
 
-One YAML file configures the whole stack (sections `audio`, `data`, `model`, `train`):
-`read_stack` reads it (with `--set` overrides) for every package, `load_config` builds the
-two sections this package owns.
+One YAML file configures the whole stack (sections `audio`, `data`, `model`, `train`,
+`vocoder`): `read_stack` reads it (with `--set` overrides) for every package,
+`load_config` builds the two sections this package owns.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["DataConfig", "load_config", "read_stack"]
 
 Policy = Literal["fixed", "buckets"]
 
-SECTIONS = ("audio", "data", "model", "train")
+SECTIONS = ("audio", "data", "model", "train", "vocoder")
 # What a section the source leaves out starts from; `--set` overrides apply on top.
 _DEFAULTS: dict[str, dict[str, Any]] = {"audio": {"preset": "xtts"}}
 
@@ -50,13 +50,18 @@ class DataConfig(FrozenConfig):
             reported: one stray long clip would otherwise set the padded length of its
             bucket, or of every batch with `fixed`; `None` keeps every length.
         shard_size: utterances per cache shard (TFRecord file).
+        keep_audio: also store each utterance's waveform (resampled and trimmed: the
+            samples its mel was computed from) as int16, for a vocoder's aligned
+            segments (`make_segment_dataset`); about 2 bytes per sample more. A cache
+            built with it still serves every reader that does not ask for it.
 
     Batching (`make_dataset`):
         policy: `"fixed"` pads every batch to `max_text_len` x `max_frames`; `"buckets"`
             groups utterances into `num_buckets` length buckets, each with its own
             static shape and batch size.
         batch_size: utterances per batch (`fixed`), and the batch size of the longest
-            bucket (`buckets`) unless `frame_budget` is set.
+            bucket (`buckets`) unless `frame_budget` is set; segments per batch
+            (`make_segment_dataset`).
         num_buckets: K, the most static batch shapes `buckets` may emit.
         frame_budget: padded mel frames per batch for `buckets` (batch size of a bucket =
             budget // its frames); `None` means `batch_size * max_frames`.
@@ -71,6 +76,9 @@ class DataConfig(FrozenConfig):
             other utterance of their speaker (fewer when the bank would exceed 64 MiB).
         val_fraction: share of utterances, chosen by a hash of their id, held out as the
             `"val"` split.
+        segment_frames: mel frames of each aligned mel/waveform segment
+            (`make_segment_dataset`); its waveform is `segment_frames * hop_length`
+            samples.
 
     Input pipeline:
         keep_in_memory: keep the decoded utterances in RAM after the first epoch (later
@@ -92,6 +100,7 @@ class DataConfig(FrozenConfig):
     trim_top_db: float | None = None
     max_seconds: float | None = 20.0
     shard_size: int = 256
+    keep_audio: bool = False
     policy: Policy = "buckets"
     batch_size: int = 32
     num_buckets: int = 8
@@ -103,6 +112,7 @@ class DataConfig(FrozenConfig):
     cond_frames: int = 128
     refs_per_speaker: int = 4
     val_fraction: float = 0.05
+    segment_frames: int = 32
     keep_in_memory: bool | None = None
     shuffle_buffer: int = 4096
     seed: int | None = None
@@ -124,7 +134,7 @@ class DataConfig(FrozenConfig):
         if self.policy not in ("fixed", "buckets"):
             self._fail("policy", self.policy, "'fixed' or 'buckets'")
         self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
-        self._check_positive("pad_multiple", "cond_frames", "refs_per_speaker")
+        self._check_positive("pad_multiple", "cond_frames", "refs_per_speaker", "segment_frames")
         self._check_positive("frame_budget", "max_frames", "max_text_len", optional=True)
         if self.batch_size % self.batch_multiple:
             self._fail(
@@ -132,6 +142,8 @@ class DataConfig(FrozenConfig):
             )
         if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
             self._fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
+        if not isinstance(self.keep_audio, bool):
+            self._fail("keep_audio", self.keep_audio, "true or false")
         if self.keep_in_memory is not None and not isinstance(self.keep_in_memory, bool):
             self._fail("keep_in_memory", self.keep_in_memory, "true, false or null (automatic)")
         if not (_is_int(self.shuffle_buffer) and self.shuffle_buffer >= 0):
@@ -148,9 +160,16 @@ class DataConfig(FrozenConfig):
                 self._fail(name, value, "an int >= 1" + (" or None" if optional else ""))
 
     def cache_settings(self) -> dict[str, Any]:
-        """The settings that change cached features (hashed into the cache manifest)."""
-        return {"text": self.text.to_dict(), "trim_top_db": self.trim_top_db,
-                "max_seconds": self.max_seconds}  # fmt: skip
+        """The settings that change cached features (hashed into the cache manifest).
+
+        `keep_audio` is named only when true: the records then hold waveforms as well, so
+        a build with it is another build (no resume mixes the two), and a reader that
+        needs them checks for it (`FeatureCache.has_audio`). A cache with waveforms
+        serves a caller without `keep_audio` too (see `FeatureCache.check_settings`).
+        """
+        settings = {"text": self.text.to_dict(), "trim_top_db": self.trim_top_db,
+                    "max_seconds": self.max_seconds}  # fmt: skip
+        return {**settings, "keep_audio": True} if self.keep_audio else settings
 
     def too_long(self, seconds: float) -> str | None:
         """Why an utterance of `seconds` is skipped (over `max_seconds`), or None."""
@@ -169,8 +188,8 @@ def load_config(
     """The `audio` and `data` sections of a stack config (see `read_stack`).
 
     `audio` takes `MelConfig.from_dict` fields (e.g. `preset: xtts` plus overrides) and
-    defaults to the `"xtts"` preset; `data` takes `DataConfig` fields. Sections `model`
-    and `train` belong to xtts-train and are not read here.
+    defaults to the `"xtts"` preset; `data` takes `DataConfig` fields. Sections `model`,
+    `train` and `vocoder` belong to xtts-train and are not read here.
 
     Args:
         source: a YAML file, the mapping it holds, or `None` for all defaults.
@@ -237,8 +256,8 @@ def _apply(sections: dict[str, dict[str, Any]], override: str) -> None:
     parts = key.strip().split(".")
     if not sep or len(parts) < 2 or parts[0] not in SECTIONS:
         raise ConfigError(
-            f"Expected --set section.key=value with section audio, data, model or train, "
-            f"received: {override!r}"
+            f"Expected --set section.key=value with section audio, data, model, train or "
+            f"vocoder, received: {override!r}"
         )
     try:
         value = yaml.safe_load(raw)

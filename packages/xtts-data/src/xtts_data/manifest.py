@@ -5,8 +5,9 @@ one is opened (`xtts_data.verify` reads every byte of one).
 CACHE/
   build.json              settings + plan of the build (written first; resume checks it)
   shards/shard-00000-of-00012.tfrecord   one record per utterance: raw little-endian
-                          words (header, token ids, mel, id), not a tf.train.Example;
-                          layout in `xtts_data.record`
+                          words (header, token ids, mel, int16 waveform with
+                          `data.keep_audio`, id), not a tf.train.Example; layout in
+                          `xtts_data.record`
   shards/shard-00000-of-00012.json       per-shard sidecar (samples, skips, sha256)
   tokenizer.json          symbol table (and languages) of the character tokenizer
   report.json             {"ok": n, "skipped": [{"id", "reason"}], "dropped": {char: n},
@@ -48,7 +49,9 @@ __all__ = [
     "settings_of",
 ]
 
-FORMAT_VERSION = 4  # 2: raw little-endian records (xtts_data.record); 3: languages; 4: integrity
+# 2: raw little-endian records (xtts_data.record); 3: languages; 4: integrity; 5: a waveform
+# word in every record header (and the waveform itself with `data.keep_audio`)
+FORMAT_VERSION = 5
 MANIFEST = "manifest.json"
 
 
@@ -412,9 +415,15 @@ class FeatureCache:
 
         Raises:
             CacheError: naming each differing field (`audio.n_mels: cache has 80,
-                requested 64`).
+                requested 64`); `data.keep_audio` on a cache without waveforms (one with
+                them serves a caller without it).
         """
         _check_settings(self.path, self.manifest.settings, audio=audio, data=data)
+
+    @property
+    def has_audio(self) -> bool:
+        """Whether the records hold waveforms (the cache was built with `data.keep_audio`)."""
+        return bool(self.manifest.settings.data.get("keep_audio", False))
 
     @property
     def languages(self) -> list[str]:
@@ -480,13 +489,25 @@ def check_manifest(path: Path, manifest: Manifest) -> Tokenizer:
 
 def _check_settings(path: Path, settings: CacheSettings, *, audio: MelConfig | None,
                     data: DataConfig | None) -> None:  # fmt: skip
-    """The cache's `settings` against the requested `audio` / `data` (None: any)."""
+    """The cache's `settings` against the requested `audio` / `data` (None: any).
+
+    Waveforms are extra, not other features: a cache with them (`keep_audio`) serves a
+    caller that does not ask for them; one without them refuses a caller that does.
+    """
     have = dataclasses.asdict(settings)
     want = dict(have)
     if audio is not None:
         want["audio"] = audio.to_dict()
     if data is not None:
-        want["data"] = data.cache_settings()
+        has_audio = have["data"].get("keep_audio", False)
+        if data.keep_audio and not has_audio:
+            raise CacheError(
+                f"{path} was built without waveforms (data.keep_audio is false), which "
+                f"were requested (e.g. for vocoder segments); rebuild it with `xtts-data "
+                f"prepare CORPUS --out {path} --set data.keep_audio=true --overwrite` (with "
+                f"the --config it was built with)"
+            )
+        want["data"] = {**data.cache_settings(), **({"keep_audio": True} if has_audio else {})}
     if settings_hash(have) == settings_hash(want):
         return
     diffs = _differences(have, want)

@@ -44,7 +44,7 @@ from xtts_data.stages import (
     split_threshold,
 )
 
-__all__ = ["DataPipeline", "DatasetSpec", "make_dataset"]
+__all__ = ["DataPipeline", "DatasetSpec", "make_dataset", "matching_shape"]
 
 Split = Literal["train", "val", "all"]
 
@@ -92,15 +92,26 @@ class DatasetSpec:
 
     def matches(self, batch: dict[str, tf.Tensor]) -> BatchShape | None:
         """The shape `batch` has, or None when it matches no shape of this spec."""
-        for shape in self.shapes:
-            spec = self.signature(shape)
-            if set(batch) == set(spec) and all(
-                tuple(batch[k].shape) == tuple(spec[k].shape)
-                and tf.as_dtype(batch[k].dtype) == spec[k].dtype
-                for k in spec
-            ):
-                return shape
-        return None
+        return matching_shape(self, batch)
+
+
+def matching_shape(spec, batch: dict[str, tf.Tensor]):
+    """The first of `spec.shapes` whose `spec.signature(shape)` `batch` has exactly (the
+    same fields, static shapes and dtypes), or None: every spec's `matches`.
+
+    Args:
+        spec: a `DatasetSpec`, `SegmentSpec` or any object with `shapes` and `signature`.
+        batch: a batch of tensors (or arrays) by field name.
+    """
+    for shape in spec.shapes:
+        signature = spec.signature(shape)
+        if set(batch) == set(signature) and all(
+            tuple(batch[k].shape) == tuple(signature[k].shape)
+            and tf.as_dtype(batch[k].dtype) == signature[k].dtype
+            for k in signature
+        ):
+            return shape
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

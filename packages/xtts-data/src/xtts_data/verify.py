@@ -11,6 +11,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from xtts_audio import MelConfig, num_frames
 from xtts_data import record
 from xtts_data.errors import CacheError
 from xtts_data.manifest import Manifest, check_manifest, sha256_file
@@ -20,8 +21,10 @@ __all__ = ["verify_cache"]
 
 def verify_cache(path: str | Path) -> list[str]:
     """Check the cache at `path`: the manifest against its settings hash, its checksums
-    and tokenizer.json; every shard against its size and sha256; every record against
-    the manifest's id, frames, tokens and speaker for it, and its size against its header.
+    and tokenizer.json; every shard against its size and sha256 (waveforms included);
+    every record against the manifest's id, frames, tokens and speaker for it, its size
+    against its header, and its waveform's length against its frames (none without
+    `data.keep_audio`).
 
     Returns:
         One message per problem, naming the file or sample; empty when the cache is intact.
@@ -50,6 +53,8 @@ def verify_cache(path: str | Path) -> list[str]:
 def _verify_records(path: Path, manifest: Manifest) -> list[str]:
     """Each record's header and id against the manifest's row for it, in order."""
     samples, problems = manifest.samples, []
+    audio = MelConfig.from_dict(manifest.settings.audio)
+    keeps_audio = bool(manifest.settings.data.get("keep_audio", False))
     rows = iter(range(len(samples)))
     for shard in manifest.shards:
         for position, raw in enumerate(tf.data.TFRecordDataset(str(path / "shards" / shard.file))):
@@ -69,6 +74,12 @@ def _verify_records(path: Path, manifest: Manifest) -> list[str]:
                 if header[key] != value:
                     problems.append(f"{where} ({wanted['id']}): manifest says {key} {value!r}, "
                                     f"the record holds {header[key]!r}")  # fmt: skip
+            found = num_frames(header["samples"], audio) if header["samples"] else 0
+            expected = header["frames"] if keeps_audio else 0  # frames of the waveform
+            if found != expected:
+                problems.append(f"{where} ({wanted['id']}): {header['samples']} waveform "
+                                f"samples give {found} frames, expected {expected} "
+                                f"(keep_audio={keeps_audio})")  # fmt: skip
     left = sum(1 for _ in rows)
     if left:
         problems.append(f"{left} sample(s) of the manifest have no record")
