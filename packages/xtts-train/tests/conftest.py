@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from train_helpers import MICRO, OVERRIDES, as_cli, train_cli
+from train_helpers import MICRO, OVERRIDES, VOCODER, as_cli, train_cli
 
 from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
@@ -16,6 +16,16 @@ def cache(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
     stack = load_stack_config(None, OVERRIDES)
+    prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
+    return root / "cache"
+
+
+@pytest.fixture(scope="session")
+def audio_cache(tmp_path_factory):
+    """A cache of the same corpus that keeps each utterance's waveform (vocoder runs)."""
+    root = tmp_path_factory.mktemp("audio")
+    write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
+    stack = load_stack_config(None, VOCODER)
     prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
     return root / "cache"
 

@@ -15,6 +15,7 @@ from xtts_train import ModelConfig, TextToMel, XttsTrainError, dummy_batch
 from xtts_train.config import TrainConfig
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
+from xtts_train.training.tasks import TextToMelTask
 
 MICRO = ModelConfig.from_preset(
     "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
@@ -47,7 +48,7 @@ def steps(request):
 def _compiled(config: TrainConfig, spec: DatasetSpec = SPEC, **warm_up) -> CompiledSteps:
     model = TextToMel(MICRO)
     model(dummy_batch(MICRO))
-    compiled = CompiledSteps(model, _adamw(model), spec, config)
+    compiled = CompiledSteps(TextToMelTask(model, config), _adamw(model), spec, config)
     compiled.seeds_before = [seed.numpy() for seed in model.seed_states()]
     compiled.report = compiled.warm_up(**warm_up)
     return compiled
@@ -130,7 +131,8 @@ def test_xla_and_the_graph_executor_compute_the_same_step():
         if weights is None:
             weights = model.get_weights()
         model.set_weights(weights)
-        compiled = CompiledSteps(model, _adamw(model), ONE_SHAPE, TrainConfig(compiler=compiler))
+        train = TrainConfig(compiler=compiler)
+        compiled = CompiledSteps(TextToMelTask(model, train), _adamw(model), ONE_SHAPE, train)
         compiled.warm_up(workers=1)
         out = compiled.train(_batch(), step=50)  # mid warm-up: a learning rate > 0
         outputs.append(({k: float(out[k]) for k in ("loss", "grad_norm")}, model.get_weights()))
@@ -144,8 +146,9 @@ def test_xla_and_the_graph_executor_compute_the_same_step():
 def test_batch_sizes_must_divide_by_the_micro_batches():
     model = TextToMel(MICRO)
     model(dummy_batch(MICRO))
+    train = TrainConfig(grad_accum=3)
     with pytest.raises(XttsTrainError, match=r"divisible by 3 .*batch_size=2"):
-        CompiledSteps(model, _adamw(model), SPEC, TrainConfig(grad_accum=3))
+        CompiledSteps(TextToMelTask(model, train), _adamw(model), SPEC, train)
 
 
 def test_mixed_float16_scales_the_loss_and_stays_finite():

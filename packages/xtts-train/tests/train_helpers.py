@@ -27,6 +27,14 @@ MICRO = [
 ]  # fmt: skip
 
 
+# The vocoder task on a cache that keeps its waveforms (`audio_cache`): a micro vocoder,
+# deterministic segments of 8 frames, checkpoints every 10 steps.
+VOCODER = [
+    *OVERRIDES, "train.task=vocoder", "data.keep_audio=true", "data.segment_frames=8",
+    "data.deterministic=true", "vocoder.dim=32", "vocoder.intermediate=64", "vocoder.layers=1",
+]  # fmt: skip
+
+
 def as_cli(overrides: list[str]) -> list[str]:
     """`--set` arguments of the command line for `overrides`."""
     return [arg for override in overrides for arg in ("--set", override)]

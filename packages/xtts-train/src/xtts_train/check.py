@@ -21,6 +21,7 @@ from xtts_train.training import compile_cache
 from xtts_train.training.compiler import choices
 from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.training.steps import kept_dtype_policy, shape_of, timed_step
+from xtts_train.training.tasks import task_class
 from xtts_train.training.trainer import build_steps
 from xtts_train.training.warmup import WarmUp, cache_use
 
@@ -29,25 +30,28 @@ __all__ = ["CheckReport", "check"]
 
 @dataclasses.dataclass(frozen=True)
 class CheckReport:
-    """Per shape (batch, text, frames): traces, step times in ms; the shapes the spec
-    lists; the warm-up, the time to the first step (`StartupClock.report()`), the peak RSS,
-    the compile cache, and the compiler of each role (`xtts_train.training.compiler.choices`)."""
+    """Per shape (its key: batch, text, frames of a text-to-mel batch; batch, frames,
+    samples of a vocoder's): traces, step times in ms; the shapes the spec lists; the
+    warm-up, the time to the first step (`StartupClock.report()`), the peak RSS, the
+    compile cache, the compiler of each role (`xtts_train.training.compiler.choices`) and
+    the task (`train.task`)."""
 
-    traces: dict[tuple[int, int, int], int]
-    step_ms: dict[tuple[int, int, int], list[float]]
-    spec_shapes: frozenset[tuple[int, int, int]]
+    traces: dict[tuple[int, ...], int]
+    step_ms: dict[tuple[int, ...], list[float]]
+    spec_shapes: frozenset[tuple[int, ...]]
     warm_up: WarmUp
     startup: dict
     peak_rss_mb: float
     cache: dict | None
     compiler: dict[str, str]
+    task: str = "text_to_mel"
 
     @property
     def compile_seconds(self) -> float:
         return self.warm_up.seconds
 
     @property
-    def unknown_shapes(self) -> list[tuple[int, int, int]]:
+    def unknown_shapes(self) -> list[tuple[int, ...]]:
         """Shapes traced that the spec does not list: each one a retrace in `fit`."""
         return sorted(set(self.traces) - self.spec_shapes)
 
@@ -62,13 +66,15 @@ class CheckReport:
         if self.cache is not None:
             cache += f" ({self.cache['dir']})"
         c = self.compiler
-        lines = [f"compiler: train {c['train']}, eval {c['eval']}, decode {c['decode']} "
+        axes = "batch x frames x samples" if self.task == "vocoder" else "batch x text x frames"
+        lines = [f"task: {self.task}",
+                 f"compiler: train {c['train']}, eval {c['eval']}, decode {c['decode']} "
                  f"(train.compiler={c['setting']} on {c['device']})",
                  f"built {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
                  f"{warm.workers} thread(s) (tracing {warm.trace_seconds:.1f} s); {cache}",
                  f"time to first step {format_startup(self.startup)}",
                  f"peak RSS {self.peak_rss_mb:.0f} MB",
-                 f"{'batch x text x frames':<24}{'traces':>7}{'trace s':>9}{'compile s':>11}"
+                 f"{axes:<26}{'traces':>7}{'trace s':>9}{'compile s':>11}"
                  f"{'step ms':>10}{'CV':>7}"]  # fmt: skip
         programs = {p.name: p for p in warm.programs}
         for shape, times in sorted(self.step_ms.items()):
@@ -78,7 +84,7 @@ class CheckReport:
             timing = (f"{program.trace_seconds:>9.1f}{program.compile_seconds:>11.1f}"
                       if program else f"{'-':>9}{'-':>11}")  # fmt: skip
             unknown = "  not in the spec" if shape not in self.spec_shapes else ""
-            lines.append(f"{label:<24}{self.traces.get(shape, 0):>7}{timing}{mean:>10.1f}"
+            lines.append(f"{label:<26}{self.traces.get(shape, 0):>7}{timing}{mean:>10.1f}"
                          f"{cv(times):>7.1%}{unknown}")  # fmt: skip
         lines.append(self._verdict())
         return "\n".join(lines)
@@ -107,13 +113,13 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
         model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
         train = dataclasses.replace(stack.train, allow_retrace=True)
         stack = dataclasses.replace(stack, model=model, train=train)
-        pipeline = xd.make_dataset(opened, stack.data, "train", repeat=True)
+        pipeline = task_class(stack).pipeline(opened, stack.data, "train", repeat=True)
     with kept_dtype_policy():
         with clock.part("model"):
             steps = build_steps(stack, pipeline.spec)
         warm = steps.warm_up(defer_cached=False)  # each shape's timed steps: no load in them
         clock.add_warm_up(warm)
-        times: dict[tuple[int, int, int], list[float]] = {s.key: [] for s in pipeline.spec.shapes}
+        times: dict[tuple[int, ...], list[float]] = {s.key: [] for s in pipeline.spec.shapes}
         startup, waited = None, time.perf_counter()
         # A whole epoch is drawn (steps run only for shapes still short of `repeats`): a
         # shape outside the spec may come at any batch of it.
@@ -134,4 +140,4 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
     expected = frozenset(s.key for s in pipeline.spec.shapes)
     return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
                        peak_rss_mb(), compile_cache.describe(),
-                       choices(stack.train.compiler))  # fmt: skip
+                       choices(stack.train.compiler), stack.train.task)  # fmt: skip

@@ -1,4 +1,5 @@
-"""`xtts-train`: train the text-to-mel model on a feature cache, compiled once per shape.
+"""`xtts-train`: train the text-to-mel model or the vocoder on a feature cache, compiled
+once per shape.
 
 User errors (bad config, unknown key, missing cache, a retrace after warm-up) print one
 line and exit 2; real bugs keep their traceback (`xtts_audio.cli_runner`). Parsing (and
@@ -19,7 +20,7 @@ from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
-from xtts_train.config import STRATEGIES
+from xtts_train.config import STRATEGIES, TASKS
 from xtts_train.errors import XttsTrainError
 from xtts_train.training import compile_cache
 
@@ -31,8 +32,9 @@ _USER_ERRORS = (XttsTrainError, XttsDataError, XttsAudioError)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xtts-train",
-        description="Train an XTTS-style text-to-mel model on an xtts-data feature cache, "
-        "with one XLA-compiled step per static batch shape.",
+        description="Train an XTTS-style text-to-mel model, or the vocoder that turns its "
+        "mels into audio, on an xtts-data feature cache, with one compiled step per static "
+        "batch shape.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     fit_parser = commands.add_parser(
@@ -40,14 +42,21 @@ def _parser() -> argparse.ArgumentParser:
         description="Compile the train step for every batch shape of the cache's pipeline, "
         "then train to --steps, writing metrics.jsonl, TensorBoard events, checkpoints "
         "and summary.json to the work dir. Run the same command again to resume from the "
-        "last checkpoint; SIGINT/SIGTERM save one before exiting.",
+        "last checkpoint; SIGINT/SIGTERM save one before exiting. --task vocoder trains "
+        "the vocoder (config section vocoder) on random aligned mel/audio segments of a "
+        "cache built with data.keep_audio=true.",
     )  # fmt: skip
     fit_parser.add_argument("--data", type=Path, required=True, metavar="CACHE",
                             help="feature cache (xtts-data prepare output)")  # fmt: skip
     fit_parser.add_argument("--workdir", type=Path, required=True, metavar="RUN",
                             help="run folder: metrics, checkpoints, summary")  # fmt: skip
-    fit_parser.add_argument("--config", type=Path,
-                            help="YAML with sections audio, data, model, train")  # fmt: skip
+    fit_parser.add_argument(
+        "--config", type=Path, help="YAML with sections audio, data, model, train, vocoder"
+    )
+    fit_parser.add_argument(
+        "--task", choices=TASKS,
+        help="the network to train (same as --set train.task=...; default: text_to_mel)",
+    )  # fmt: skip
     fit_parser.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override one config value (repeatable), e.g. train.steps=500",
@@ -86,7 +95,10 @@ def _add_check(commands) -> None:
         "CV per shape. Exits 1 when a shape was traced more than once.",
     )  # fmt: skip
     p.add_argument("--data", type=Path, required=True, metavar="CACHE")
-    p.add_argument("--config", type=Path, help="YAML with sections audio, data, model, train")
+    p.add_argument("--config", type=Path,
+                   help="YAML with sections audio, data, model, train, vocoder")  # fmt: skip
+    p.add_argument("--task", choices=TASKS,
+                   help="the network whose step is checked (default: text_to_mel)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--repeats", type=int, default=2, help="steps per shape (default: 2)")
 
@@ -225,6 +237,8 @@ def _run_fit(args) -> int:
         train = dataclasses.replace(train, allow_retrace=True)
     if args.strategy is not None:
         train = dataclasses.replace(train, strategy=args.strategy)
+    if args.task is not None:
+        train = dataclasses.replace(train, task=args.task)
     summary = fit(dataclasses.replace(stack, train=train), args.data, args.workdir,
                   progress=not args.quiet, profile_steps=args.profile_steps)  # fmt: skip
     print(json.dumps(summary, indent=1))
@@ -235,7 +249,10 @@ def _run_check(args) -> int:
     from xtts_train.check import check
     from xtts_train.config import load_stack_config
 
-    report = check(load_stack_config(args.config, args.set), args.data, repeats=args.repeats)
+    stack = load_stack_config(args.config, args.set)
+    if args.task is not None:
+        stack = dataclasses.replace(stack, train=dataclasses.replace(stack.train, task=args.task))
+    report = check(stack, args.data, repeats=args.repeats)
     print(report.format())
     return 1 if report.retraced else 0
 

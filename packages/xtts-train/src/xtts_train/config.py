@@ -21,9 +21,12 @@ __all__ = [
     "COMPILERS",
     "PRESETS",
     "STRATEGIES",
+    "TASKS",
+    "VOCODER_PRESETS",
     "ModelConfig",
     "StackConfig",
     "TrainConfig",
+    "VocoderConfig",
     "load_stack_config",
 ]
 
@@ -32,6 +35,9 @@ STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
 
 # `train.compiler`: see `xtts_train.training.compiler`.
 COMPILERS = ("auto", "xla", "graph")
+
+# `train.task` (`fit --task`): which network a run trains (see `xtts_train.training.tasks`).
+TASKS = ("text_to_mel", "vocoder")
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -159,6 +165,97 @@ class ModelConfig(FrozenConfig):
             self._fail("mel_std", self.mel_std, "a finite float > 0")
 
 
+# Parameter counts with 80 mels are checked by the tests.
+VOCODER_PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(dim=128, intermediate=384, layers=4),  # tests and smoke runs
+    "small": {},  # the defaults: the CPU vocoder
+    "base": dict(dim=512, intermediate=1536, layers=8),  # Vocos's own size, for a GPU
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class VocoderConfig(FrozenConfig):
+    """Sizes and losses of a `Vocoder` (mel frames -> waveform); defaults: the `"small"` preset.
+
+    A Vocos-style network (Siuzdenko 2023): a ConvNeXt backbone at the frame rate, then a
+    head that predicts each frame's STFT magnitude and phase, turned into samples by an
+    inverse STFT with the audio's hop. All the work runs at the frame rate, not the sample
+    rate (HiFi-GAN's upsampling stack), which is what makes it cheap on a CPU.
+
+    Attributes:
+        n_mels: mel channels it reads (set from the audio section).
+        hop_length: samples per frame (set from the audio section): the vocoder writes
+            `frames * hop_length` samples.
+        n_fft: frame length of the head's inverse STFT, a multiple of `hop_length` of at
+            least two hops (0: `4 * hop_length`, Vocos's).
+        dim: width of the backbone; intermediate: width of each ConvNeXt block's
+            pointwise expansion; layers: ConvNeXt blocks; kernel: their depthwise
+            convolution's kernel (odd).
+        mel_mean, mel_std: the fixed standardisation of the input features (as
+            `ModelConfig`'s).
+        mel_weight: weight of the L1 distance between the log-mels of the output and of
+            the recording.
+        stft_weight: weight of the multi-resolution STFT loss (spectral convergence plus
+            log-magnitude L1, averaged over `stft_resolutions`).
+        stft_resolutions: (n_fft, hop, window) triples of that loss.
+    """
+
+    error_type = ConfigError
+    presets = VOCODER_PRESETS
+
+    n_mels: int = 80
+    hop_length: int = 256
+    n_fft: int = 0
+    dim: int = 256
+    intermediate: int = 768
+    layers: int = 8
+    kernel: int = 7
+    mel_mean: float = -5.0
+    mel_std: float = 2.5
+    mel_weight: float = 45.0
+    stft_weight: float = 1.0
+    stft_resolutions: tuple[tuple[int, int, int], ...] = (
+        (512, 128, 512), (1024, 256, 1024), (2048, 512, 2048),
+    )  # fmt: skip
+
+    def __post_init__(self) -> None:
+        for name in ("n_mels", "hop_length", "dim", "intermediate", "layers", "kernel"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                self._fail(name, value, "an int >= 1")
+        if self.kernel % 2 == 0:
+            self._fail("kernel", self.kernel, "an odd int")
+        n_fft, hop = self.n_fft, self.hop_length
+        # Hann windows that do not overlap (n_fft < 2 hops) leave samples none covers.
+        frames = not isinstance(n_fft, bool) and isinstance(n_fft, int) and n_fft >= 0
+        if not frames or (n_fft and (n_fft % hop or n_fft < 2 * hop)):
+            self._fail("n_fft", n_fft, f"0 or a multiple of hop_length={hop}, at least {2 * hop}")
+        for name in ("mel_weight", "stft_weight"):
+            if not _number(getattr(self, name)) or getattr(self, name) < 0:
+                self._fail(name, getattr(self, name), "a number >= 0")
+        if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
+            self._fail("mel_std", self.mel_std, "a finite float > 0")
+        if not (_number(self.mel_mean) and math.isfinite(self.mel_mean)):
+            self._fail("mel_mean", self.mel_mean, "a finite float")
+        resolutions = self.stft_resolutions
+        if not (isinstance(resolutions, tuple | list) and all(
+            isinstance(r, tuple | list) and len(r) == 3 and all(_is_count(x) for x in r)
+            and r[1] <= r[2] <= r[0] for r in resolutions
+        )):  # fmt: skip
+            expected = "a list of [n_fft, hop, window] ints with hop <= window <= n_fft"
+            self._fail("stft_resolutions", resolutions, expected)
+        object.__setattr__(self, "stft_resolutions", tuple(tuple(r) for r in resolutions))
+
+    @property
+    def frame_length(self) -> int:
+        """The head's inverse-STFT frame length: `n_fft`, or `4 * hop_length`."""
+        return self.n_fft or 4 * self.hop_length
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig(FrozenConfig):
     """Optimisation and bookkeeping of a training run.
@@ -201,6 +298,9 @@ class TrainConfig(FrozenConfig):
             (`xtts_train.training.compiler.AUTO`: on a CPU the train and eval steps on the graph
             executor and decoding under XLA; XLA throughout on a GPU). Either way each
             program has a static signature, is traced once and a retrace is an error.
+        task: the network the run trains: `text_to_mel` (`TextToMel` on the bucketed
+            text/mel batches) or `vocoder` (`Vocoder` on random aligned mel/audio segments
+            of a cache built with `data.keep_audio`).
     """
 
     error_type = ConfigError
@@ -232,6 +332,7 @@ class TrainConfig(FrozenConfig):
     seed: int = 0
     compile_workers: int = 0
     compiler: str = "auto"
+    task: str = "text_to_mel"
 
     def __post_init__(self) -> None:
         for name in ("steps", "grad_accum", "log_every", "eval_batches", "checkpoint_every",
@@ -257,6 +358,8 @@ class TrainConfig(FrozenConfig):
             self._fail("strategy", self.strategy, f"one of {STRATEGIES}")
         if self.compiler not in COMPILERS:
             self._fail("compiler", self.compiler, f"one of {COMPILERS}")
+        if self.task not in TASKS:
+            self._fail("task", self.task, f"one of {TASKS}")
         if not isinstance(self.allow_retrace, bool):
             self._fail("allow_retrace", self.allow_retrace, "true or false")
         sentences = self.eval_sentences
@@ -272,7 +375,7 @@ def _number(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class StackConfig(FrozenConfig):
-    """The four sections of a stack config, each in its package's dataclass.
+    """The five sections of a stack config, each in its package's dataclass.
 
     `to_dict` is what a run's `config.yaml` holds; `from_dict` reads it back (every
     section required: `load_stack_config` is the one that fills in defaults).
@@ -284,6 +387,7 @@ class StackConfig(FrozenConfig):
     data: DataConfig
     model: ModelConfig
     train: TrainConfig
+    vocoder: VocoderConfig = dataclasses.field(default_factory=VocoderConfig)
 
 
 def load_stack_config(
@@ -313,4 +417,6 @@ def load_stack_config(
     model = ModelConfig.from_dict({"preset": "tiny", **sections["model"]}, section="model")
     model = dataclasses.replace(model, n_mels=audio.n_mels)
     train = TrainConfig.from_dict(sections["train"], section="train")
-    return StackConfig(audio, data, model, train)
+    vocoder = VocoderConfig.from_dict(sections["vocoder"], section="vocoder")
+    vocoder = dataclasses.replace(vocoder, n_mels=audio.n_mels, hop_length=audio.hop_length)
+    return StackConfig(audio, data, model, train, vocoder)

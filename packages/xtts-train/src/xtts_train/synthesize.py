@@ -10,6 +10,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+import keras
 import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
@@ -22,7 +23,15 @@ from xtts_train.models.text_to_mel.decoding import Decoding, text_ids
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.runs.media import decoded_frames, to_waveform
 
-__all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
+__all__ = [
+    "Synthesis",
+    "load_reference",
+    "load_run",
+    "load_run_config",
+    "plot_decoding",
+    "restore_weights",
+    "synthesize",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,15 +58,47 @@ def load_run(workdir: str | Path, *, step: int | None = None,
         step: the checkpoint saved at this step; None: the last one.
 
     Raises:
-        XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), no
-            checkpoint yet, or none at `step`.
+        XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), a
+            vocoder run, no checkpoint yet, or none at `step`.
     """
     workdir = Path(workdir)
-    for name in ("config.yaml", "tokenizer.json"):
-        if not (workdir / name).is_file():
-            raise XttsTrainError(f"{workdir} is not a training run ({workdir / name} missing)")
-    stack = load_stack_config(workdir / "config.yaml")
+    stack = load_run_config(workdir, "text_to_mel")
+    if not (workdir / "tokenizer.json").is_file():
+        raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'tokenizer.json'} "
+                             f"missing)")  # fmt: skip
     tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
+    model = TextToMel(stack.model)
+    model(dummy_batch(stack.model))
+    restore_weights(workdir, model, step=step)
+    return stack, model, tokenizer
+
+
+def load_run_config(workdir: Path, task: str) -> StackConfig:
+    """A run's `config.yaml`, checked to be a run of `task` (`train.task`).
+
+    Raises:
+        XttsTrainError: not a run folder, an invalid config, or a run of another task.
+    """
+    if not (workdir / "config.yaml").is_file():
+        raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'config.yaml'} missing)")
+    stack = load_stack_config(workdir / "config.yaml")
+    if stack.train.task != task:
+        raise XttsTrainError(
+            f"Expected a {task} run, received: {workdir}, a run of train.task={stack.train.task}"
+        )
+    return stack
+
+
+def restore_weights(workdir: Path, model: keras.Model, *, step: int | None = None) -> str:
+    """Load a built model's weights from a run's checkpoint (the last, or `step`'s).
+
+    Returns:
+        The checkpoint's path.
+
+    Raises:
+        XttsTrainError: no checkpoint yet, none at `step`, or one that does not hold every
+            weight of `model` (another configuration).
+    """
     latest = tf.train.latest_checkpoint(str(workdir / "checkpoints"))
     if latest is None:
         raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
@@ -66,8 +107,6 @@ def load_run(workdir: str | Path, *, step: int | None = None,
         if not Path(latest + ".index").is_file():
             kept = sorted(int(p.name[5:-6]) for p in (workdir / "checkpoints").glob("ckpt-*.index"))
             raise XttsTrainError(f"{workdir} has no checkpoint of step {step} (kept: {kept})")
-    model = TextToMel(stack.model)
-    model(dummy_batch(stack.model))
     try:
         restored = tf.train.Checkpoint(model=model).restore(latest)
         restored.expect_partial()  # the optimizer and step are training state
@@ -77,7 +116,7 @@ def load_run(workdir: str | Path, *, step: int | None = None,
             f"{latest} does not hold every weight of the model in {workdir / 'config.yaml'} "
             f"(written by another model configuration or an older xtts-train?): {error}"
         ) from None
-    return stack, model, tokenizer
+    return latest
 
 
 def synthesize(workdir: str | Path, text: str, out: str | Path, *,

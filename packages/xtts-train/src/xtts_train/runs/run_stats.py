@@ -69,12 +69,12 @@ class Interval:
         self.waits.append(wait)
         self.walls.append(wall)
         self.outputs.append(outputs)
-        self.samples += int(batch["tokens"].shape[0])
+        self.samples += int(batch["mel"].shape[0])  # utterances (or segments) per batch
 
     def flush(self) -> dict:
-        losses = {k: float(np.mean([float(o[k]) for o in self.outputs]))
-                  for k in ("loss", "mel_before", "mel_after", "stop", "guided_attention",
-                            "alignment", "grad_norm")}  # fmt: skip
+        # The task's losses and metrics, and the gradient norm; `finite` is the gate's.
+        names = [k for k in self.outputs[0] if k != "finite"]
+        losses = {k: float(np.mean([float(o[k]) for o in self.outputs])) for k in names}
         wall = sum(self.walls)
         values = {
             **losses,

@@ -2,9 +2,11 @@
 
 ```
 workdir/
-  config.yaml      the resolved config; a resume must share its audio and model sections
+  config.yaml      the resolved config; a resume must share its task, audio section and
+                   its model's section (`model`, or `vocoder` for a vocoder run)
   tokenizer.json   the cache's symbol table, for synthesis; a resume must share it
-  reference.npy    a conditioning clip for `synthesize` (a damaged one is saved again)
+  reference.npy    a conditioning clip for `synthesize` (a damaged one is saved again; a
+                   text-to-mel run's only)
   metrics.jsonl    a JSON line per log and eval; a resume drops the lines after its checkpoint
   tensorboard/     the same scalars (and the loop's eval media, through `tensorboard`)
   checkpoints/     model, optimizer, step, non-finite count, dropout seeds; finite weights
@@ -42,6 +44,11 @@ from xtts_train.synthesize import load_reference
 __all__ = ["Checkpoints", "RunWriter", "forget_metrics_after", "latest_step", "logged_step"]
 
 logger = logging.getLogger(__name__)
+
+
+def _model_section(stack: StackConfig) -> str:
+    """The config section that sizes the run's model: `vocoder` for a vocoder run."""
+    return "vocoder" if stack.train.task == "vocoder" else "model"
 
 
 def latest_step(workdir: str | Path) -> int:
@@ -122,16 +129,24 @@ class RunWriter:
                 (self.workdir / "reference.npy").unlink()
 
     def write_config(self, stack: StackConfig) -> None:
-        """Write the resolved config, or check a resumed run was started with the same model.
+        """Write the resolved config, or check a resumed run was started with the same task
+        and model.
 
         Raises:
-            XttsTrainError: `config.yaml` holds another audio or model section.
+            XttsTrainError: `config.yaml` holds another task (`train.task`), or another
+                audio section or section of the task's model (`model` or `vocoder`).
         """
         path = self.workdir / "config.yaml"
         resolved = stack.to_dict()
         if path.exists():
             before = yaml.safe_load(path.read_text())
-            for section in ("audio", "model"):
+            task = (before.get("train") or {}).get("task", "text_to_mel")  # older runs: one
+            if task != stack.train.task:
+                raise XttsTrainError(
+                    f"{self.workdir} holds a run of task {task}, received: train.task="
+                    f"{stack.train.task}; use a new --workdir for it"
+                )
+            for section in ("audio", _model_section(stack)):
                 if before.get(section) != resolved[section]:
                     raise XttsTrainError(
                         f"{self.workdir} holds a run with another {section} config; resume it "
@@ -237,6 +252,7 @@ class Checkpoints:
                  nonfinite: tf.Variable, seed_states: Sequence[tf.Variable],
                  keep: int) -> None:  # fmt: skip
         self.workdir, self.keep, self.weights = workdir, keep, model.trainable_variables
+        self.seed_states = list(seed_states)
         # int64 []: the checkpoint's step, written only when a checkpoint is (the loop
         # counts in a Python int: reading a variable each step would sync)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
@@ -270,9 +286,10 @@ class Checkpoints:
         Returns the restored step."""
         path = self.at(step)
         restored = self.checkpoint.restore(path)
-        if any(name.startswith("seed_states") for name, _ in tf.train.list_variables(path)):
+        names = [name for name, _ in tf.train.list_variables(path)]
+        if not self.seed_states or any(name.startswith("seed_states") for name in names):
             restored.assert_existing_objects_matched()
-        else:  # saved before the seeds were: everything else is restored
+        else:  # saved before the seeds were (a model without dropout has none to save)
             logger.warning("%s holds no dropout seed states; they start afresh", path)
         logger.info("resumed from step %d", int(self.step))
         return int(self.step)

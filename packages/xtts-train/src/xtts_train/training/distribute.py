@@ -127,7 +127,7 @@ def replica_slice(batch: Mapping[str, tf.Tensor], replicas: int) -> dict[str, tf
     """
     context = tf.distribute.get_replica_context()
     index = context.replica_id_in_sync_group % replicas  # global id -> this worker's device
-    size = int(batch["tokens"].shape[0]) // replicas
+    size = int(next(iter(batch.values())).shape[0]) // replicas  # every field leads with B
     sliced = {}
     for name, value in batch.items():
         begin = tf.stack([index * size] + [0] * (value.shape.rank - 1))

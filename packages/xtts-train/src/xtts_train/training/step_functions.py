@@ -1,8 +1,9 @@
 """The Python bodies of the train and eval steps, which `CompiledSteps` traces and compiles
 once per batch shape.
 
-A train step is the model's losses, their gradients (`accumulated_gradients`), and the
-update as a chain of transforms (`xtts_train.training.transforms`):
+A train step is the task's losses (`xtts_train.training.tasks`), their gradients
+(`accumulated_gradients`), and the update as a chain of transforms
+(`xtts_train.training.transforms`):
 `LossScale` (float16 only) → `FiniteGate` → `clip_by_global_norm` → `adamw`.
 
 With a `tf.distribute` strategy of several replicas, each replica's gradients of its
@@ -19,11 +20,10 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from xtts_train.config import TrainConfig
-from xtts_train.models.text_to_mel.losses import total_loss
-from xtts_train.models.text_to_mel.model import TextToMel
 from xtts_train.training.compiler import resolve
 from xtts_train.training.distribute import local_replicas, replica_slice
 from xtts_train.training.optim import AdamW, warmup_cosine
+from xtts_train.training.tasks import Task
 from xtts_train.training.transforms import (
     FiniteGate,
     Hyper,
@@ -35,17 +35,18 @@ from xtts_train.training.transforms import (
     clip_by_global_norm,
 )
 
-__all__ = ["HYPER", "StepFunctions"]
+__all__ = ["UPDATE_SETTINGS", "StepFunctions"]
 
-# Config values the compiled steps take as inputs (with the scheduled learning rate).
-HYPER = ("weight_decay", "clip_norm", "stop_weight", "stop_pos_weight",
-         "guided_attention_weight", "guided_attention_sigma")  # fmt: skip
+# `train` values the compiled steps take as inputs, with the scheduled learning rate and
+# the task's loss settings (`Task.loss_settings`).
+UPDATE_SETTINGS = ("weight_decay", "clip_norm")
 
 
 class StepFunctions:
-    """The train and eval step bodies of `model`, on one device or under `strategy`.
+    """The train and eval step bodies of a task's model, on one device or under `strategy`.
 
     Args:
+        task: the model and its losses (`xtts_train.training.tasks`).
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
             or `None` for one device.
 
@@ -59,9 +60,11 @@ class StepFunctions:
             resolved for this device (`xtts_train.training.compiler.resolve`).
     """
 
-    def __init__(self, model: TextToMel, optimizer: AdamW, config: TrainConfig,
+    def __init__(self, task: Task, optimizer: AdamW, config: TrainConfig,
                  strategy: tf.distribute.Strategy | None = None) -> None:  # fmt: skip
-        self.model, self.optimizer, self.config, self.strategy = model, optimizer, config, strategy
+        self.task, self.model = task, task.model
+        self.optimizer, self.config, self.strategy = optimizer, config, strategy
+        model = task.model
         self.replicas = local_replicas(strategy) if strategy is not None else 1
         self.loss_scale = LossScale() if config.precision == "mixed_float16" else None
         self.gate = FiniteGate()
@@ -74,7 +77,9 @@ class StepFunctions:
             total_steps=config.steps,
             min_ratio=config.min_lr_ratio,
         )
-        self._hyper = {name: tf.constant(float(getattr(config, name))) for name in HYPER}
+        settings = {name: float(getattr(config, name)) for name in UPDATE_SETTINGS}
+        self._hyper = {name: tf.constant(value)
+                       for name, value in {**settings, **task.settings()}.items()}  # fmt: skip
         self.compilers = {role: resolve(config.compiler, role) for role in ("train", "eval")}
         if strategy is not None:  # a program per device; all-reduce and update outside it
             self._gradients = tf.function(
@@ -87,24 +92,19 @@ class StepFunctions:
 
     def hyper(self, step: int) -> dict[str, tf.Tensor]:
         """The step's inputs besides the batch: the scheduled learning rate at `step`
-        (updates done before it) and the config's weight decay, clipping and loss weights.
-        Inputs, not constants of the compiled program: changing them compiles nothing."""
+        (updates done before it), the config's weight decay and clipping, and the task's
+        loss settings. Inputs, not constants of the compiled program: changing them
+        compiles nothing."""
         return {"learning_rate": tf.constant(self.schedule(step), tf.float32), **self._hyper}
 
-    @staticmethod
-    def signature_of_hyper() -> dict[str, tf.TensorSpec]:
+    def signature_of_hyper(self) -> dict[str, tf.TensorSpec]:
         """The `tf.TensorSpec`s of `hyper`'s values."""
-        return {name: tf.TensorSpec([], tf.float32) for name in ["learning_rate", *HYPER]}
+        return {name: tf.TensorSpec([], tf.float32) for name in ["learning_rate", *self._hyper]}
 
     def losses(self, batch: Mapping[str, tf.Tensor], hyper: Hyper, *,
                training: bool) -> dict[str, tf.Tensor]:  # fmt: skip
-        """The float32 scalar losses of `batch`
-        (`xtts_train.models.text_to_mel.losses.total_loss`)."""
-        outputs = self.model(batch, training=training)
-        return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
-                          pos_weight=hyper["stop_pos_weight"],
-                          guided_weight=hyper["guided_attention_weight"],
-                          guided_sigma=hyper["guided_attention_sigma"])  # fmt: skip
+        """The float32 scalar losses of `batch` (`Task.losses`)."""
+        return self.task.losses(batch, hyper, training=training)
 
     def gradients(self, batch, scale, hyper):
         """Mean gradients and losses over `train.grad_accum` micro-batches of `batch`, the

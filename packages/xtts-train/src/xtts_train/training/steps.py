@@ -1,7 +1,9 @@
 """The compiled train and eval steps: one program per static batch shape, built once.
 
-`CompiledSteps` is the registry of those programs. Each step (`StepFunctions`' bodies) is
-a `tf.function` traced with the exact `tf.TensorSpec`s of a `DatasetSpec` shape, compiled
+`CompiledSteps` is the registry of those programs, for any task
+(`xtts_train.training.tasks`). Each step (`StepFunctions`' bodies) is a `tf.function`
+traced with the exact `tf.TensorSpec`s of a spec's shape (a `DatasetSpec` bucket, a
+`SegmentSpec`'s one shape), compiled
 by XLA or run by TensorFlow's graph executor as `train.compiler` resolves for the device
 (`xtts_train.training.compiler`); `warm_up` traces (and compiles) every shape before
 training, and any trace after it is a retrace: an error naming the shape (or a warning
@@ -21,12 +23,11 @@ from collections.abc import Callable, Iterator, Mapping
 import keras
 import tensorflow as tf
 
-from xtts_data import BatchShape, DatasetSpec
 from xtts_train.config import TrainConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.model import TextToMel
 from xtts_train.training.optim import AdamW
 from xtts_train.training.step_functions import StepFunctions
+from xtts_train.training.tasks import Task
 from xtts_train.training.warmup import Job, Program, WarmUp, compile_workers, run_jobs
 
 __all__ = ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"]
@@ -38,11 +39,14 @@ class RetraceError(XttsTrainError, RuntimeError):
     """A compiled step was traced again after warm-up: a shape outside the spec arrived."""
 
 
-def shape_of(batch: Mapping[str, tf.Tensor]) -> tuple[int, int, int]:
-    """(batch, text, frames) of a batch: the key of its compiled step (`BatchShape.key`
-    of the shape it has)."""
-    b, t = batch["tokens"].shape
-    return int(b), int(t), int(batch["mel"].shape[1])
+def shape_of(batch: Mapping[str, tf.Tensor]) -> tuple[int, ...]:
+    """The key of a batch's compiled step (the `key` of the spec shape it has): (batch,
+    text, frames) of a text-to-mel batch, (batch, frames, samples) of a vocoder's."""
+    if "tokens" in batch:
+        b, t = batch["tokens"].shape
+        return int(b), int(t), int(batch["mel"].shape[1])
+    b, f = batch["mel"].shape[:2]
+    return int(b), int(f), int(batch["audio"].shape[1])
 
 
 def timed_step(
@@ -66,12 +70,15 @@ def kept_dtype_policy() -> Iterator[None]:
 
 
 class CompiledSteps:
-    """The registry of compiled train and eval programs of `model`, one per shape of
+    """The registry of compiled train and eval programs of a task, one per shape of
     `spec` (and of `eval_spec`): built by `warm_up`, looked up by a batch's shape.
 
     The step bodies and the update chain are `StepFunctions`'.
 
     Args:
+        task: the model and its losses (`xtts_train.training.tasks.Task`).
+        spec: the batches' static shapes (`shapes`, each with a `key` and `batch_size`,
+            and `signature(shape)`): an `xtts_data.DatasetSpec` or `SegmentSpec`.
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
             or `None` for one device (the whole step is then one program).
 
@@ -88,12 +95,11 @@ class CompiledSteps:
         schedule: the learning rate of a step.
     """
 
-    def __init__(self, model: TextToMel, optimizer: AdamW,
-                 spec: DatasetSpec, config: TrainConfig,
-                 eval_spec: DatasetSpec | None = None,
-                 strategy: tf.distribute.Strategy | None = None):  # fmt: skip
-        self.functions = functions = StepFunctions(model, optimizer, config, strategy)
-        self.model, self.optimizer, self.spec, self.config = model, optimizer, spec, config
+    def __init__(self, task: Task, optimizer: AdamW, spec, config: TrainConfig,
+                 eval_spec=None, strategy: tf.distribute.Strategy | None = None):  # fmt: skip
+        self.functions = functions = StepFunctions(task, optimizer, config, strategy)
+        self.task, self.model = task, task.model
+        self.optimizer, self.spec, self.config = optimizer, spec, config
         self.eval_spec = eval_spec  # validation batches have shapes of their own
         self.replicas = functions.replicas
         _check_divisible(spec, self.replicas * config.grad_accum, self.replicas)
@@ -111,8 +117,8 @@ class CompiledSteps:
         self._train = tf.function(self._counted(train, self.traces), jit_compile=xla["train"])
         self._eval = tf.function(self._counted(evaluate, self.eval_traces),
                                  jit_compile=xla["eval"])  # fmt: skip
-        self._concrete: dict[tuple[int, int, int], Callable] = {}
-        self._concrete_eval: dict[tuple[int, int, int], Callable] = {}
+        self._concrete: dict[tuple[int, ...], Callable] = {}
+        self._concrete_eval: dict[tuple[int, ...], Callable] = {}
 
     # -- building -------------------------------------------------------------------------
 
@@ -136,7 +142,7 @@ class CompiledSteps:
             workers = compile_workers(self.config.compile_workers, len(jobs))
         # A compiling run moves the dropout seeds and a program the compile cache holds
         # does not run here: put them back, so a run's dropout does not depend on the cache.
-        seeds = self.model.seed_states()
+        seeds = self.task.seed_states()
         before = [seed.read_value() for seed in seeds]
         programs, report = run_jobs(jobs, workers=workers, defer_cached=defer_cached,
                                     progress=progress)  # fmt: skip
@@ -147,16 +153,16 @@ class CompiledSteps:
         self._warm = True
         return report
 
-    def _job(self, role: str, shape: BatchShape) -> Job:
+    def _job(self, role: str, shape) -> Job:
         """Trace the train (or eval) step at `shape`; run it once on a placeholder batch."""
         train = role == "train"
         signature = (self.spec if train else self.eval_spec).signature(shape)
         function = self._train if train else self._eval
-        hyper = StepFunctions.signature_of_hyper()
+        hyper = self.functions.signature_of_hyper()
         args = (signature, tf.TensorSpec([], tf.bool), hyper) if train else (signature, hyper)
 
         def run(program) -> None:
-            batch, hyper = _placeholder_batch(signature), self.hyper(0)
+            batch, hyper = self.task.placeholder_batch(signature), self.hyper(0)
             outputs = program(batch, tf.constant(False), hyper) if train else program(batch, hyper)
             float(outputs["loss"])  # wait for it: the compile happens in this call
 
@@ -169,9 +175,10 @@ class CompiledSteps:
         step) and warning of a trace after warm-up."""
 
         def traced(batch, *args):
-            traces[shape_of(batch)] += 1
+            key = shape_of(batch)
+            traces[key] += 1
             if self._warm:
-                logger.warning("step traced again after warm-up for shape %s", shape_of(batch))
+                logger.warning("step traced again after warm-up for shape %s", key)
             return body(batch, *args)
 
         return traced
@@ -180,9 +187,9 @@ class CompiledSteps:
     def compiled_shapes(self) -> int:
         return len(self._concrete)
 
-    def program(self, shape: tuple[int, int, int], role: str = "train"):
+    def program(self, shape: tuple[int, ...], role: str = "train"):
         """The warmed-up program (a concrete function) of `role` (`"train"` or `"eval"`)
-        at `shape` (batch, text, frames); its `.graph` is the traced step."""
+        at `shape` (a spec shape's key); its `.graph` is the traced step."""
         return (self._concrete if role == "train" else self._concrete_eval)[shape]
 
     # -- running --------------------------------------------------------------------------
@@ -207,7 +214,7 @@ class CompiledSteps:
 
     def _retrace(self, function, batch, *args):
         message = (
-            f"batch shape (batch, text, frames) = {shape_of(batch)} is not one of the "
+            f"batch shape {shape_of(batch)} is not one of the "
             f"{len(self._concrete)} compiled shapes {sorted(self._concrete)}; it would "
             f"retrace and recompile the step"
         )
@@ -217,7 +224,7 @@ class CompiledSteps:
         return function(batch, *args)
 
 
-def _check_divisible(spec: DatasetSpec, multiple: int, replicas: int) -> None:
+def _check_divisible(spec, multiple: int, replicas: int) -> None:
     """Each replica, and each of its micro-batches, needs an equal static share."""
     for shape in spec.shapes:
         if shape.batch_size % multiple:
@@ -227,17 +234,3 @@ def _check_divisible(spec: DatasetSpec, multiple: int, replicas: int) -> None:
                 f"{multiple // replicas}), received: batch_size={shape.batch_size}; set "
                 f"data.batch_multiple={multiple} (buckets) or a data.batch_size that divides"
             )
-
-
-def _placeholder_batch(signature: Mapping[str, tf.TensorSpec]) -> dict[str, tf.Tensor]:
-    """A batch of the signature's shapes with one real frame and token per row."""
-    batch = {name: tf.zeros(spec.shape, spec.dtype) for name, spec in signature.items()}
-    b = signature["tokens"].shape[0]
-    for name in ("token_lengths", "mel_lengths", "cond_lengths"):
-        batch[name] = tf.ones([b], tf.int32)
-    first = tf.one_hot(0, signature["mel"].shape[1])[None]  # (1, F)
-    batch["mel_mask"] = tf.tile(first, [b, 1])
-    batch["stop_targets"] = tf.tile(first, [b, 1])
-    batch["token_mask"] = tf.tile(tf.one_hot(0, signature["tokens"].shape[1])[None], [b, 1])
-    batch["tokens"] = tf.cast(batch["token_mask"], tf.int32) * 2
-    return batch

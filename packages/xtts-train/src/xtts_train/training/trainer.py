@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import keras
-import numpy as np
 import tensorflow as tf
 import tqdm
 
@@ -40,12 +39,9 @@ import xtts_data as xd
 from xtts_data.files import folder_lock
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames, text_ids
-from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
-from xtts_train.runs.media import free_running_eval, write_eval_media
+from xtts_train.models.text_to_mel.decoding import text_ids
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
-from xtts_train.synthesize import load_reference
 from xtts_train.training import compile_cache
 from xtts_train.training.compiler import choices
 from xtts_train.training.distribute import (
@@ -57,17 +53,15 @@ from xtts_train.training.distribute import (
     worker_index,
 )
 from xtts_train.training.gpu import GpuMonitor
-from xtts_train.training.memory import check_training_memory
 from xtts_train.training.optim import AdamW
 from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.training.steps import CompiledSteps, kept_dtype_policy, shape_of
+from xtts_train.training.tasks import task_class
 from xtts_train.training.warmup import Program, WarmUp, cache_use
 
 __all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
 
 logger = logging.getLogger(__name__)
-
-_FREE_RUNNING_ROWS = 4  # validation utterances decoded free-running at each eval
 
 
 def _next_batch(iterator):
@@ -135,23 +129,26 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
     # trained on, so it sees the batches an uninterrupted run would.
     seed = stack.data.seed if stack.data.seed is not None else stack.train.seed
     data = dataclasses.replace(stack.data, seed=seed + 7919 * worker)
+    task = task_class(stack)
+    # The pipeline's seeded ops (shuffle) pair their seed with TensorFlow's global one: set
+    # it first, so a fit draws the same batches whatever ran before it in this process.
+    keras.utils.set_random_seed(stack.train.seed)
     with clock.part("data"):
-        train = xd.make_dataset(opened, data, "train", repeat=True)
+        train = task.pipeline(opened, data, "train", repeat=True)
         val = None
         if stack.train.eval_every and stack.data.val_fraction:
-            val = xd.make_dataset(
-                opened, dataclasses.replace(data, shuffle_buffer=0), "val", repeat=True
-            )
+            unshuffled = dataclasses.replace(data, shuffle_buffer=0)
+            val = task.pipeline(opened, unshuffled, "val", repeat=True)
     # Sizes too large for this machine are refused before the work dir is written to (so
     # the same command with smaller sizes may follow), as `build_steps` refuses them
     # before it compiles.
-    check_training_memory(stack.model, train.spec)
+    task.check_memory(stack, train.spec)
     writer.write_config(stack)
     writer.write_tokenizer(opened.path, opened.tokenizer)
     with kept_dtype_policy():  # leave the process as it was
         with clock.part("model"):
-            evals = stack.train.eval_every > 0
-            sentences = _eval_sentences(stack, opened.tokenizer) if evals else ()
+            speaks = stack.train.eval_every > 0 and task.speaks_sentences
+            sentences = _eval_sentences(stack, opened.tokenizer) if speaks else ()
             run = _Run(stack, train, val, writer, progress, strategy, sentences)
         profiler = _Profiler(profile_steps, writer.workdir / "tensorboard")
         return run.train(start, clock, profiler)
@@ -176,28 +173,31 @@ def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
         )
 
 
-def make_optimizer(model: TextToMel) -> AdamW:
+def make_optimizer(model: keras.Model) -> AdamW:
     """AdamW for `model`'s trainable variables (the schedule and weight decay are the
     compiled step's inputs: `CompiledSteps.hyper`)."""
     return AdamW(model.trainable_variables)
 
 
-def build_steps(stack: StackConfig, spec: xd.DatasetSpec,
-                eval_spec: xd.DatasetSpec | None = None,
+def build_steps(stack: StackConfig, spec, eval_spec=None,
                 strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
-    """The model (under the run's precision policy), AdamW, and their compiled steps.
+    """The task's model (under the run's precision policy), AdamW, and their compiled steps.
 
     Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
     With a `strategy`, the model and optimizer variables are created in its scope.
+
+    Args:
+        spec, eval_spec: the static shapes of the task's batches (`train.task`): an
+            `xtts_data.DatasetSpec` for `text_to_mel`, a `SegmentSpec` for `vocoder`.
     """
-    check_training_memory(stack.model, spec)  # before any compile: a step that fits
+    task = task_class(stack)
+    task.check_memory(stack, spec)  # before any compile: a step that fits
     keras.mixed_precision.set_global_policy(stack.train.precision)
     keras.utils.set_random_seed(stack.train.seed)
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        model = TextToMel(stack.model)
-        model(dummy_batch(stack.model))  # variables exist before any step is traced
-        optimizer = make_optimizer(model)
-    return CompiledSteps(model, optimizer, spec, stack.train, eval_spec, strategy)
+        built = task.build(stack)
+        optimizer = make_optimizer(built.model)
+    return CompiledSteps(built, optimizer, spec, stack.train, eval_spec, strategy)
 
 
 class _Run:
@@ -210,11 +210,11 @@ class _Run:
         self.config, self.train_pipe, self.writer = stack.train, train, writer
         self.progress = progress
         self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
+        self.task = self.steps.task
         writer.open(model=self.steps.model, optimizer=self.steps.optimizer,
-                    nonfinite=self.steps.nonfinite, seed_states=self.steps.model.seed_states(),
+                    nonfinite=self.steps.nonfinite, seed_states=self.task.seed_states(),
                     keep=self.config.keep_checkpoints)  # fmt: skip
-        self.evaluate = _Evaluation(stack, self.steps, writer, val, sentences,
-                                    buffers=(val or train).spec)  # fmt: skip
+        self.evaluate = self.task.evaluation(stack, self.steps, writer, val, train, sentences)
         self.stop_signal: int | None = None
         self.gpu = GpuMonitor()
 
@@ -222,7 +222,7 @@ class _Run:
         """Steps from the checkpoint of `start` to `train.steps` (or a signal). Returns the
         summary."""
         if self.progress:  # progress lines go through tqdm, beside its bars
-            tqdm.tqdm.write(self.steps.model.describe())
+            tqdm.tqdm.write(self.task.describe())
         warm = self._warm_up(clock)
         # `step` is a Python int: reading the step variable each step would sync.
         step = self.writer.resume(start)
@@ -244,7 +244,8 @@ class _Run:
                 batch = _next_batch(iterator)
                 got = time.perf_counter()
                 if startup is None:
-                    self.writer.keep_reference(batch)
+                    if self.task.speaks_sentences:  # synthesize's default voice
+                        self.writer.keep_reference(batch)
                     clock.add("data", got - before)
                 with profiler.around(step + 1):
                     outputs = self.steps.train(batch, step=step)  # dispatched, no host sync
@@ -319,6 +320,7 @@ class _Run:
             "retraces_after_warmup": total_traces - self.warm_traces,
             "compile_seconds": warm.seconds,
             "compiler": choices(self.config.compiler),
+            "task": self.task.name,
             **startup,
             "warm_up": warm.to_dict(),
             "compile_cache": compile_cache.describe(),
@@ -331,51 +333,6 @@ class _Run:
             "device_utilization": self.gpu.utilization,
             "device_utilization_note": self.gpu.note,
         }
-
-
-class _Evaluation:
-    """An eval: the validation losses and media and free-running scores (with a
-    validation split), and the eval sentences spoken free-running (always)."""
-
-    def __init__(self, stack: StackConfig, steps: CompiledSteps, writer: RunWriter,
-                 val: xd.DataPipeline | None, sentences: Sequence[tuple[str, list[int]]], *,
-                 buffers: xd.DatasetSpec) -> None:  # fmt: skip
-        self.stack, self.steps, self.writer, self.sentences = stack, steps, writer, sentences
-        self.val, self.buffers = val, buffers  # decoding room: the val (else train) spec
-        self.decoding: Decoding | None = None
-
-    def __call__(self, step: int) -> None:
-        first, mean = None, {}
-        if self.val is not None:
-            iterator = iter(self.val.dataset)
-            batches = [next(iterator) for _ in range(self.stack.train.eval_batches)]
-            losses = [self.steps.evaluate(batch) for batch in batches]
-            write_eval_media(self.writer.tensorboard, step, self.steps.model, batches[0],
-                             self.stack.audio)  # fmt: skip
-            mean = {f"val_{k}": float(np.mean([float(x[k]) for x in losses])) for k in losses[0]}
-            first = batches[0]
-        reference = load_reference(self.writer.workdir, self.stack)
-        mean.update(free_running_eval(self.writer.tensorboard, step, self._decoding(), first,
-                                      reference, self.sentences, self.stack.audio))  # fmt: skip
-        self.writer.log(step, mean)
-
-    def _decoding(self) -> Decoding:
-        """The free-running decoder of the evals (compiled at the first), with room for
-        twice the longest validation (else training) bucket, on a one-device copy of the
-        model that takes the trained weights at each eval (the trained model's variables
-        may be mirrored over replicas, which a decoding loop outside the strategy cannot
-        update)."""
-        if self.decoding is None:
-            copy = TextToMel(self.stack.model)
-            copy(dummy_batch(self.stack.model))
-            longest = max(shape.frames for shape in self.buffers.shapes)
-            self.decoding = Decoding(
-                copy, cond_frames=self.stack.data.cond_frames,
-                max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
-                compiler=self.stack.train.compiler,
-            )  # fmt: skip
-        self.decoding.model.set_weights(self.steps.model.get_weights())
-        return self.decoding
 
 
 def format_summary_line(summary: dict) -> str:

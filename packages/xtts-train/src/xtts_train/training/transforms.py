@@ -102,7 +102,7 @@ def accumulated_gradients(
         (float32 gradients, one per variable (zeros where a variable does not reach the
         loss), the mean losses).
     """
-    size = int(batch["tokens"].shape[0]) // parts
+    size = int(next(iter(batch.values())).shape[0]) // parts  # every field leads with B
     total_grads, total_losses = None, None
     for i in range(parts):
         micro = {name: value[i * size : (i + 1) * size] for name, value in batch.items()}

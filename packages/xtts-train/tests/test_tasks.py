@@ -1,0 +1,184 @@
+"""The trainer trains tasks: the vocoder task keeps the text-to-mel task's contract (one
+program per static shape, retrace = error, the non-finite gate, exact resume, `check`,
+metrics, TensorBoard, summary.json), with one segment shape per run."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from train_helpers import VOCODER, as_cli, train_cli
+
+import xtts_audio as xa
+from xtts_data import SegmentShape, SegmentSpec
+from xtts_train.cli import main
+from xtts_train.config import TrainConfig, VocoderConfig, load_stack_config
+from xtts_train.models.vocoder.model import Vocoder
+from xtts_train.training.optim import AdamW
+from xtts_train.training.steps import CompiledSteps, RetraceError
+from xtts_train.training.tasks import TextToMelTask, VocoderTask, task_class
+from xtts_train.training.trainer import fit
+
+AUDIO = xa.MelConfig.from_preset("xtts")
+MICRO = VocoderConfig.from_preset("tiny", dim=32, intermediate=64, layers=1)
+SPEC = SegmentSpec(shapes=(SegmentShape(batch_size=2, frames=8, samples=8 * 256),),
+                   n_mels=80, hop_length=256)  # fmt: skip
+KEY = (2, 8, 8 * 256)
+
+
+def _segments(frames: int = 8, *, nan: bool = False) -> dict[str, tf.Tensor]:
+    """Two segments of a 220 Hz tone and its features: a batch of the task's shape."""
+    t = np.arange(frames * 256, dtype=np.float32) / AUDIO.sample_rate
+    audio = np.stack([0.5 * np.sin(2 * np.pi * 220 * t), 0.3 * np.sin(2 * np.pi * 330 * t)])
+    mel = xa.mel_features(tf.constant(audio), AUDIO)[:, :frames]  # (2, frames, 80)
+    if nan:
+        mel = tf.fill(mel.shape, float("nan"))
+    return {"mel": tf.cast(mel, tf.float32), "audio": tf.constant(audio, tf.float32)}
+
+
+@pytest.fixture(scope="module", params=["xla", "graph"])
+def steps(request):
+    """The vocoder's compiled steps at one segment shape, by each compiler."""
+    model = Vocoder(MICRO)
+    model(tf.zeros([1, 4, 80]))
+    config = TrainConfig(max_nonfinite=2, compiler=request.param)
+    compiled = CompiledSteps(VocoderTask(model, AUDIO, MICRO), AdamW(model.trainable_variables),
+                             SPEC, config, eval_spec=SPEC)  # fmt: skip
+    compiled.report = compiled.warm_up(workers=1)
+    return compiled
+
+
+def test_the_vocoder_compiles_its_one_shape_once_and_changes_no_weight(steps):
+    assert steps.traces == {KEY: 1}
+    assert steps.eval_traces == {KEY: 1}
+    assert int(steps.optimizer.iterations) == 0
+    assert [p.name for p in steps.report.programs] == ["train 2x8x2048", "eval 2x8x2048"]
+    assert {p.compiler for p in steps.report.programs} == {steps.config.compiler}
+
+
+def test_vocoder_steps_learn_and_never_retrace(steps):
+    batch = _segments()
+    first = float(steps.evaluate(batch)["loss"])
+    for step in range(30):
+        outputs = steps.train(batch, step=100 + step)  # past the warm-up: full rate
+        assert bool(outputs["finite"])
+    losses = steps.evaluate(batch)
+    assert set(losses) >= {"loss", "mel_l1", "stft"}
+    assert float(losses["loss"]) < 0.8 * first  # one batch, 30 updates: a wide margin
+    assert steps.traces == {KEY: 1}
+    assert steps.eval_traces == {KEY: 1}
+
+
+def test_a_nan_segment_batch_is_skipped(steps):
+    before = [v.numpy().copy() for v in steps.model.trainable_variables]
+    skipped = int(steps.nonfinite)
+    assert not bool(steps.train(_segments(nan=True), step=5)["finite"])
+    assert int(steps.nonfinite) == skipped + 1
+    for old, new in zip(before, steps.model.trainable_variables, strict=True):
+        np.testing.assert_array_equal(old, new.numpy())
+
+
+def test_a_segment_shape_outside_the_spec_is_a_retrace_error(steps):
+    with pytest.raises(RetraceError, match=r"\(2, 16, 4096\) is not one of the 1 compiled"):
+        steps.train(_segments(16), step=5)
+    assert steps.traces == {KEY: 1}
+
+
+@pytest.mark.parametrize(("task", "cls"), [("text_to_mel", TextToMelTask),
+                                           ("vocoder", VocoderTask)])  # fmt: skip
+def test_train_task_picks_the_task(task, cls):
+    assert task_class(load_stack_config(None, [f"train.task={task}"])) is cls
+
+
+def test_an_unknown_task_is_refused():
+    with pytest.raises(ValueError, match=r"TrainConfig.task: expected one of .*'vocoder'"):
+        load_stack_config(None, ["train.task=hifigan"])
+
+
+# -- fit --task vocoder, on a cache that keeps its waveforms ----------------------------
+
+
+def _fit(cache, workdir, steps: int, *extra: str):
+    """A vocoder fit to `steps`; a constant rate after the warm-up (`min_lr_ratio` 1), so a
+    fit to 10 steps then resumed to 20 follows the schedule of one fit to 20."""
+    overrides = [*VOCODER, f"train.steps={steps}", "train.min_lr_ratio=1.0", *extra]
+    stack = load_stack_config(None, overrides)
+    return fit(stack, cache, workdir, progress=False)
+
+
+@pytest.fixture(scope="module")
+def vocoder_run(audio_cache, tmp_path_factory):
+    """(summary, work dir) of 20 deterministic vocoder steps, one eval at the end."""
+    workdir = tmp_path_factory.mktemp("vocoder") / "run"
+    return _fit(audio_cache, workdir, 20, "train.eval_every=20"), workdir
+
+
+def test_fit_trains_the_vocoder_with_one_program(vocoder_run):
+    summary, workdir = vocoder_run
+    assert summary["task"] == "vocoder"
+    assert summary["steps"] == 20
+    assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 1
+    assert summary["retraces_after_warmup"] == 0
+    lines = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines()]
+    logged = [line for line in lines if "loss" in line]
+    assert {"mel_l1", "stft", "grad_norm", "lr"} <= set(logged[-1])
+    assert all(np.isfinite(line["loss"]) for line in logged)
+    assert not (workdir / "reference.npy").exists()  # a text-to-mel run's only
+    tags = _tensorboard_tags(workdir / "tensorboard")
+    assert {"vocoder/vocoded", "vocoder/recording", "vocoder/mel_recording_then_vocoded"} <= tags
+
+
+def _tensorboard_tags(logdir) -> set[str]:
+    tags = set()
+    for path in logdir.glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            tags.update(value.tag for value in event.summary.value)
+    return tags
+
+
+def test_a_resumed_vocoder_run_computes_what_an_uninterrupted_one_does(
+    audio_cache, vocoder_run, tmp_path
+):
+    _, straight = vocoder_run
+    workdir = tmp_path / "resumed"
+    assert _fit(audio_cache, workdir, 10, "train.eval_every=20")["steps"] == 10
+    summary = _fit(audio_cache, workdir, 20, "train.eval_every=20")
+    assert summary["steps_this_run"] == 10
+    ours, theirs = (tf.train.load_checkpoint(str(w / "checkpoints" / "ckpt-20"))
+                    for w in (workdir, straight))  # fmt: skip
+    names = sorted(ours.get_variable_to_shape_map())
+    assert names == sorted(theirs.get_variable_to_shape_map())
+    names.remove("_CHECKPOINTABLE_OBJECT_GRAPH")  # names the layers as the process did
+    assert len(names) > 20  # weights, optimizer slots, step, non-finite count
+    for name in names:
+        np.testing.assert_array_equal(ours.get_tensor(name), theirs.get_tensor(name), name)
+
+
+def test_a_run_of_one_task_is_not_resumed_as_another(audio_cache, vocoder_run, capsys):
+    _, workdir = vocoder_run
+    code = main(["fit", "--data", str(audio_cache), "--workdir", str(workdir), "--quiet",
+                 "--task", "text_to_mel", *as_cli(VOCODER)])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "holds a run of task vocoder, received: train.task=text_to_mel" in err
+
+
+def test_check_runs_the_vocoder_step(audio_cache):
+    done = train_cli("check", "--data", str(audio_cache), "--task", "vocoder",
+                     *as_cli(VOCODER))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "task: vocoder" in done.stdout
+    assert "ok: one trace per shape, no retrace" in done.stdout
+
+
+def test_a_cache_without_waveforms_says_how_to_rebuild_it(cache, tmp_path, capsys):
+    settings = [o for o in VOCODER if "keep_audio" not in o]
+    code = main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+                 "--task", "vocoder", *as_cli(settings)])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "keep_audio" in err
+    assert "prepare" in err
+    assert not (tmp_path / "run" / "checkpoints").exists()
