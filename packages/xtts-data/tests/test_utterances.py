@@ -44,7 +44,7 @@ def test_a_cache_gives_its_held_out_utterances_whole_in_id_order(cache):
 def test_a_corpus_gives_its_rows_with_features_computed_as_prepare_does(tmp_path, trim_top_db):
     corpus = write_demo_corpus(tmp_path / "corpus", n=3, min_seconds=0.3, max_seconds=0.6).path
     data = dataclasses.replace(DATA, trim_top_db=trim_top_db)
-    got = read_utterances(corpus, data, "all", audio=AUDIO)
+    got = read_utterances(corpus, data, "all", audio=AUDIO, with_audio=True)
     rows = [line.split("|") for line in (corpus / "metadata.csv").read_text().splitlines()]
     cleaned = [normalize_text(row[2], DATA.text) for row in rows]
     tokenizer = Tokenizer.from_texts(DATA.text, cleaned, ["en"])  # as prepare builds it
@@ -55,8 +55,15 @@ def test_a_corpus_gives_its_rows_with_features_computed_as_prepare_does(tmp_path
         assert utterance.text == tokenizer.decode(ids)
         wave = load_audio(corpus / "wavs" / f"{uid}.wav", AUDIO, trim_top_db=trim_top_db)
         np.testing.assert_allclose(utterance.mel, mel_features(wave, AUDIO), atol=1e-5)
+        np.testing.assert_array_equal(utterance.audio, wave)  # what the mel was made from
         if trim_top_db is not None:  # the silence the demo corpus pads with is cut
             assert len(wave) < len(load_wav(str(corpus / "wavs" / f"{uid}.wav"))[0])
+
+
+def test_a_cache_without_waveforms_cannot_give_them(cache):
+    assert read_utterances(cache, DATA, "val")[0].audio is None
+    with pytest.raises(CacheError, match=r"keep_audio=true --overwrite"):
+        read_utterances(cache, DATA, "val", with_audio=True)
 
 
 def test_too_many_asked_for_is_a_clear_error(cache):

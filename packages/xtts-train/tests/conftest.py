@@ -11,23 +11,23 @@ from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
 
 
-@pytest.fixture(scope="session")
-def cache(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train")
+def _demo_cache(root, overrides: list[str]):
+    """The demo corpus of every xtts-train test, built into `root/cache` with `overrides`."""
     write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
-    stack = load_stack_config(None, OVERRIDES)
+    stack = load_stack_config(None, overrides)
     prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
     return root / "cache"
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory):
+    return _demo_cache(tmp_path_factory.mktemp("train"), OVERRIDES)
 
 
 @pytest.fixture(scope="session")
 def audio_cache(tmp_path_factory):
     """A cache of the same corpus that keeps each utterance's waveform (vocoder runs)."""
-    root = tmp_path_factory.mktemp("audio")
-    write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
-    stack = load_stack_config(None, VOCODER)
-    prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
-    return root / "cache"
+    return _demo_cache(tmp_path_factory.mktemp("audio"), VOCODER)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,9 @@ EXPECTED = {
     "dtw_distance", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "load_reference",
     "load_run", "load_stack_config", "masked_l1", "pairing_scores", "shape_of", "stop_loss",
     "timed_step", "total_loss", "warmup_cosine",
+    # the vocoder and the tasks
+    "Task", "TextToMelTask", "VocoderTask", "Vocoder", "VocoderConfig", "vocoder_losses",
+    "VocodeReport", "Vocoding", "load_vocoder", "vocode",
 }  # fmt: skip
 
 

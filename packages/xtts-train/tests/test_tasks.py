@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 from train_helpers import VOCODER, as_cli, train_cli
 
 import xtts_audio as xa
@@ -20,6 +21,7 @@ from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
 from xtts_train.training.tasks import TextToMelTask, VocoderTask, task_class
 from xtts_train.training.trainer import fit
+from xtts_train.vocode import Vocoding
 
 AUDIO = xa.MelConfig.from_preset("xtts")
 MICRO = VocoderConfig.from_preset("tiny", dim=32, intermediate=64, layers=1)
@@ -182,3 +184,69 @@ def test_a_cache_without_waveforms_says_how_to_rebuild_it(cache, tmp_path, capsy
     assert "keep_audio" in err
     assert "prepare" in err
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+# -- vocode: copy synthesis --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frames", [300, 40])  # longer than one window; shorter (padded)
+def test_vocoding_any_length_equals_the_whole_mel_output(frames):
+    model = Vocoder(MICRO)
+    model(tf.zeros([1, 4, 80]))
+    vocoding = Vocoding(model, chunk_frames=64, compiler="graph")
+    mel = np.random.default_rng(0).normal(-5.0, 2.0, [frames, 80]).astype(np.float32)
+    whole = model(mel[None])[0].numpy()
+    ours = vocoding(mel, silence=-11.5)
+    assert ours.shape == (frames * 256,)
+    # Past the mel's end a short one is padded with silence: only its last receptive
+    # field can hear that.
+    exact = (frames - (model.receptive_frames if frames < vocoding.width else 0)) * 256
+    np.testing.assert_allclose(ours[:exact], whole[:exact], atol=1e-4 * np.sqrt(np.mean(whole**2)))
+    assert vocoding._window.experimental_get_tracing_count() == 1
+
+
+def test_vocode_writes_copies_scored_beside_griffin_lim(audio_cache, vocoder_run, tmp_path,
+                                                       capsys):  # fmt: skip
+    _, workdir = vocoder_run
+    out = tmp_path / "copies"
+    code = main(["vocode", "--vocoder", str(workdir), "--data", str(audio_cache), "--out",
+                 str(out), "--split", "all", "--n", "3", "--griffin-lim-iters", "4", "--json",
+                 "--quiet"])  # fmt: skip
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["step"] == 20
+    assert len(report["utterances"]) == 3
+    for u in report["utterances"]:
+        assert u["vocoder"] > 0
+        assert u["griffin_lim"] > 0
+        rate, samples = _wav_length(out / f"{u['id']}.wav")
+        assert rate == 22050
+        assert abs(samples / rate - u["seconds"]) < 256 / rate  # F * hop samples
+        assert (out / f"{u['id']}.gl.wav").is_file()
+    ratio = report["summary"]["vocoder_mean"] / report["summary"]["griffin_lim_mean"]
+    assert report["summary"]["ratio"] == pytest.approx(ratio)
+
+
+def _wav_length(path) -> tuple[int, int]:
+    audio, rate = tf.audio.decode_wav(tf.io.read_file(str(path)))
+    return int(rate), int(audio.shape[0])
+
+
+def test_vocode_refuses_a_text_to_mel_run(audio_cache, tmp_path, capsys):
+    workdir = tmp_path / "text-to-mel"  # what fit writes first: the run's config
+    workdir.mkdir()
+    stack = load_stack_config(None, [o for o in VOCODER if not o.startswith("train.task")])
+    (workdir / "config.yaml").write_text(yaml.safe_dump(stack.to_dict()))
+    code = main(["vocode", "--vocoder", str(workdir), "--data", str(audio_cache), "--out",
+                 str(tmp_path / "out"), "--split", "all"])  # fmt: skip
+    assert code == 2
+    assert "Expected a vocoder run, received: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_vocode_needs_the_waveforms(cache, vocoder_run, tmp_path, capsys):
+    _, workdir = vocoder_run
+    code = main(["vocode", "--vocoder", str(workdir), "--data", str(cache), "--out",
+                 str(tmp_path), "--split", "all", "--n", "2"])  # fmt: skip
+    assert code == 2
+    assert "keep_audio=true" in capsys.readouterr().err

@@ -56,7 +56,8 @@ class Source:
     n_mels: int
     audio: MelConfig  # the recipe the features were (or are) computed with
     elements: Callable[[], tf.data.Dataset]
-    # Utterances by index: {"mel": float32 [F, M], "tokens": int32 [T]} each.
+    # Utterances by index: {"mel": float32 [F, M], "tokens": int32 [T]} each (and
+    # "audio" float32 [S] for a cache opened `with_audio`).
     load: Callable[[np.ndarray], list[dict[str, np.ndarray]]]
     tokenizer: Tokenizer  # the one the token ids come from
     skipped: tuple[Skipped, ...] = ()
@@ -125,6 +126,8 @@ def _cache_source(cache: FeatureCache, config: DataConfig, with_audio: bool) -> 
             deterministic=config.deterministic,
         )
 
+    kept = ("mel", "tokens", "audio") if with_audio else ("mel", "tokens")
+
     def load(indices: np.ndarray) -> list[dict[str, np.ndarray]]:
         first = np.searchsorted(samples.shard, np.arange(len(files)))  # shard's first sample
         found = {}
@@ -133,7 +136,7 @@ def _cache_source(cache: FeatureCache, config: DataConfig, with_audio: bool) -> 
             for position, raw in enumerate(tf.data.TFRecordDataset(files[shard])):
                 if position in wanted:
                     fields = record.decode(raw, n_mels)
-                    found[wanted[position]] = {k: fields[k].numpy() for k in ("mel", "tokens")}
+                    found[wanted[position]] = {k: fields[k].numpy() for k in kept}
                 if len(found) == len(indices) or position >= max(wanted):
                     break
         return [found[int(i)] for i in indices]

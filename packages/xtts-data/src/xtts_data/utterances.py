@@ -39,6 +39,8 @@ class Utterance:
         tokens: int32 [T] token ids, ending with `<eos>`.
         mel: float32 [frames, n_mels] features.
         text: the tokens decoded back to text (normalised, as the model reads it).
+        audio: float32 [samples], the waveform the mel was computed from (resampled and
+            trimmed), when read `with_audio`; else None.
     """
 
     id: str
@@ -46,11 +48,13 @@ class Utterance:
     tokens: np.ndarray
     mel: np.ndarray
     text: str
+    audio: np.ndarray | None = None
 
 
 def read_utterances(source, config: DataConfig, split: str = "val", *,
                     audio: MelConfig | None = None, tokenizer: Tokenizer | None = None,
-                    limit: int | None = None) -> list[Utterance]:  # fmt: skip
+                    limit: int | None = None, with_audio: bool = False,
+                    ) -> list[Utterance]:  # fmt: skip
     """The utterances of a split, in id order.
 
     Args:
@@ -63,11 +67,14 @@ def read_utterances(source, config: DataConfig, split: str = "val", *,
         tokenizer: when given, a cache's token ids must come from the same symbols (a
             corpus is tokenised with it; characters it lacks are logged and dropped).
         limit: the first `limit` utterances only (None: all).
+        with_audio: each utterance's waveform too (`Utterance.audio`): a cache must have
+            been built with `data.keep_audio`.
 
     Raises:
         ConfigError: a bad split or limit, more utterances asked for than the split has,
             or a source tokenised with other symbols than `tokenizer`.
-        CacheError: a damaged cache, or one built with other settings.
+        CacheError: a damaged cache, one built with other settings, or (`with_audio`) one
+            without waveforms (the message names the command that rebuilds it).
         CorpusError: no usable corpus rows, or an unreadable audio file.
     """
     if split not in ("val", "all"):
@@ -75,9 +82,9 @@ def read_utterances(source, config: DataConfig, split: str = "val", *,
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"Expected limit an int >= 1 or None, received: limit={limit!r}")
     if isinstance(source, FeatureCache) or (Path(source) / "manifest.json").is_file():
-        found = _from_cache(source, config, audio)
+        found = _from_cache(source, config, audio, with_audio)
     else:
-        found = _from_corpus(Path(source), config, audio, tokenizer)
+        found = _from_corpus(Path(source), config, audio, tokenizer, with_audio)
     path, src_tokenizer, ids, speakers, load = found
     if tokenizer is not None and src_tokenizer != tokenizer:
         raise ConfigError(
@@ -97,19 +104,19 @@ def read_utterances(source, config: DataConfig, split: str = "val", *,
     indices = indices[:limit]
     return [
         Utterance(str(ids[i]), int(speakers[i]), fields["tokens"], fields["mel"],
-                  src_tokenizer.decode(fields["tokens"]))
+                  src_tokenizer.decode(fields["tokens"]), fields.get("audio"))
         for i, fields in zip(indices, load(indices), strict=True)
     ]  # fmt: skip
 
 
-def _from_cache(source, config: DataConfig, audio: MelConfig | None):
+def _from_cache(source, config: DataConfig, audio: MelConfig | None, with_audio: bool):
     """(path, tokenizer, ids, speakers, load) of a feature cache."""
-    src = open_source(source, config, audio)
+    src = open_source(source, config, audio, with_audio=with_audio)
     return src.path, src.tokenizer, src.ids.astype(str), src.speakers, src.load
 
 
 def _from_corpus(path: Path, config: DataConfig, audio: MelConfig | None,
-                 tokenizer: Tokenizer | None):  # fmt: skip
+                 tokenizer: Tokenizer | None, with_audio: bool):  # fmt: skip
     """(path, tokenizer, ids, speakers, load) of a corpus, read as `prepare` reads it:
     any audio format, trimmed with `config.trim_top_db`, tokenised with `tokenizer` (e.g.
     a trained run's) when given; unusable rows are logged."""
@@ -135,7 +142,8 @@ def _from_corpus(path: Path, config: DataConfig, audio: MelConfig | None,
                 wave = load_audio(row.audio, audio, trim_top_db=config.trim_top_db)
             except BadAudioError as error:
                 raise CorpusError(f"{row.audio}: {error}") from None
-            out.append({"mel": mel_features(wave, audio).numpy(), "tokens": tokens})
+            fields = {"mel": mel_features(wave, audio).numpy(), "tokens": tokens}
+            out.append({**fields, "audio": np.asarray(wave, np.float32)} if with_audio else fields)
         return out
 
     ids = np.array([row.id for row, _ in rows], dtype=str)

@@ -1,11 +1,12 @@
-"""xtts_train: the XTTS-style `TextToMel` model, its configs and losses, the compiled train
-step and its composed update, `fit`, and the free-running evaluation of a run.
+"""xtts_train: the XTTS-style `TextToMel` model and the `Vocoder`, their configs and losses,
+the tasks that train them through one compiled train step and its composed update, `fit`,
+the free-running evaluation of a text-to-mel run and the copy synthesis of a vocoder run.
 
 Layout: `models/` holds the networks (`models.text_to_mel`: the model, its layers, losses
-and decoding), `training/` the machinery that trains them (compiled steps, the update,
-warm-up, compile cache, distribution, `fit`), `runs/` what a run writes and how it is
-evaluated; the commands (`cli`, `check`, `synthesize`, `export`, `demo`) and the configs
-sit at the top.
+and decoding; `models.vocoder`), `training/` the machinery that trains them (tasks,
+compiled steps, the update, warm-up, compile cache, distribution, `fit`), `runs/` what a
+run writes and how it is evaluated; the commands (`cli`, `check`, `synthesize`, `vocode`,
+`export`, `demo`) and the configs sit at the top.
 
 Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_train` does not
 import TensorFlow; `xtts_train.TextToMel` does.
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
         ModelConfig,
         StackConfig,
         TrainConfig,
+        VocoderConfig,
         load_stack_config,
     )
     from xtts_train.demo import DEMO_SETTINGS
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from xtts_train.models.text_to_mel.decoding import Decoding
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+    from xtts_train.models.vocoder.losses import vocoder_losses
+    from xtts_train.models.vocoder.model import Vocoder
     from xtts_train.runs.evaluation import dtw_distance, pairing_scores
     from xtts_train.runs.held_out import EvalReport, evaluate
     from xtts_train.synthesize import load_reference, load_run
@@ -40,6 +44,7 @@ if TYPE_CHECKING:
         shape_of,
         timed_step,
     )
+    from xtts_train.training.tasks import Task, TextToMelTask, VocoderTask
     from xtts_train.training.trainer import build_steps, fit
     from xtts_train.training.transforms import (
         FiniteGate,
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
         chain,
         clip_by_global_norm,
     )
+    from xtts_train.vocode import VocodeReport, Vocoding, load_vocoder, vocode
 
 __all__ = [
     "DEMO_SETTINGS",
@@ -65,9 +71,16 @@ __all__ = [
     "RetraceError",
     "StackConfig",
     "StepFunctions",
+    "Task",
     "TextToMel",
+    "TextToMelTask",
     "TrainConfig",
     "Update",
+    "VocodeReport",
+    "Vocoder",
+    "VocoderConfig",
+    "VocoderTask",
+    "Vocoding",
     "XttsTrainError",
     "accumulated_gradients",
     "adamw",
@@ -82,12 +95,15 @@ __all__ = [
     "load_reference",
     "load_run",
     "load_stack_config",
+    "load_vocoder",
     "masked_l1",
     "pairing_scores",
     "shape_of",
     "stop_loss",
     "timed_step",
     "total_loss",
+    "vocode",
+    "vocoder_losses",
     "warmup_cosine",
 ]
 
@@ -95,7 +111,15 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         **dict.fromkeys(
-            ["PRESETS", "ModelConfig", "StackConfig", "TrainConfig", "load_stack_config"], "config"
+            [
+                "PRESETS",
+                "ModelConfig",
+                "StackConfig",
+                "TrainConfig",
+                "VocoderConfig",
+                "load_stack_config",
+            ],
+            "config",
         ),
         "Decoding": "models.text_to_mel.decoding",
         "DEMO_SETTINGS": "demo",
@@ -104,6 +128,10 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["EvalReport", "evaluate"], "runs.held_out"),
         **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "models.text_to_mel.losses"),
         **dict.fromkeys(["TextToMel", "dummy_batch"], "models.text_to_mel.model"),
+        "Vocoder": "models.vocoder.model",
+        "vocoder_losses": "models.vocoder.losses",
+        **dict.fromkeys(["Task", "TextToMelTask", "VocoderTask"], "training.tasks"),
+        **dict.fromkeys(["VocodeReport", "Vocoding", "load_vocoder", "vocode"], "vocode"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         **dict.fromkeys(

@@ -108,14 +108,16 @@ class VocoderEvaluation:
     def __init__(self, stack: StackConfig, evaluate: Evaluate, model: keras.Model,
                  writer: RunWriter, val, train, *, rows: int = 4) -> None:  # fmt: skip
         self.stack, self.evaluate, self.model, self.writer = stack, evaluate, model, writer
-        self.val, self.rows = val, rows
-        self.batch = _take(val if val is not None else train, 1)[0]  # (B, F, M), (B, F * hop)
+        self.val, self.train, self.rows = val, train, rows
+        self.batch: Batch | None = None  # drawn at the first eval: (B, F, M), (B, F * hop)
         self.vocode = tf.function(lambda mel: model(mel, training=False))
 
     def __call__(self, step: int) -> None:
         mean = {}
         if self.val is not None:
             mean = _mean_losses(self.evaluate, _take(self.val, self.stack.train.eval_batches))
+        if self.batch is None:
+            self.batch = _take(self.val if self.val is not None else self.train, 1)[0]
         rows = min(self.rows, int(self.batch["mel"].shape[0]))
         vocoded = self.vocode(self.batch["mel"])[:rows]  # (rows, F * hop)
         audio = self.stack.audio

@@ -1,20 +1,22 @@
 """`fit`: one readable training loop over a feature cache, compiled once per batch shape,
-beside a `RunWriter` that owns every file the run writes.
+beside a `RunWriter` that owns every file the run writes. What it trains is the run's task
+(`train.task`, `xtts_train.training.tasks`): the loop is the same for every task.
 
 ```
 the loop (trainer: fit, _Run.train)              the writer (run_writer.RunWriter)
   lock the work dir ───────────────────────────► recover: temp files, a damaged reference.npy
-  open the cache, make_dataset (repeat, static
-    shapes); check the sizes fit in memory ────► config.yaml, tokenizer.json (a resume's
+  open the cache, the task's pipeline (repeat,
+    static shapes); check the sizes fit in
+    memory ────────────────────────────────────► config.yaml, tokenizer.json (a resume's
                                                  must match)
-  model + AdamW (build_steps) ─────────────────► open: checkpoints/ + TensorBoard
+  the task's model + AdamW (build_steps) ──────► open: checkpoints/ + TensorBoard
   warm-up: compile every shape
   resume ──────────────────────────────────────► restore checkpoints/; trim metrics.jsonl
-  loop: next batch (timed: data wait) ─────────► reference.npy (from the first batch)
+  loop: next batch (timed: data wait) ─────────► reference.npy (text-to-mel: the first batch)
         compiled step (no host sync)
         every log_every: losses ───────────────► metrics.jsonl + TensorBoard scalars
-        every eval_every: val losses, the eval
-          sentences spoken (_Evaluation) ──────► metrics.jsonl + TensorBoard media
+        every eval_every: the task's eval
+          (runs/evals.py) ─────────────────────► metrics.jsonl + TensorBoard media
         every checkpoint_every, on SIGINT/
           SIGTERM, and at the end ─────────────► checkpoints/ (finite weights only)
   figures: traces, step time and its CV, ... ──► summary.json

@@ -20,6 +20,7 @@ with at least `receptive_frames` frames of context it gives the whole-mel output
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -182,8 +183,9 @@ def _windows(frames: int, chunk: int, context: int) -> list[tuple[int, int, int]
 
 
 def vocode_chunks(
-    model: Vocoder, mel: tf.Tensor, *, chunk_frames: int, context_frames: int
-) -> tf.Tensor:
+    model: Vocoder, mel: tf.Tensor, *, chunk_frames: int, context_frames: int,
+    window: Callable[[tf.Tensor], tf.Tensor] | None = None,
+) -> tf.Tensor:  # fmt: skip
     """Vocodes a long mel a chunk at a time: the streaming form of `model(mel)`.
 
     Each chunk of `chunk_frames` frames is vocoded inside a window with `context_frames`
@@ -196,6 +198,8 @@ def vocode_chunks(
         mel: float [B, F, n_mels] with a static F.
         chunk_frames: frames each call contributes (>= 1).
         context_frames: frames of context on each side (>= 0).
+        window: what vocodes one window, [B, width, n_mels] → [B, width * hop] (default
+            `model`; e.g. a compiled program of the window's shape).
 
     Returns:
         float32 [B, F * hop_length].
@@ -215,6 +219,6 @@ def vocode_chunks(
     width = min(frames, chunk_frames + 2 * context_frames)
     pieces = []
     for first, start, stop in _windows(frames, chunk_frames, context_frames):
-        audio = model(mel[:, first : first + width])  # (B, width * hop)
+        audio = (window or model)(mel[:, first : first + width])  # (B, width * hop)
         pieces.append(audio[:, (start - first) * hop : (stop - first) * hop])
     return tf.concat(pieces, axis=1)  # (B, F * hop)

@@ -1,0 +1,188 @@
+"""`vocode`: copy synthesis, the standard check of a vocoder. Each recording's own mel goes
+through the trained vocoder, and the result is scored against the recording beside
+Griffin-Lim's from the same mel.
+
+`Vocoding` runs a vocoder on whole utterances of any length through one compiled program:
+windows of `chunk_frames + 2 * receptive_frames` frames, each keeping its chunk's samples
+(`xtts_train.models.vocoder.model.vocode_chunks`), so a new length compiles nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
+
+import xtts_audio as xa
+import xtts_data as xd
+from xtts_train.config import StackConfig
+from xtts_train.errors import XttsTrainError
+from xtts_train.models.vocoder.model import Vocoder, vocode_chunks
+from xtts_train.runs.run_writer import latest_step
+from xtts_train.synthesize import load_run_config, restore_weights
+from xtts_train.training.compiler import resolve
+
+__all__ = ["VocodeReport", "Vocoding", "load_vocoder", "log_mel_distance", "vocode"]
+
+
+def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[StackConfig, Vocoder]:
+    """The config and the vocoder with a checkpoint's weights of a vocoder run.
+
+    Raises:
+        XttsTrainError: not a run, a text-to-mel run, no checkpoint, or none at `step`.
+    """
+    workdir = Path(workdir)
+    stack = load_run_config(workdir, "vocoder")
+    model = Vocoder(stack.vocoder)
+    model(tf.zeros([1, 4, stack.vocoder.n_mels]))
+    restore_weights(workdir, model, step=step)
+    return stack, model
+
+
+class Vocoding:
+    """A vocoder compiled once for utterances of any length.
+
+    A mel of F frames is vocoded in windows of `chunk_frames + 2 * context` frames (the
+    model's receptive field each side), shifted inward at the ends, keeping each chunk's
+    own samples: the whole-mel output up to float rounding. A mel shorter than a window is
+    padded at its end with silence (the feature scale's floor), which only the last
+    `context` frames can hear.
+
+    Args:
+        model: a built vocoder.
+        chunk_frames: frames each window contributes.
+        compiler: `train.compiler` (`auto`, `xla` or `graph`), resolved for decoding.
+    """
+
+    def __init__(self, model: Vocoder, *, chunk_frames: int = 128, compiler: str = "auto"):
+        self.model, self.chunk = model, chunk_frames
+        self.context = model.receptive_frames
+        self.width = chunk_frames + 2 * self.context
+        spec = tf.TensorSpec([1, self.width, model.config.n_mels], tf.float32)
+        self._window = tf.function(lambda mel: model(mel), input_signature=[spec],
+                                   jit_compile=resolve(compiler, "decode") == "xla")  # fmt: skip
+
+    def __call__(self, mel: np.ndarray, *, silence: float) -> np.ndarray:
+        """Samples of a mel.
+
+        Args:
+            mel: float32 [F, n_mels] features.
+            silence: the feature value of silence (`xtts_audio.normalize` of zero energy).
+
+        Returns:
+            float32 [F * hop_length].
+        """
+        frames = len(mel)
+        padded = np.full([max(frames, self.width), mel.shape[1]], silence, np.float32)
+        padded[:frames] = mel
+        audio = vocode_chunks(self.model, padded[None], chunk_frames=self.chunk,
+                              context_frames=self.context, window=self._window)  # fmt: skip
+        return audio[0, : frames * self.model.config.hop_length].numpy()
+
+
+def log_mel_distance(audio: np.ndarray, truth: np.ndarray, config: xa.MelConfig) -> float:
+    """Mean absolute difference of the recipe's features of two waveforms of one length,
+    frame by frame (no alignment: a copy synthesis keeps the recording's timing)."""
+    a, b = (xa.mel_features(tf.constant(x, tf.float32), config) for x in (audio, truth))
+    return float(tf.reduce_mean(tf.abs(a - b)))
+
+
+@dataclasses.dataclass(frozen=True)
+class VocodeReport:
+    """What `vocode` measured: per utterance its `id`, `seconds`, and the log-mel distance
+    to the recording of the vocoder's (`vocoder`) and Griffin-Lim's (`griffin_lim`)
+    re-synthesis of the recording's own mel."""
+
+    run: Path
+    data: Path
+    split: str
+    step: int
+    griffin_lim_iters: int
+    utterances: list[dict[str, Any]]
+
+    @property
+    def summary(self) -> dict[str, float]:
+        vocoder = float(np.mean([u["vocoder"] for u in self.utterances]))
+        griffin_lim = float(np.mean([u["griffin_lim"] for u in self.utterances]))
+        return {"vocoder_mean": vocoder, "griffin_lim_mean": griffin_lim,
+                "ratio": vocoder / griffin_lim}  # fmt: skip
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": str(self.run), "data": str(self.data), "split": self.split,
+                "step": self.step, "griffin_lim_iters": self.griffin_lim_iters,
+                "summary": self.summary, "utterances": self.utterances}  # fmt: skip
+
+    def format(self) -> str:
+        head = f"{'id':<24}{'seconds':>8}{'vocoder':>9}{'GL':>8}"
+        rows = [f"{u['id'][:23]:<24}{u['seconds']:>8.2f}{u['vocoder']:>9.3f}"
+                f"{u['griffin_lim']:>8.3f}" for u in self.utterances]  # fmt: skip
+        s = self.summary
+        tail = (f"{len(self.utterances)} utterances ({self.split}) of {self.data}, vocoder step "
+                f"{self.step}: log-mel distance to the recording {s['vocoder_mean']:.3f} "
+                f"(vocoder) vs {s['griffin_lim_mean']:.3f} (Griffin-Lim, "
+                f"{self.griffin_lim_iters} iterations): {s['ratio']:.2f}x")  # fmt: skip
+        return "\n".join([head, *rows, tail])
+
+
+def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "val",
+           n: int | None = None, step: int | None = None, griffin_lim_iters: int = 60,
+           progress: bool = False) -> VocodeReport:  # fmt: skip
+    """Copy synthesis: each utterance's own mel through the vocoder of `run`, written as
+    `out/<id>.wav`, with Griffin-Lim's from the same mel as `out/<id>.gl.wav`, both scored
+    by their log-mel distance to the recording.
+
+    Args:
+        run: a vocoder run (`xtts-train fit --task vocoder`).
+        data: a cache built with `data.keep_audio`, or a corpus, with the run's audio
+            settings (a cache of other settings is an error; nothing is resampled but the
+            corpus's files, as `prepare` resamples them).
+        split: `"val"`: the ids the run's `data.val_fraction` held out; `"all"`: every row.
+        n: the first `n` utterances by id (None: all of the split).
+        step: the checkpoint of this step (None: the last).
+        griffin_lim_iters: iterations of the Griffin-Lim baseline.
+        progress: a progress bar over the utterances.
+
+    Raises:
+        XttsTrainError: not a vocoder run, no checkpoint, nothing held out.
+        XttsDataError: a source with other audio settings, a cache without waveforms.
+    """
+    run, data, out = Path(run), Path(data), Path(out)
+    stack, model = load_vocoder(run, step=step)
+    if split == "val" and stack.data.val_fraction == 0:
+        raise XttsTrainError(
+            f"{run} held no utterances out of training (data.val_fraction=0): copy-synthesise "
+            f"a corpus it never saw with --split all"
+        )
+    utterances = xd.read_utterances(data, stack.data, split, audio=stack.audio, limit=n,
+                                    with_audio=True)  # fmt: skip
+    vocoding = Vocoding(model, compiler=stack.train.compiler)
+    silence = float(xa.normalize(tf.zeros([1, 1]), stack.audio)[0, 0])
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for u in tqdm(utterances, desc="vocode", unit="utt", disable=not progress):
+        vocoded = vocoding(u.mel, silence=silence)
+        griffin_lim = xa.griffin_lim(xa.denormalize(u.mel, stack.audio), stack.audio,
+                                     n_iter=griffin_lim_iters).numpy()  # fmt: skip
+        truth = _fit_length(u.audio, len(vocoded))
+        rows.append({"id": u.id, "seconds": len(u.audio) / stack.audio.sample_rate,
+                     "vocoder": log_mel_distance(vocoded, truth, stack.audio),
+                     "griffin_lim": log_mel_distance(_fit_length(griffin_lim, len(vocoded)),
+                                                     truth, stack.audio)})  # fmt: skip
+        for name, wave in ((f"{u.id}.wav", vocoded), (f"{u.id}.gl.wav", griffin_lim)):
+            _write_wav(out / name, wave, stack.audio.sample_rate)
+    step = step if step is not None else latest_step(run)
+    return VocodeReport(run, data, split, step, griffin_lim_iters, rows)
+
+
+def _fit_length(wave: np.ndarray, samples: int) -> np.ndarray:
+    """`wave` cut or zero-padded to `samples` (a copy synthesis writes F * hop samples)."""
+    return np.pad(wave, (0, max(samples - len(wave), 0)))[:samples].astype(np.float32)
+
+
+def _write_wav(path: Path, wave: np.ndarray, rate: int) -> None:
+    clipped = tf.clip_by_value(tf.constant(wave, tf.float32), -1.0, 1.0)
+    tf.io.write_file(str(path), tf.audio.encode_wav(clipped[:, None], rate))
