@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from xtts_train.config import COMPILERS
-from xtts_train.training.compiler import AUTO, ROLES, choices, device_kind, resolve
+from xtts_train.training.compiler import AUTO, ROLES, TASK_AUTO, choices, device_kind, resolve
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -22,6 +22,12 @@ def test_auto_trains_on_the_graph_executor_on_a_cpu_and_uses_xla_elsewhere():
     assert set(AUTO) == {"CPU", "GPU", "TPU"}
     assert all(set(table) == set(ROLES) for table in AUTO.values())
     assert all(set(table.values()) <= set(COMPILERS) for table in AUTO.values())
+
+
+def test_auto_runs_the_vocoder_under_xla_on_a_cpu():
+    assert {resolve("auto", role, "CPU", task="vocoder") for role in ROLES} == {"xla"}
+    assert resolve("graph", "train", "CPU", task="vocoder") == "graph"
+    assert all(key[0] in AUTO and set(t) == set(ROLES) for key, t in TASK_AUTO.items())
 
 
 def test_this_process_device_and_the_choices_reported():

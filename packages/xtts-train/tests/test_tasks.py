@@ -225,6 +225,7 @@ def test_vocode_writes_copies_scored_beside_griffin_lim(audio_cache, vocoder_run
         assert (out / f"{u['id']}.gl.wav").is_file()
     ratio = report["summary"]["vocoder_mean"] / report["summary"]["griffin_lim_mean"]
     assert report["summary"]["ratio"] == pytest.approx(ratio)
+    assert report["summary"]["realtime"] > 1  # a micro vocoder: far faster than real time
 
 
 def _wav_length(path) -> tuple[int, int]:

@@ -140,4 +140,5 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
     expected = frozenset(s.key for s in pipeline.spec.shapes)
     return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
                        peak_rss_mb(), compile_cache.describe(),
-                       choices(stack.train.compiler), stack.train.task)  # fmt: skip
+                       choices(stack.train.compiler, stack.train.task),
+                       stack.train.task)  # fmt: skip

@@ -10,6 +10,7 @@ windows of `chunk_frames + 2 * receptive_frames` frames, each keeping its chunk'
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,9 @@ class Vocoding:
         self.context = model.receptive_frames
         self.width = chunk_frames + 2 * self.context
         spec = tf.TensorSpec([1, self.width, model.config.n_mels], tf.float32)
+        xla = resolve(compiler, "decode", task="vocoder") == "xla"
         self._window = tf.function(lambda mel: model(mel), input_signature=[spec],
-                                   jit_compile=resolve(compiler, "decode") == "xla")  # fmt: skip
+                                   jit_compile=xla)  # fmt: skip
 
     def __call__(self, mel: np.ndarray, *, silence: float) -> np.ndarray:
         """Samples of a mel.
@@ -95,7 +97,9 @@ def log_mel_distance(audio: np.ndarray, truth: np.ndarray, config: xa.MelConfig)
 class VocodeReport:
     """What `vocode` measured: per utterance its `id`, `seconds`, and the log-mel distance
     to the recording of the vocoder's (`vocoder`) and Griffin-Lim's (`griffin_lim`)
-    re-synthesis of the recording's own mel."""
+    re-synthesis of the recording's own mel; and `realtime`, seconds of audio the
+    compiled vocoder wrote per second of wall time (compile excluded: a first call is
+    made before the clock starts)."""
 
     run: Path
     data: Path
@@ -103,13 +107,14 @@ class VocodeReport:
     step: int
     griffin_lim_iters: int
     utterances: list[dict[str, Any]]
+    realtime: float
 
     @property
     def summary(self) -> dict[str, float]:
         vocoder = float(np.mean([u["vocoder"] for u in self.utterances]))
         griffin_lim = float(np.mean([u["griffin_lim"] for u in self.utterances]))
         return {"vocoder_mean": vocoder, "griffin_lim_mean": griffin_lim,
-                "ratio": vocoder / griffin_lim}  # fmt: skip
+                "ratio": vocoder / griffin_lim, "realtime": self.realtime}  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": str(self.run), "data": str(self.data), "split": self.split,
@@ -124,7 +129,8 @@ class VocodeReport:
         tail = (f"{len(self.utterances)} utterances ({self.split}) of {self.data}, vocoder step "
                 f"{self.step}: log-mel distance to the recording {s['vocoder_mean']:.3f} "
                 f"(vocoder) vs {s['griffin_lim_mean']:.3f} (Griffin-Lim, "
-                f"{self.griffin_lim_iters} iterations): {s['ratio']:.2f}x")  # fmt: skip
+                f"{self.griffin_lim_iters} iterations): {s['ratio']:.2f}x; the vocoder ran "
+                f"{self.realtime:.0f}x faster than real time")  # fmt: skip
         return "\n".join([head, *rows, tail])
 
 
@@ -162,9 +168,12 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
     vocoding = Vocoding(model, compiler=stack.train.compiler)
     silence = float(xa.normalize(tf.zeros([1, 1]), stack.audio)[0, 0])
     out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows, wall = [], 0.0
+    vocoding(utterances[0].mel, silence=silence)  # compiles: not timed
     for u in tqdm(utterances, desc="vocode", unit="utt", disable=not progress):
+        started = time.perf_counter()
         vocoded = vocoding(u.mel, silence=silence)
+        wall += time.perf_counter() - started
         griffin_lim = xa.griffin_lim(xa.denormalize(u.mel, stack.audio), stack.audio,
                                      n_iter=griffin_lim_iters).numpy()  # fmt: skip
         truth = _fit_length(u.audio, len(vocoded))
@@ -175,7 +184,8 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
         for name, wave in ((f"{u.id}.wav", vocoded), (f"{u.id}.gl.wav", griffin_lim)):
             _write_wav(out / name, wave, stack.audio.sample_rate)
     step = step if step is not None else latest_step(run)
-    return VocodeReport(run, data, split, step, griffin_lim_iters, rows)
+    seconds = sum(row["seconds"] for row in rows)
+    return VocodeReport(run, data, split, step, griffin_lim_iters, rows, seconds / wall)
 
 
 def _fit_length(wave: np.ndarray, samples: int) -> np.ndarray:

@@ -80,7 +80,8 @@ class StepFunctions:
         settings = {name: float(getattr(config, name)) for name in UPDATE_SETTINGS}
         self._hyper = {name: tf.constant(value)
                        for name, value in {**settings, **task.settings()}.items()}  # fmt: skip
-        self.compilers = {role: resolve(config.compiler, role) for role in ("train", "eval")}
+        self.compilers = {role: resolve(config.compiler, role, task=config.task)
+                          for role in ("train", "eval")}  # fmt: skip
         if strategy is not None:  # a program per device; all-reduce and update outside it
             self._gradients = tf.function(
                 self.gradients, jit_compile=self.compilers["train"] == "xla"

@@ -321,7 +321,7 @@ class _Run:
             "spec_shapes": len(self.train_pipe.spec.shapes),
             "retraces_after_warmup": total_traces - self.warm_traces,
             "compile_seconds": warm.seconds,
-            "compiler": choices(self.config.compiler),
+            "compiler": choices(self.config.compiler, self.config.task),
             "task": self.task.name,
             **startup,
             "warm_up": warm.to_dict(),
