@@ -16,7 +16,6 @@ nothing). A batch's shape key is `xtts_train.training.steps.shape_of`'s, for eve
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -34,7 +33,7 @@ from xtts_train.runs.evals import TextToMelEvaluation, VocoderEvaluation
 from xtts_train.runs.run_writer import RunWriter
 from xtts_train.training.memory import check_training_memory
 
-__all__ = ["Task", "TextToMelTask", "VocoderTask", "build_task", "task_class"]
+__all__ = ["Task", "TextToMelTask", "VocoderTask", "task_class"]
 
 Batch = Mapping[str, tf.Tensor]
 Evaluation = Callable[[int], None]  # an eval, called with the step
@@ -98,7 +97,7 @@ class Task:
 
     def describe(self) -> str:
         """Trainable parameters, per component where the model tells them."""
-        return f"{self.name}: {count_parameters(self.model):,} trainable parameters"
+        return f"{self.name}: {self.model.parameter_count():,} trainable parameters"
 
     def evaluation(self, stack: StackConfig, steps, writer: RunWriter, val, train,
                    sentences: Sequence[tuple[str, list[int]]]) -> Evaluation:  # fmt: skip
@@ -111,10 +110,6 @@ class Task:
             sentences: (text, token ids) of `train.eval_sentences` (when it speaks them).
         """
         raise NotImplementedError
-
-
-def count_parameters(model: keras.Model) -> int:
-    return sum(math.prod(w.shape) for w in model.trainable_weights)
 
 
 class TextToMelTask(Task):
@@ -230,8 +225,3 @@ _TASKS: dict[str, type[Task]] = {"text_to_mel": TextToMelTask, "vocoder": Vocode
 def task_class(stack: StackConfig) -> type[Task]:
     """The class of the run's task (`train.task`)."""
     return _TASKS[stack.train.task]
-
-
-def build_task(stack: StackConfig) -> Task:
-    """The run's task with its model built (inside a strategy's scope, where one is used)."""
-    return task_class(stack).build(stack)
