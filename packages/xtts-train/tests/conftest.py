@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from train_helpers import MICRO, OVERRIDES, VOCODER, as_cli, train_cli
+from train_helpers import MICRO, OVERRIDES, VOCODER, as_cli, train_cli, vocoder_fit
 
 from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
@@ -28,6 +28,13 @@ def cache(tmp_path_factory):
 def audio_cache(tmp_path_factory):
     """A cache of the same corpus that keeps each utterance's waveform (vocoder runs)."""
     return _demo_cache(tmp_path_factory.mktemp("audio"), VOCODER)
+
+
+@pytest.fixture(scope="session")
+def vocoder_run(audio_cache, tmp_path_factory):
+    """(summary, work dir) of 20 deterministic micro-vocoder steps, one eval at the end."""
+    workdir = tmp_path_factory.mktemp("vocoder") / "run"
+    return vocoder_fit(audio_cache, workdir, 20), workdir
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from train_helpers import VOCODER, as_cli, train_cli
+from train_helpers import VOCODER, as_cli, train_cli, vocoder_fit
 
 import xtts_audio as xa
 from xtts_data import SegmentShape, SegmentSpec
@@ -20,7 +20,6 @@ from xtts_train.models.vocoder.model import Vocoder
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
 from xtts_train.training.tasks import TextToMelTask, VocoderTask, task_class
-from xtts_train.training.trainer import fit
 from xtts_train.vocode import Vocoding
 
 AUDIO = xa.MelConfig.from_preset("xtts")
@@ -102,21 +101,6 @@ def test_an_unknown_task_is_refused():
 # -- fit --task vocoder, on a cache that keeps its waveforms ----------------------------
 
 
-def _fit(cache, workdir, steps: int, *extra: str):
-    """A vocoder fit to `steps`; a constant rate after the warm-up (`min_lr_ratio` 1), so a
-    fit to 10 steps then resumed to 20 follows the schedule of one fit to 20."""
-    overrides = [*VOCODER, f"train.steps={steps}", "train.min_lr_ratio=1.0", *extra]
-    stack = load_stack_config(None, overrides)
-    return fit(stack, cache, workdir, progress=False)
-
-
-@pytest.fixture(scope="module")
-def vocoder_run(audio_cache, tmp_path_factory):
-    """(summary, work dir) of 20 deterministic vocoder steps, one eval at the end."""
-    workdir = tmp_path_factory.mktemp("vocoder") / "run"
-    return _fit(audio_cache, workdir, 20, "train.eval_every=20"), workdir
-
-
 def test_fit_trains_the_vocoder_with_one_program(vocoder_run):
     summary, workdir = vocoder_run
     assert summary["task"] == "vocoder"
@@ -145,8 +129,8 @@ def test_a_resumed_vocoder_run_computes_what_an_uninterrupted_one_does(
 ):
     _, straight = vocoder_run
     workdir = tmp_path / "resumed"
-    assert _fit(audio_cache, workdir, 10, "train.eval_every=20")["steps"] == 10
-    summary = _fit(audio_cache, workdir, 20, "train.eval_every=20")
+    assert vocoder_fit(audio_cache, workdir, 10)["steps"] == 10
+    summary = vocoder_fit(audio_cache, workdir, 20)
     assert summary["steps_this_run"] == 10
     ours, theirs = (tf.train.load_checkpoint(str(w / "checkpoints" / "ckpt-20"))
                     for w in (workdir, straight))  # fmt: skip
@@ -234,10 +218,8 @@ def _wav_length(path) -> tuple[int, int]:
 
 
 def test_vocode_refuses_a_text_to_mel_run(audio_cache, tmp_path, capsys):
-    workdir = tmp_path / "text-to-mel"  # what fit writes first: the run's config
-    workdir.mkdir()
-    stack = load_stack_config(None, [o for o in VOCODER if not o.startswith("train.task")])
-    (workdir / "config.yaml").write_text(yaml.safe_dump(stack.to_dict()))
+    workdir = tmp_path / "text-to-mel"
+    _write_run_config(workdir, [o for o in VOCODER if not o.startswith("train.task")])
     code = main(["vocode", "--vocoder", str(workdir), "--data", str(audio_cache), "--out",
                  str(tmp_path / "out"), "--split", "all"])  # fmt: skip
     assert code == 2
@@ -251,3 +233,38 @@ def test_vocode_needs_the_waveforms(cache, vocoder_run, tmp_path, capsys):
                  str(tmp_path), "--split", "all", "--n", "2"])  # fmt: skip
     assert code == 2
     assert "keep_audio=true" in capsys.readouterr().err
+
+
+# -- synthesize --vocoder ----------------------------------------------------------------
+
+
+def test_synthesize_speaks_through_a_vocoder_run(run, vocoder_run, tmp_path):
+    _, text_to_mel = run
+    _, vocoder = vocoder_run
+    out = tmp_path / "hello.wav"
+    code = main(["synthesize", "--run", str(text_to_mel), "--text", "Fine day.", "--out",
+                 str(out), "--max-frames", "48", "--vocoder", str(vocoder)])  # fmt: skip
+    assert code == 0
+    rate, samples = _wav_length(out)
+    assert rate == 22050
+    assert samples % 256 == 0  # F * hop: the vocoder's samples, not Griffin-Lim's
+    wave = tf.audio.decode_wav(tf.io.read_file(str(out)))[0].numpy()
+    assert np.abs(wave).max() > 0
+
+
+def _write_run_config(workdir, overrides: list[str]) -> None:
+    """A run's config.yaml, as fit writes it first."""
+    workdir.mkdir()
+    stack = load_stack_config(None, overrides)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(stack.to_dict()))
+
+
+def test_a_vocoder_of_other_audio_settings_is_refused_before_decoding(tmp_path, capsys):
+    _write_run_config(tmp_path / "text-to-mel", [])
+    _write_run_config(tmp_path / "vocoder", ["train.task=vocoder", "audio.n_mels=64"])
+    code = main(["synthesize", "--run", str(tmp_path / "text-to-mel"), "--text", "Hi.",
+                 "--out", str(tmp_path / "x.wav"), "--vocoder", str(tmp_path / "vocoder")])  # fmt: skip
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "audio.n_mels: vocoder 64, text-to-mel 80" in err
+    assert not (tmp_path / "x.wav").exists()

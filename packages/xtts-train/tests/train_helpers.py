@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from xtts_train.config import load_stack_config
+from xtts_train.training.trainer import fit
+
 # Small buckets, short utterances: each compiled step costs seconds, not minutes.
 OVERRIDES = [
     "data.batch_size=4", "data.num_buckets=2", "data.cond_frames=16", "data.val_fraction=0.0",
@@ -68,3 +71,12 @@ def train_cli(*args: str, compile_cache: Path | None = None, prelude: str = "",
     command = [sys.executable, "-c", prelude + _MAIN, *args]
     return subprocess.run(command, env=cli_env(compile_cache), capture_output=True, text=True,
                           timeout=timeout)  # fmt: skip
+
+
+def vocoder_fit(cache: Path, workdir: Path, steps: int) -> dict:
+    """`fit` of the `VOCODER` settings to `steps` in this process, one eval at step 20; a
+    constant rate after the warm-up (`min_lr_ratio` 1), so a fit to 10 steps then resumed
+    to 20 follows the schedule of one fit to 20. Returns the summary."""
+    overrides = [*VOCODER, f"train.steps={steps}", "train.min_lr_ratio=1.0",
+                 "train.eval_every=20"]  # fmt: skip
+    return fit(load_stack_config(None, overrides), cache, workdir, progress=False)

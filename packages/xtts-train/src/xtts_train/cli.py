@@ -108,8 +108,8 @@ def _add_synthesize(commands) -> None:
     p = commands.add_parser(
         "synthesize", parents=_common(), help="speak a text with a trained run",
         description="Decode a mel for TEXT with the run's last checkpoint (one compiled "
-        "program: fixed frame buffer and stop token), turn it into audio with Griffin-Lim, "
-        "and write OUT (WAV) and OUT with .png (the mel).",
+        "program: fixed frame buffer and stop token), turn it into audio with a vocoder run "
+        "(--vocoder) or Griffin-Lim, and write OUT (WAV) and OUT with .png (the mel).",
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run folder")
     p.add_argument("--text", required=True)
@@ -117,6 +117,9 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--reference", type=Path,
                    help="voice to condition on (default: the run's reference clip)")  # fmt: skip
     p.add_argument("--max-frames", type=int, default=400, help="decoding buffer (default: 400)")
+    p.add_argument("--vocoder", type=Path, metavar="RUN",
+                   help="a vocoder run (fit --task vocoder) trained with this run's audio "
+                   "settings (default: Griffin-Lim)")  # fmt: skip
     p.add_argument("--language", help="the text's language, a BCP-47 code such as fa or en "
                    "(default: the run's data.text.language); a multilingual run speaks "
                    "with that language's token")  # fmt: skip
@@ -289,7 +292,8 @@ def _run_synthesize(args) -> int:
     from xtts_train.synthesize import synthesize
 
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
-                        max_frames=args.max_frames, language=args.language)  # fmt: skip
+                        max_frames=args.max_frames, language=args.language,
+                        vocoder=args.vocoder)  # fmt: skip
     if result.unknown:
         shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
         print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "

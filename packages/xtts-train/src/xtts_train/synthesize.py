@@ -1,7 +1,8 @@
 """`synthesize`: text → mel with the trained model (compiled decoding) → waveform.
 
 Decoding is the model's `infer`: a fixed `max_frames` buffer, the stop token, one XLA
-program, no per-frame Python. The mel becomes audio with xtts-audio's Griffin-Lim.
+program, no per-frame Python. The mel becomes audio through a trained vocoder run
+(`vocoder`), else xtts-audio's Griffin-Lim.
 """
 
 from __future__ import annotations
@@ -10,28 +11,21 @@ import dataclasses
 import json
 from pathlib import Path
 
-import keras
 import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
 
 import xtts_audio as xa
 from xtts_data import Tokenizer, load_audio
-from xtts_train.config import StackConfig, load_stack_config
+from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Decoding, text_ids
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.runs.loading import load_run_config, restore_weights
 from xtts_train.runs.media import decoded_frames, to_waveform
+from xtts_train.vocode import Vocoding, check_same_audio, load_vocoder, silence_feature
 
-__all__ = [
-    "Synthesis",
-    "load_reference",
-    "load_run",
-    "load_run_config",
-    "plot_decoding",
-    "restore_weights",
-    "synthesize",
-]
+__all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,57 +67,11 @@ def load_run(workdir: str | Path, *, step: int | None = None,
     return stack, model, tokenizer
 
 
-def load_run_config(workdir: Path, task: str) -> StackConfig:
-    """A run's `config.yaml`, checked to be a run of `task` (`train.task`).
-
-    Raises:
-        XttsTrainError: not a run folder, an invalid config, or a run of another task.
-    """
-    if not (workdir / "config.yaml").is_file():
-        raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'config.yaml'} missing)")
-    stack = load_stack_config(workdir / "config.yaml")
-    if stack.train.task != task:
-        raise XttsTrainError(
-            f"Expected a {task} run, received: {workdir}, a run of train.task={stack.train.task}"
-        )
-    return stack
-
-
-def restore_weights(workdir: Path, model: keras.Model, *, step: int | None = None) -> str:
-    """Load a built model's weights from a run's checkpoint (the last, or `step`'s).
-
-    Returns:
-        The checkpoint's path.
-
-    Raises:
-        XttsTrainError: no checkpoint yet, none at `step`, or one that does not hold every
-            weight of `model` (another configuration).
-    """
-    latest = tf.train.latest_checkpoint(str(workdir / "checkpoints"))
-    if latest is None:
-        raise XttsTrainError(f"{workdir} has no checkpoint yet: train it with `xtts-train fit`")
-    if step is not None:
-        latest = str(workdir / "checkpoints" / f"ckpt-{step}")
-        if not Path(latest + ".index").is_file():
-            kept = sorted(int(p.name[5:-6]) for p in (workdir / "checkpoints").glob("ckpt-*.index"))
-            raise XttsTrainError(f"{workdir} has no checkpoint of step {step} (kept: {kept})")
-    try:
-        restored = tf.train.Checkpoint(model=model).restore(latest)
-        restored.expect_partial()  # the optimizer and step are training state
-        restored.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as error:  # a weight missing, or of another shape
-        raise XttsTrainError(
-            f"{latest} does not hold every weight of the model in {workdir / 'config.yaml'} "
-            f"(written by another model configuration or an older xtts-train?): {error}"
-        ) from None
-    return latest
-
-
 def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                reference: str | Path | None = None, max_frames: int = 400,
                griffin_lim_iters: int = 32,
                truth: np.ndarray | None = None, language: str | None = None,
-               ) -> Synthesis:  # fmt: skip
+               vocoder: str | Path | None = None) -> Synthesis:  # fmt: skip
     """Speak `text` with the run's model; writes `out` (WAV) and `out` with `.png`.
 
     Args:
@@ -138,11 +86,17 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             drawn beside the synthesis in the picture.
         language: the text's language (BCP-47 tag); `None`: the run's `data.text.language`.
             A multilingual run speaks it with that language's token.
+        vocoder: a vocoder run (`fit --task vocoder`) trained on this run's features,
+            which turns the mel into audio; None: Griffin-Lim.
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
-            on, or a text with none of the run's symbols.
+            on, a text with none of the run's symbols, or a vocoder of other audio
+            settings (each named, both values).
     """
+    if vocoder is not None:  # the settings first: nothing is decoded for a misfit
+        check_same_audio(Path(vocoder), load_run_config(Path(vocoder), "vocoder"),
+                         Path(workdir), load_run_config(Path(workdir), "text_to_mel"))  # fmt: skip
     stack, model, tokenizer = load_run(workdir)
     encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
     ids = encoded.ids
@@ -152,7 +106,13 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     (decoded,) = decoding([ids], cond)
     frames = int(decoded_frames(decoded.length, len(ids), max_frames, stack.audio))
     features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale
-    wave = to_waveform(features, stack.audio, n_iter=griffin_lim_iters)
+    if vocoder is None:
+        wave = to_waveform(features, stack.audio, n_iter=griffin_lim_iters)
+    else:
+        _, network = load_vocoder(vocoder)
+        vocoding = Vocoding(network, compiler=stack.train.compiler)
+        wave = vocoding(features, silence=silence_feature(stack.audio))
+        wave = tf.clip_by_value(tf.constant(wave), -1.0, 1.0)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))

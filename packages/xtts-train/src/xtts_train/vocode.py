@@ -23,11 +23,17 @@ import xtts_data as xd
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.vocoder.model import Vocoder, vocode_chunks
-from xtts_train.runs.run_writer import latest_step
-from xtts_train.synthesize import load_run_config, restore_weights
+from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
 from xtts_train.training.compiler import resolve
 
-__all__ = ["VocodeReport", "Vocoding", "load_vocoder", "log_mel_distance", "vocode"]
+__all__ = [
+    "VocodeReport",
+    "Vocoding",
+    "check_same_audio",
+    "load_vocoder",
+    "log_mel_distance",
+    "vocode",
+]
 
 
 def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[StackConfig, Vocoder]:
@@ -42,6 +48,25 @@ def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[Stack
     model(tf.zeros([1, 4, stack.vocoder.n_mels]))
     restore_weights(workdir, model, step=step)
     return stack, model
+
+
+def check_same_audio(vocoder: Path, vocoder_stack: StackConfig, run: Path,
+                     run_stack: StackConfig) -> None:  # fmt: skip
+    """A vocoder turns the features it was trained on into audio: those of another recipe
+    (sample rate, hop, mels, band, scaling) would be misread, so they are refused.
+
+    Raises:
+        XttsTrainError: naming each differing `audio` field with both runs' values.
+    """
+    ours, theirs = vocoder_stack.audio.to_dict(), run_stack.audio.to_dict()
+    differ = [f"audio.{k}: vocoder {ours.get(k)!r}, text-to-mel {theirs.get(k)!r}"
+              for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)]  # fmt: skip
+    if differ:
+        raise XttsTrainError(
+            f"Expected the vocoder {vocoder} trained on the features of {run}, received other "
+            f"audio settings ({'; '.join(differ)}); train a vocoder with the run's audio "
+            f"section"
+        )
 
 
 class Vocoding:
@@ -73,7 +98,7 @@ class Vocoding:
 
         Args:
             mel: float32 [F, n_mels] features.
-            silence: the feature value of silence (`xtts_audio.normalize` of zero energy).
+            silence: the feature value of silence (`silence_feature`).
 
         Returns:
             float32 [F * hop_length].
@@ -84,6 +109,11 @@ class Vocoding:
         audio = vocode_chunks(self.model, padded[None], chunk_frames=self.chunk,
                               context_frames=self.context, window=self._window)  # fmt: skip
         return audio[0, : frames * self.model.config.hop_length].numpy()
+
+
+def silence_feature(audio: xa.MelConfig) -> float:
+    """The recipe's feature value of zero energy: what a mel is padded with."""
+    return float(xa.normalize(tf.zeros([1, 1]), audio)[0, 0])
 
 
 def log_mel_distance(audio: np.ndarray, truth: np.ndarray, config: xa.MelConfig) -> float:
@@ -166,7 +196,7 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
     utterances = xd.read_utterances(data, stack.data, split, audio=stack.audio, limit=n,
                                     with_audio=True)  # fmt: skip
     vocoding = Vocoding(model, compiler=stack.train.compiler)
-    silence = float(xa.normalize(tf.zeros([1, 1]), stack.audio)[0, 0])
+    silence = silence_feature(stack.audio)
     out.mkdir(parents=True, exist_ok=True)
     rows, wall = [], 0.0
     vocoding(utterances[0].mel, silence=silence)  # compiles: not timed

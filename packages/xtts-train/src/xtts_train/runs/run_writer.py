@@ -39,6 +39,7 @@ import xtts_data as xd
 from xtts_data.files import remove_stale_temp_files, write_bytes_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
+from xtts_train.runs.loading import latest_step, step_of
 from xtts_train.synthesize import load_reference
 
 __all__ = ["Checkpoints", "RunWriter", "forget_metrics_after", "latest_step", "logged_step"]
@@ -49,17 +50,6 @@ logger = logging.getLogger(__name__)
 def _model_section(stack: StackConfig) -> str:
     """The config section that sizes the run's model: `vocoder` for a vocoder run."""
     return "vocoder" if stack.train.task == "vocoder" else "model"
-
-
-def latest_step(workdir: str | Path) -> int:
-    """The step of the newest checkpoint in `workdir` (0 when there is none)."""
-    latest = tf.train.latest_checkpoint(str(Path(workdir) / "checkpoints"))
-    return _step_of(latest) if latest else 0
-
-
-def _step_of(path: str) -> int:
-    """The step of a checkpoint path (`.../ckpt-<step>`)."""
-    return int(path.rsplit("-", 1)[1])
 
 
 def logged_step(line: str) -> int | None:
@@ -276,7 +266,7 @@ class Checkpoints:
         raise XttsTrainError(
             f"Expected {self.workdir / 'checkpoints'} to hold the checkpoint of step {step}, "
             f"the newest every worker holds, received: steps "
-            f"{[_step_of(p) for p in self.manager.checkpoints]} (it keeps "
+            f"{[step_of(p) for p in self.manager.checkpoints]} (it keeps "
             f"train.keep_checkpoints={self.keep}); resume every worker from a copy of one "
             f"worker's work dir"
         )
@@ -298,7 +288,7 @@ class Checkpoints:
         """Checkpoint `step` unless it already is the newest checkpoint or the weights are
         not finite (logged as an error)."""
         latest = self.manager.latest_checkpoint
-        if latest and _step_of(latest) == step:
+        if latest and step_of(latest) == step:
             return
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(v)) for v in self.weights])
         if not bool(finite):  # one host sync for all the weights
