@@ -183,7 +183,8 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
         progress: a progress bar over the utterances.
 
     Raises:
-        XttsTrainError: not a vocoder run, no checkpoint, nothing held out.
+        XttsTrainError: not a vocoder run, no checkpoint, nothing held out or nothing in
+            the split.
         XttsDataError: a source with other audio settings, a cache without waveforms.
     """
     run, data, out = Path(run), Path(data), Path(out)
@@ -195,6 +196,8 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
         )
     utterances = xd.read_utterances(data, stack.data, split, audio=stack.audio, limit=n,
                                     with_audio=True)  # fmt: skip
+    if not utterances:
+        raise XttsTrainError(f"{data}: no utterances in split {split!r} to copy-synthesise")
     vocoding = Vocoding(model, compiler=stack.train.compiler)
     silence = silence_feature(stack.audio)
     out.mkdir(parents=True, exist_ok=True)
