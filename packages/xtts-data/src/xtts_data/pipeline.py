@@ -238,9 +238,7 @@ def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) 
             f"complete batch of any bucket {[(s.frames, s.batch_size) for s in shapes]} "
             f"(frames, batch size); lower batch_size, frame_budget or num_buckets, or repeat"
         )
-    in_memory = config.keep_in_memory
-    if in_memory is None:  # decoded features of the split under a quarter of RAM
-        in_memory = int(src.frames[chosen].sum()) * src.n_mels * 4 < physical_memory() // 4
+    in_memory = keeps_in_memory(config, int(src.frames[chosen].sum()) * src.n_mels * 4)
     padded = sum(c * s.frames for c, s in zip(counts, shapes, strict=True))
     return _Plan(
         chosen=np.flatnonzero(chosen),
@@ -267,6 +265,14 @@ def _bank(src, candidates: np.ndarray, config: DataConfig) -> _references.Bank:
         [u["mel"] for u in src.load(picked)], src.speakers[picked], keys, src.num_speakers,
         config.cond_frames, src.n_mels,
     )  # fmt: skip
+
+
+def keeps_in_memory(config: DataConfig, decoded_bytes: int) -> bool:
+    """`config.keep_in_memory`, or when it is None (automatic): whether the split's decoded
+    elements (`decoded_bytes`) take under a quarter of physical memory."""
+    if config.keep_in_memory is not None:
+        return config.keep_in_memory
+    return decoded_bytes < physical_memory() // 4
 
 
 def _in_split(ids: np.ndarray, split: str, fraction: float) -> np.ndarray:

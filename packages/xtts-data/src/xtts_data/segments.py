@@ -25,8 +25,7 @@ import tensorflow as tf
 from xtts_data import _source
 from xtts_data.config import DataConfig, _is_int
 from xtts_data.errors import ConfigError
-from xtts_data.host import physical_memory
-from xtts_data.pipeline import Split, _in_split, matching_shape
+from xtts_data.pipeline import Split, _in_split, keeps_in_memory, matching_shape
 from xtts_data.stages import (
     PREFETCH_BATCHES,
     Chain,
@@ -283,9 +282,8 @@ def make_segment_dataset(
     hop = src.audio.hop_length
     shape = SegmentShape(batch_size=config.batch_size, frames=config.segment_frames,
                          samples=config.segment_frames * hop)  # fmt: skip
-    in_memory = config.keep_in_memory
-    if in_memory is None:  # decoded mels and waveforms (float32) under a quarter of RAM
-        in_memory = int(src.frames[chosen].sum()) * (src.n_mels + hop) * 4 < physical_memory() // 4
+    # Decoded float32 mels and waveforms: n_mels + hop values a frame.
+    in_memory = keeps_in_memory(config, int(src.frames[chosen].sum()) * (src.n_mels + hop) * 4)
     seed = config.seed if config.seed is not None else random.SystemRandom().randrange(1 << 31)
     stages = (
         select,

@@ -9,8 +9,8 @@ therefore a multiple of 1/256 (`quantized_rate`: 0.1 → 26/256 = 0.1016, 0.5 ex
 the kept values are scaled by `1 / (1 - quantized_rate)`, so the expectation is unchanged.
 
 The seeds come from a Keras `SeedGenerator`, as Keras's own dropout's do: each call moves
-its state, the trainer checkpoints it (`TextToMel.seed_states`), and a resumed run draws
-the same masks.
+its state, the trainer checkpoints it (`seed_states`), and a resumed run draws the same
+masks.
 """
 
 from __future__ import annotations
@@ -22,9 +22,15 @@ import tensorflow as tf
 
 from xtts_train.errors import ConfigError
 
-__all__ = ["Dropout", "MultiHeadAttention", "keep_mask", "quantized_rate"]
+__all__ = ["Dropout", "MultiHeadAttention", "keep_mask", "quantized_rate", "seed_states"]
 
 _LEVELS = 256  # one byte per element
+
+
+def seed_states(model: keras.Model) -> list[tf.Variable]:
+    """The seed states of `model`'s dropout layers, which Keras keeps out of the model's
+    checkpoint: each call of the model in training moves them (none without dropout)."""
+    return [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
 
 
 def quantized_rate(rate: float) -> float:

@@ -64,12 +64,11 @@ class StepFunctions:
                  strategy: tf.distribute.Strategy | None = None) -> None:  # fmt: skip
         self.task, self.model = task, task.model
         self.optimizer, self.config, self.strategy = optimizer, config, strategy
-        model = task.model
         self.replicas = local_replicas(strategy) if strategy is not None else 1
         self.loss_scale = LossScale() if config.precision == "mixed_float16" else None
         self.gate = FiniteGate()
         pieces = (self.loss_scale, self.gate, clip_by_global_norm(),
-                  adamw(optimizer, model.trainable_variables))  # fmt: skip
+                  adamw(optimizer, self.model.trainable_variables))  # fmt: skip
         self.update = chain(*(piece for piece in pieces if piece is not None))
         self.schedule = warmup_cosine(
             peak=config.learning_rate,

@@ -25,6 +25,7 @@ import tensorflow as tf
 import xtts_data as xd
 from xtts_audio import MelConfig
 from xtts_train.config import StackConfig, TrainConfig, VocoderConfig
+from xtts_train.models import dropout
 from xtts_train.models.text_to_mel.losses import total_loss
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.models.vocoder.losses import vocoder_losses
@@ -44,6 +45,7 @@ class Task:
 
     Attributes:
         model: the network trained (built: every variable exists).
+        loss_config: the config section holding the values of `loss_settings`.
 
     Class attributes a task sets:
         name: its `train.task` value.
@@ -57,6 +59,7 @@ class Task:
     speaks_sentences: ClassVar[bool] = False
 
     model: keras.Model
+    loss_config: Any
 
     # -- before a model exists ------------------------------------------------------------
 
@@ -88,12 +91,12 @@ class Task:
         return {name: tf.zeros(spec.shape, spec.dtype) for name, spec in signature.items()}
 
     def settings(self) -> dict[str, float]:
-        """The values of `loss_settings`, from the config."""
-        return {}
+        """The values of `loss_settings`, from `loss_config`."""
+        return {name: float(getattr(self.loss_config, name)) for name in self.loss_settings}
 
     def seed_states(self) -> list[tf.Variable]:
         """The model's dropout seed states, which Keras keeps out of its checkpoint."""
-        return [v.value for v in self.model.variables if v.path.endswith("seed_generator_state")]
+        return dropout.seed_states(self.model)
 
     def describe(self) -> str:
         """Trainable parameters, per component where the model tells them."""
@@ -127,7 +130,7 @@ class TextToMelTask(Task):
     speaks_sentences = True
 
     def __init__(self, model: TextToMel, train: TrainConfig) -> None:
-        self.model, self.train = model, train
+        self.model, self.loss_config = model, train
 
     @classmethod
     def pipeline(cls, cache, data, split, *, repeat):
@@ -163,12 +166,6 @@ class TextToMelTask(Task):
         batch["tokens"] = tf.cast(batch["token_mask"], tf.int32) * 2
         return batch
 
-    def settings(self):
-        return {name: float(getattr(self.train, name)) for name in self.loss_settings}
-
-    def seed_states(self):
-        return self.model.seed_states()
-
     def describe(self):
         return self.model.describe()
 
@@ -195,6 +192,7 @@ class VocoderTask(Task):
 
     def __init__(self, model: Vocoder, audio: MelConfig, vocoder: VocoderConfig) -> None:
         self.model, self.audio, self.vocoder = model, audio, vocoder
+        self.loss_config = vocoder
 
     @classmethod
     def pipeline(cls, cache, data, split, *, repeat):
@@ -211,9 +209,6 @@ class VocoderTask(Task):
         return vocoder_losses(predicted, batch["audio"], self.audio, self.vocoder,
                               mel_weight=hyper["mel_weight"],
                               stft_weight=hyper["stft_weight"])  # fmt: skip
-
-    def settings(self):
-        return {name: float(getattr(self.vocoder, name)) for name in self.loss_settings}
 
     def evaluation(self, stack, steps, writer, val, train, sentences):
         return VocoderEvaluation(stack, steps.evaluate, steps.model, writer, val, train)

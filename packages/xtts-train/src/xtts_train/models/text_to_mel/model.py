@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
+from xtts_train.models import dropout
 from xtts_train.models.text_to_mel.layers import (
     CondEncoder,
     Decoder,
@@ -316,9 +317,8 @@ class TextToMel(keras.Model):
         return before * scale + mean, after * scale + mean
 
     def seed_states(self) -> list[tf.Variable]:
-        """The dropout layers' seed states, which Keras keeps out of the model's checkpoint:
-        each call of the model in training moves them."""
-        return [v.value for v in self.variables if v.path.endswith("seed_generator_state")]
+        """The dropout layers' seed states (`xtts_train.models.dropout.seed_states`)."""
+        return dropout.seed_states(self)
 
     def parameter_count(self) -> int:
         """Trainable parameters (builds the model on a tiny batch first if needed)."""
