@@ -89,6 +89,7 @@ def test_a_bug_raising_value_error_keeps_its_traceback(monkeypatch, capsys):
 COMPARE = ["--batch-size", "4", "--batches", "4", "--rounds", "1", "--device-ms", "5"]
 PIPELINES = ("xtts buckets", "xtts fixed", "xtts on the fly", "npy + numpy_function",
              "librosa + numpy_function")  # fmt: skip
+SEGMENT_PIPELINES = ("xtts segments", "segments + numpy_function")
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess:
@@ -122,10 +123,24 @@ def test_compare_reports_every_pipeline_against_both_baselines(compared):
     assert results["pipelines"]["librosa + numpy_function"]["ratio_vs_librosa"] == 1.0
 
 
+def test_compare_reports_both_segment_pipelines_at_one_shape(compared):
+    segments = compared["segments"]
+    assert segments["shape"] == [4, 32, 32 * 256]  # batch, DataConfig's segment_frames, x hop
+    assert set(segments["pipelines"]) == set(SEGMENT_PIPELINES)
+    for figures in segments["pipelines"].values():
+        assert figures["samples_per_s"] > 0
+        assert figures["batch_ms_cv"] >= 0
+        assert 0 < figures["device_utilization"] <= 1
+        assert figures["padding_efficiency"] == 1.0
+        assert figures["shapes"] == 1
+        assert figures["ratio_vs_cutter"] > 0
+    assert segments["pipelines"]["segments + numpy_function"]["ratio_vs_cutter"] == 1.0
+
+
 def test_compare_table_names_each_pipeline_and_figure(compared):
     table = format_data_table(compared)
-    for label in (*PIPELINES, "samples/s", "vs npy", "vs librosa", "CPU ms/sample",
-                  "device busy", "cache build"):  # fmt: skip
+    for label in (*PIPELINES, *SEGMENT_PIPELINES, "samples/s", "vs npy", "vs librosa",
+                  "vs cutter", "CPU ms/sample", "device busy", "cache build"):  # fmt: skip
         assert label in table
 
 

@@ -4,6 +4,7 @@ Python pipelines (a `tf.numpy_function` per element)."""
 from __future__ import annotations
 
 import os
+import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -15,6 +16,7 @@ import tensorflow as tf
 
 import xtts_audio as xa
 import xtts_bench.baselines as bl
+import xtts_data as xd
 from xtts_bench.audio import librosa_mel
 
 CONFIG = xa.MelConfig.from_preset("xtts")
@@ -78,7 +80,7 @@ def _pipeline(kind: str, corpus, cache, **overrides) -> tf.data.Dataset:
 def test_public_surface():
     assert set(bl.__all__) == {
         "BuildStats", "DynamicStep", "Utterance", "dynamic_train_step", "librosa_cache_build",
-        "librosa_dataset", "npy_dataset", "trim_to_longest",
+        "librosa_dataset", "npy_dataset", "npy_segment_dataset", "trim_to_longest",
     }  # fmt: skip
 
 
@@ -173,6 +175,76 @@ def test_pipelines_run_python_per_element(kind, corpus, cache):
 def test_rejects_bad_settings(kind, overrides, message, corpus, cache):
     with pytest.raises(ValueError, match=message):
         _pipeline(kind, corpus, cache, **overrides)
+
+
+# --- npy_segment_dataset: the Python segment cutter ---------------------------------------
+
+HOP, M, SEGMENT, SEG_BATCH = 4, 2, 8, 3
+TINY = xa.MelConfig(sample_rate=16000, n_fft=8, hop_length=HOP, n_mels=M)
+RAMP_FRAMES = (12, 8, 20, 5)  # frames per utterance; 5 is shorter than a segment: dropped
+
+
+@pytest.fixture(scope="module")
+def ramps(tmp_path_factory) -> tuple[list[bl.Utterance], pathlib.Path]:
+    """Known values: utterance i's mel row t holds 100 i + t, its WAV sample n the int16
+    1000 i + n; (frames - 1) * hop + 1 samples, the fewest for its frames, so a segment
+    at the end runs past the waveform (zero-padded)."""
+    folder = tmp_path_factory.mktemp("ramps")
+    utterances = []
+    for i, frames in enumerate(RAMP_FRAMES):
+        mel = np.repeat((100 * i + np.arange(frames, dtype=np.float32))[:, None], M, 1)
+        np.save(folder / f"ramp{i}.npy", mel)
+        samples = 1000 * i + np.arange((frames - 1) * HOP + 1)
+        soundfile.write(folder / f"ramp{i}.wav", samples.astype(np.int16), TINY.sample_rate,
+                        subtype="PCM_16")  # fmt: skip
+        utterances.append(bl.Utterance(f"ramp{i}", folder / f"ramp{i}.wav", (1,)))
+    return utterances, folder
+
+
+def _segments(ramps, **overrides) -> tf.data.Dataset:
+    settings = {"batch_size": SEG_BATCH, "segment_frames": SEGMENT, **overrides}
+    return bl.npy_segment_dataset(ramps[0], ramps[1], TINY, **settings)
+
+
+def test_segments_have_the_static_shape_of_xtts_segments(ramps):
+    shape = xd.SegmentShape(batch_size=SEG_BATCH, frames=SEGMENT, samples=SEGMENT * HOP)
+    spec = xd.SegmentSpec(shapes=(shape,), n_mels=M, hop_length=HOP)
+    assert _segments(ramps).element_spec == spec.signature(shape)
+
+
+def test_segments_cut_aligned_mel_and_audio_at_a_random_frame(ramps):
+    starts = {i: set() for i in range(len(RAMP_FRAMES))}
+    for batch in _segments(ramps, seed=5).repeat(30):
+        mel, audio = batch["mel"].numpy(), batch["audio"].numpy()
+        for row in range(SEG_BATCH):
+            i, start = divmod(int(mel[row, 0, 0]), 100)
+            starts[i].add(start)
+            frames = np.arange(start, start + SEGMENT)
+            np.testing.assert_array_equal(mel[row, :, 0], 100 * i + frames)
+            n = np.arange(start * HOP, (start + SEGMENT) * HOP)  # samples under those frames
+            length = (RAMP_FRAMES[i] - 1) * HOP + 1
+            expected = np.where(n < length, 1000 * i + n, 0)
+            np.testing.assert_array_equal(audio[row] * 32768, expected)
+    assert not starts[3]  # too short for a segment
+    for i in range(3):
+        assert starts[i] <= set(range(RAMP_FRAMES[i] - SEGMENT + 1)), (i, starts[i])
+    assert len(starts[2]) > 1  # the start is drawn, not fixed
+
+
+def test_the_segment_cutter_is_a_python_pipeline(ramps):
+    assert _op_types(_segments(ramps)) & PYTHON_OPS
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"batch_size": 0}, "Expected batch_size to be an int >= 1, received: batch_size=0"),
+        ({"segment_frames": 21}, "segment_frames=21 frames or more, received: none that long"),
+    ],
+)
+def test_segment_cutter_rejects_bad_settings(ramps, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        _segments(ramps, **overrides)
 
 
 def test_cache_build_rejects_bad_workers(corpus, tmp_path):

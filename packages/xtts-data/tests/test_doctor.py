@@ -1,7 +1,7 @@
 """doctor: Python ops in a dataset graph, timings, device utilization, verdict and plot.
 
-The pipelines are built by hand from constant batches matching a hand-made `DatasetSpec`,
-so no cache is needed and the padding efficiency is known exactly.
+The pipelines are built by hand from constant batches matching a hand-made `DatasetSpec`
+(or `SegmentSpec`), so no cache is needed and the padding efficiency is known exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from data_helpers import REPORT_KEYS
 from xtts_data.buckets import BatchShape
 from xtts_data.doctor import DoctorReport, diagnose, plot, python_ops, verdict
 from xtts_data.pipeline import DataPipeline, DatasetSpec
+from xtts_data.segments import SegmentPipeline, SegmentShape, SegmentSpec
 
 SPEC = DatasetSpec(
     shapes=(BatchShape(frames=16, text_len=8, batch_size=4), BatchShape(frames=32, text_len=12, batch_size=4)),
@@ -211,6 +212,51 @@ def test_slow_python_pipeline_is_input_bound(tmp_path):
     assert len(report["python_ops"]) == 1
     assert report["verdict"].startswith("input-bound")
     assert "Python op(s)" in report["verdict"]
+
+
+# --- segment pipelines ---------------------------------------------------------------
+
+SEGMENT = SegmentShape(batch_size=4, frames=8, samples=8 * 16)
+SEGMENT_SPEC = SegmentSpec(shapes=(SEGMENT,), n_mels=SPEC.n_mels, hop_length=16)
+
+
+def segment_pipeline(dataset: tf.data.Dataset, tmp_path) -> SegmentPipeline:
+    return SegmentPipeline(dataset=dataset, spec=SEGMENT_SPEC, split="all", num_samples=8,
+                           filtered=1, batches_per_epoch=2, source=tmp_path)  # fmt: skip
+
+
+def segment_batches() -> tf.data.Dataset:
+    signature = SEGMENT_SPEC.signature(SEGMENT)
+    return tf.data.Dataset.from_tensors(
+        {name: tf.zeros(spec.shape, spec.dtype) for name, spec in signature.items()}
+    ).repeat(2)
+
+
+def test_segment_pipelines_are_diagnosed_by_their_one_shape(tmp_path):
+    report = diagnose(
+        segment_pipeline(segment_batches(), tmp_path), batches=8, device_ms=5, warmup=1
+    ).to_dict()
+    assert set(report) >= REPORT_KEYS
+    assert report["shapes"] == report["spec_shapes"] == [[4, 8, 128]]  # (batch, frames, samples)
+    assert report["shapes_outside_spec"] == []
+    assert report["python_ops"] == []
+    assert report["padding_efficiency"] == 1.0  # every frame of a segment is real
+    assert report["batches"] == 8
+    assert report["samples_per_s"] > 0
+    assert 0 < report["device_utilization"] <= 1
+    assert "padding" not in report["verdict"]
+
+
+def test_a_python_segment_cutter_is_named(tmp_path):
+    def cut(batch):
+        audio = tf.numpy_function(lambda x: x, [batch["audio"]], tf.float32)
+        return {**batch, "audio": tf.ensure_shape(audio, batch["audio"].shape)}
+
+    dataset = segment_batches().map(cut)
+    report = diagnose(segment_pipeline(dataset, tmp_path), batches=4, warmup=0).to_dict()
+    assert len(report["python_ops"]) == 1
+    assert report["shapes_outside_spec"] == []
+    assert "1 Python op(s)" in report["verdict"]
 
 
 # --- verdict and plot ----------------------------------------------------------------

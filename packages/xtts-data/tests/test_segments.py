@@ -4,6 +4,7 @@ mel/waveform segments of one static shape, with no Python in the graph."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import shlex
 from pathlib import Path
@@ -11,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
-from data_helpers import AUDIO, DATA, read_records
+import yaml
+from data_helpers import AUDIO, DATA, REPORT_KEYS, read_records
 
 from xtts_audio import MelConfig, mel_features, num_frames
 from xtts_data import (
@@ -215,6 +217,46 @@ def test_an_opened_cache_is_a_source_too(audio_cache):
     pipeline = make_segment_dataset(FeatureCache.open(audio_cache), SEGMENTS, "all")
     assert pipeline.source == audio_cache
     assert pipeline.spec.matches(_epoch(pipeline.dataset.take(1))[0])
+
+
+# --- doctor --segments -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def segments_config(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("doctor") / "voc.yaml"
+    data = {"batch_size": 4, "segment_frames": 32, "trim_top_db": TRIM}
+    path.write_text(yaml.safe_dump({"audio": {"preset": "xtts"}, "data": data}))
+    return path
+
+
+def test_doctor_measures_the_segment_pipeline(audio_cache, segments_config, capsys):
+    args = ["doctor", str(audio_cache), "--segments", "--config", str(segments_config),
+            "--batches", "8", "--device-ms", "5"]  # fmt: skip
+    assert main([*args, "--json"]) == 0
+    values = json.loads(capsys.readouterr().out)
+    assert set(values) >= REPORT_KEYS | {"verdict"}
+    samples = 32 * AUDIO.hop_length
+    assert values["shapes"] == values["spec_shapes"] == [[4, 32, samples]]
+    assert values["shapes_outside_spec"] == []
+    assert values["python_ops"] == []
+    assert values["samples_per_s"] > 0
+    assert 0 < values["device_utilization"] <= 1
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "too short for a segment)" in out
+    assert f"(batch, frames, samples): [[4, 32, {samples}]]" in out
+    assert "python ops         none" in out
+    assert "padding efficiency" not in out  # a segment's frames are all real
+    assert "verdict" in out
+
+
+def test_doctor_on_a_cache_without_waveforms_is_one_line_exit_2(cache, capsys):
+    assert main(["doctor", str(cache), "--segments"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "built without waveforms" in err
+    assert "--set data.keep_audio=true --overwrite" in err
 
 
 # --- bad settings ------------------------------------------------------------------------

@@ -12,6 +12,9 @@ settings as `xtts_data` and `xtts_train`:
   their features with `tf.numpy_function(np.load, ...)`).
 - `librosa_dataset`: the "on the fly" training input. The whole decode → resample → mel
   recipe in NumPy/librosa inside `tf.numpy_function`, per sample.
+- `npy_segment_dataset`: the vocoder's training input. Per utterance its WAV file and its
+  `.npy` mel, a random aligned segment cut in NumPy, all inside `tf.numpy_function`
+  (Coqui's `GANDataset` with precomputed features, HiFi-GAN's `MelDataset` fine-tuning).
 - `dynamic_train_step`: the training step. `tf.function(jit_compile=True)` with no
   `input_signature`, fed batches padded to their own longest row (`trim_to_longest`, what
   `padded_batch` without `padded_shapes` emits): every new batch shape retraces the Python
@@ -53,6 +56,7 @@ __all__ = [
     "librosa_cache_build",
     "librosa_dataset",
     "npy_dataset",
+    "npy_segment_dataset",
     "trim_to_longest",
 ]
 
@@ -254,6 +258,72 @@ def librosa_dataset(
     ds = ds.map(element, num_parallel_calls=tf.data.AUTOTUNE)
     ds = ds.filter(lambda e: e["mel_lengths"] <= max_frames)
     return _batched(ds, batch_size, max_frames, max_text_len, config.n_mels)
+
+
+def npy_segment_dataset(
+    utterances: Sequence[Utterance],
+    npy_dir: str | pathlib.Path,
+    config: xa.MelConfig,
+    *,
+    batch_size: int,
+    segment_frames: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    res_type: str = "soxr_hq",
+) -> tf.data.Dataset:
+    """Batches of random aligned mel/waveform segments, cut in NumPy in `tf.numpy_function`.
+
+    Per utterance, as Coqui's `GANDataset` (precomputed features) does it: the WAV file is
+    read (resampled when its rate is not `config.sample_rate`) and its `.npy` mel loaded,
+    a start frame s drawn uniformly from [0, frames - segment_frames], and mel rows
+    s .. s + segment_frames - 1 cut with the `segment_frames * hop_length` samples from
+    s * hop_length on (mel frame i is centred on sample i * hop_length), zero-padded past
+    the waveform's end. Utterances of fewer than `segment_frames` frames (read from the
+    `.npy` headers) are dropped up front.
+
+    Args:
+        utterances: the rows; `npy_dir / f"{id}.npy"` must exist for each.
+        npy_dir: the folder `librosa_cache_build` wrote (float32 [frames, n_mels] each).
+        config: the mel recipe of those features (`sample_rate`, `hop_length`, `n_mels`).
+        batch_size: segments per batch.
+        segment_frames: mel frames per segment.
+        shuffle, seed: shuffle the whole file list each epoch, seeded; `seed` also seeds
+            the start frames.
+        res_type: `librosa.resample`'s method.
+
+    Returns:
+        Batches of dict(mel float32 [B, segment_frames, n_mels], audio float32
+        [B, segment_frames * hop_length]), the last partial batch dropped.
+    """
+    _check_positive(batch_size=batch_size, segment_frames=segment_frames)
+    samples = segment_frames * config.hop_length
+    mels = [str(pathlib.Path(npy_dir) / f"{u.id}.npy") for u in utterances]
+    kept = [i for i, path in enumerate(mels)
+            if np.load(path, mmap_mode="r").shape[0] >= segment_frames]  # fmt: skip
+    if not kept:
+        raise SettingsError(f"Expected at least one utterance of segment_frames="
+                            f"{segment_frames} frames or more, received: none that long "
+                            f"(lower segment_frames)")  # fmt: skip
+    wavs = [str(utterances[i].wav_path) for i in kept]
+    ds = tf.data.Dataset.from_tensor_slices(([mels[i] for i in kept], wavs))
+    ds = _shuffled(ds, len(kept), shuffle, seed)
+    rng = np.random.default_rng(seed)  # its bit generator locks: safe across map threads
+
+    def cut(mel_path: bytes, wav_path: bytes) -> tuple[np.ndarray, np.ndarray]:
+        mel = np.load(mel_path.decode(), mmap_mode="r")  # (F, n_mels)
+        audio, _ = _read_audio(wav_path.decode(), config.sample_rate, res_type)
+        start = int(rng.integers(0, len(mel) - segment_frames + 1))
+        piece = audio[start * config.hop_length :][:samples]  # (<= samples,)
+        return (np.array(mel[start : start + segment_frames], np.float32),
+                np.pad(piece, (0, samples - len(piece))).astype(np.float32))  # fmt: skip
+
+    def element(mel_path, wav_path):
+        mel, audio = tf.numpy_function(cut, [mel_path, wav_path], [tf.float32, tf.float32])
+        return {"mel": tf.ensure_shape(mel, [segment_frames, config.n_mels]),
+                "audio": tf.ensure_shape(audio, [samples])}  # fmt: skip
+
+    ds = ds.map(element, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
 
 def _check_positive(**values: int) -> None:

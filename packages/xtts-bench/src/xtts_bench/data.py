@@ -8,7 +8,11 @@ corpus, in one process.
   `baselines.librosa_dataset` (librosa through `tf.numpy_function` per sample), alone
   (samples/s, batch latency and its CV, CPU-ms per sample) and fed to a simulated device
   that needs `device_ms` per batch (utilization);
-- padding efficiency of buckets vs fixed padding.
+- padding efficiency of buckets vs fixed padding;
+- the vocoder's segment pipelines: `make_segment_dataset` from a cache with waveforms vs
+  `baselines.npy_segment_dataset` (WAV file and `.npy` mel per utterance, the segment cut
+  in NumPy through `tf.numpy_function`), both batched to the one static segment shape,
+  measured as the input pipelines are.
 
 Every pipeline is timed with `xtts_data.doctor.time_batches`, the same yardstick.
 """
@@ -39,6 +43,8 @@ __all__ = [
     "format_data_table",
     "run_data_benchmarks",
 ]
+
+XTTS_SEGMENTS, SEGMENT_CUTTER = "xtts segments", "segments + numpy_function"
 
 
 def baseline_utterances(corpus: xd.Corpus, data: xd.DataConfig) -> list[baselines.Utterance]:
@@ -85,13 +91,15 @@ def bench_cache_build(
 
 @dataclasses.dataclass(frozen=True)
 class _Inputs:
-    """What the pipeline comparison reads: the corpus and both caches."""
+    """What the pipeline comparison reads: the corpus and the caches (xtts-data's, the
+    baseline's `.npy` mels and, for segments, xtts-data's with waveforms)."""
 
     corpus: xd.Corpus
     audio: xa.MelConfig
     cache: pathlib.Path
     npy: pathlib.Path
     utterances: list[baselines.Utterance]
+    segment_cache: pathlib.Path
 
 
 def _pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict[str, tuple]:
@@ -121,7 +129,46 @@ def _pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict[str, tuple]:
     return pipelines
 
 
+def _segment_pipelines(
+    inputs: _Inputs, bench: DataBenchConfig
+) -> tuple[dict[str, tuple], xd.SegmentShape]:
+    """name: (dataset, static shapes, slow) of the two segment pipelines, and the one shape
+    both emit: `batch_size` segments of `data.segment_frames` (DataConfig's default) frames."""
+    config = xd.DataConfig(batch_size=bench.batch_size, val_fraction=0.0)
+    ours = xd.make_segment_dataset(inputs.segment_cache, config, "train", repeat=True)
+    (shape,) = ours.spec.shapes
+    cutter = baselines.npy_segment_dataset(
+        inputs.utterances, inputs.npy, inputs.audio, batch_size=shape.batch_size,
+        segment_frames=shape.frames,
+    )  # fmt: skip
+    pipelines = {XTTS_SEGMENTS: (ours.dataset, 1, False), SEGMENT_CUTTER: (cutter, 1, False)}
+    return pipelines, shape
+
+
 def bench_pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict:
+    """The text-to-mel input pipelines, timed by `_time_each`, with each one's ratio of
+    samples/s to both baselines."""
+    results = _time_each(_pipelines(inputs, bench), inputs, bench)
+    npy = results["npy + numpy_function"]["samples_per_s"]
+    librosa = results["librosa + numpy_function"]["samples_per_s"]
+    for result in results.values():
+        result["ratio_vs_npy"] = result["samples_per_s"] / npy
+        result["ratio_vs_librosa"] = result["samples_per_s"] / librosa
+    return results
+
+
+def bench_segment_pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict:
+    """The segment pipelines, timed by `_time_each`, with each one's ratio of samples/s
+    (segments/s) to the Python cutter's; and their one shape (batch, frames, samples)."""
+    pipelines, shape = _segment_pipelines(inputs, bench)
+    results = _time_each(pipelines, inputs, bench)
+    cutter = results[SEGMENT_CUTTER]["samples_per_s"]
+    for result in results.values():
+        result["ratio_vs_cutter"] = result["samples_per_s"] / cutter
+    return {"shape": list(shape.key), "pipelines": results}
+
+
+def _time_each(pipelines: dict[str, tuple], inputs: _Inputs, bench: DataBenchConfig) -> dict:
     """Each pipeline in turn, `rounds` times, with only its own iterator alive.
 
     A fresh iterator first runs one epoch (timed: the first epoch reads the cache from
@@ -129,7 +176,6 @@ def bench_pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict:
     and `batches` fed to the simulated device. The on-the-fly pipelines, which compute
     features every epoch, skip the epoch and draw a fifth of the batches.
     """
-    pipelines = _pipelines(inputs, bench)
     epoch = math.ceil(len(inputs.utterances) / bench.batch_size) + 2
     runs: dict[str, list] = {name: [] for name in pipelines}
     for _ in range(bench.rounds):
@@ -158,11 +204,6 @@ def bench_pipelines(inputs: _Inputs, bench: DataBenchConfig) -> dict:
             "padding_efficiency": alone[0]["padding_efficiency"],
             "shapes": pipelines[name][1],
         }
-    npy = results["npy + numpy_function"]["samples_per_s"]
-    librosa = results["librosa + numpy_function"]["samples_per_s"]
-    for result in results.values():
-        result["ratio_vs_npy"] = result["samples_per_s"] / npy
-        result["ratio_vs_librosa"] = result["samples_per_s"] / librosa
     return results
 
 
@@ -182,8 +223,22 @@ def corpus_summary(cache: pathlib.Path, audio: xa.MelConfig) -> dict:
     }
 
 
+def _inputs(corpus: xd.Corpus, audio: xa.MelConfig, work: pathlib.Path,
+            bench: DataBenchConfig) -> _Inputs:  # fmt: skip
+    """The timed build's last caches, and an untimed xtts-data cache with waveforms
+    (`keep_audio`) for the segment pipelines."""
+    last = bench.rounds - 1
+    segments = work / "ours-segments"
+    xd.prepare(corpus, segments, audio=audio, data=xd.DataConfig(keep_audio=True),
+               workers=bench.workers)  # fmt: skip
+    utterances = baseline_utterances(corpus, xd.DataConfig())
+    return _Inputs(corpus, audio, work / f"ours-{last}", work / f"theirs-{last}", utterances,
+                   segments)  # fmt: skip
+
+
 def run_data_benchmarks(bench: DataBenchConfig) -> dict:
-    """Build both caches (timed), then compare the pipelines; returns all figures."""
+    """Build both caches (timed) and one with waveforms (not timed), then compare the
+    text-to-mel and the segment pipelines; returns all figures."""
     audio = xa.MelConfig.from_preset(bench.preset)
     with tempfile.TemporaryDirectory(prefix="xtts-bench-data-") as folder:
         work = pathlib.Path(folder)
@@ -194,21 +249,16 @@ def run_data_benchmarks(bench: DataBenchConfig) -> dict:
             )  # fmt: skip
         corpus = xd.read_corpus(bench.corpus or work / "corpus")
         build = bench_cache_build(corpus, audio, work, bench)
-        last = bench.rounds - 1
-        inputs = _Inputs(
-            corpus,
-            audio,
-            work / f"ours-{last}",
-            work / f"theirs-{last}",
-            baseline_utterances(corpus, xd.DataConfig()),
-        )
+        inputs = _inputs(corpus, audio, work, bench)
         pipelines = bench_pipelines(inputs, bench)
+        segments = bench_segment_pipelines(inputs, bench)
         corpus = corpus_summary(inputs.cache, audio)
     return {
         "settings": dataclasses.asdict(bench),
         "corpus": corpus,
         "cache_build": build,
         "pipelines": pipelines,
+        "segments": segments,
         "tensorflow": tf.__version__,
     }
 
@@ -233,7 +283,24 @@ def format_data_table(results: dict) -> str:
             f"{r['batch_ms_mean']:>10.2f}{r['batch_ms_cv']:>6.2f}{r['device_utilization']:>13.1%}"
             f"{r['cpu_ms_per_sample']:>14.2f}{r['padding_efficiency']:>9.1%}{r['shapes']:>7}"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + _segment_lines(results["segments"]))
+
+
+def _segment_lines(segments: dict) -> list[str]:
+    """The segment pipelines' rows, under their one shape."""
+    b, f, n = segments["shape"]
+    lines = [
+        f"vocoder segments: batch {b} x {f} frames x {n} samples (one static shape)",
+        f"{'pipeline':<26}{'1st epoch':>10}{'samples/s':>10}{'vs cutter':>11}"
+        f"{'batch ms':>10}{'CV':>6}{'device busy':>13}{'CPU ms/sample':>14}",
+    ]
+    for name, r in segments["pipelines"].items():
+        lines.append(
+            f"{name:<26}{_number(r['first_epoch_samples_per_s']):>10}{r['samples_per_s']:>10.0f}"
+            f"{r['ratio_vs_cutter']:>10.2f}x{r['batch_ms_mean']:>10.2f}{r['batch_ms_cv']:>6.2f}"
+            f"{r['device_utilization']:>13.1%}{r['cpu_ms_per_sample']:>14.2f}"
+        )
+    return lines
 
 
 def _number(value: float | None) -> str:

@@ -107,10 +107,19 @@ def _add_doctor(commands) -> None:
         description="Time the pipeline over a cache (or a WAV corpus, on the fly) alone and "
         "fed to a simulated device that needs --device-ms per batch; print throughput, "
         "batch latency and its variation, device utilization, padding efficiency, the "
-        "batch shapes seen and any Python ops in the graph, with a verdict.",
+        "batch shapes seen and any Python ops in the graph, with a verdict. --segments "
+        "measures the vocoder's pipeline instead (make_segment_dataset: random aligned "
+        "mel/waveform segments of data.segment_frames frames, from a cache built with "
+        "--set data.keep_audio=true).",
     )
     p.add_argument("source", type=Path, help="cache folder, or corpus folder / filelist")
     p.add_argument("--config", type=Path, help="YAML with `audio` and `data` sections")
+    p.add_argument(
+        "--segments",
+        action="store_true",
+        help="the vocoder's segment pipeline (what `xtts-train fit --task vocoder` reads) "
+        "instead of the text-to-mel one; SOURCE must be a cache with waveforms",
+    )
     p.add_argument("--split", choices=["train", "val", "all"], default="train")
     p.add_argument("--batches", type=_positive, default=200, help="batches timed (default: 200)")
     p.add_argument("--device-ms", type=float, help="simulated device step per batch, ms")
@@ -209,9 +218,11 @@ def _run_doctor(args) -> int:
     from xtts_data.config import load_config
     from xtts_data.doctor import diagnose, plot
     from xtts_data.pipeline import make_dataset
+    from xtts_data.segments import make_segment_dataset
 
     audio, data = load_config(args.config)
-    pipeline = make_dataset(args.source, data, args.split, audio=audio, repeat=True)
+    make = make_segment_dataset if args.segments else make_dataset
+    pipeline = make(args.source, data, args.split, audio=audio, repeat=True)
     report = diagnose(pipeline, batches=args.batches, device_ms=args.device_ms)
     values = report.to_dict()
     if args.plot:
@@ -219,30 +230,35 @@ def _run_doctor(args) -> int:
     if args.json:
         print(json.dumps(values, indent=1))
         return 0
-    print(
-        f"source             {pipeline.source} ({pipeline.split}: {pipeline.num_samples} "
-        f"utterances, {pipeline.filtered} too long)"
-    )
-    print(
-        f"throughput         {values['samples_per_s']:.0f} samples/s, "
-        f"{values['cpu_ms_per_sample']:.2f} CPU-ms per sample"
-    )
-    print(
-        f"batch latency      mean {values['batch_ms_mean']:.2f} ms, p99 "
-        f"{values['batch_ms_p99']:.2f} ms, CV {values['batch_ms_cv']:.2f}"
-    )
-    if values["device_utilization"] is not None:
-        print(
-            f"device utilization {values['device_utilization']:.1%} at {args.device_ms:g} ms/batch"
-        )
-    print(f"padding efficiency {values['padding_efficiency']:.1%}")
-    print(
-        f"shapes             {len(values['shapes'])} seen of {len(values['spec_shapes'])} in "
-        f"the spec (batch, text, frames): {values['shapes']}"
-    )
-    print(f"python ops         {values['python_ops'] or 'none'}")
-    print(f"verdict            {values['verdict']}")
+    for name, text in _doctor_lines(pipeline, values, segments=args.segments):
+        print(f"{name:<19}{text}")
     return 0
+
+
+def _doctor_lines(pipeline, values: dict, *, segments: bool) -> list[tuple[str, str]]:
+    """(name, text) of each line `doctor` prints for a text-to-mel or segment pipeline."""
+    dropped = "too short for a segment" if segments else "too long"
+    axes = "batch, frames, samples" if segments else "batch, text, frames"
+    lines = [
+        ("source", f"{pipeline.source} ({pipeline.split}: {pipeline.num_samples} utterances, "
+                   f"{pipeline.filtered} {dropped})"),
+        ("throughput", f"{values['samples_per_s']:.0f} samples/s, "
+                       f"{values['cpu_ms_per_sample']:.2f} CPU-ms per sample"),
+        ("batch latency", f"mean {values['batch_ms_mean']:.2f} ms, p99 "
+                          f"{values['batch_ms_p99']:.2f} ms, CV {values['batch_ms_cv']:.2f}"),
+    ]  # fmt: skip
+    busy = values["device_utilization"]
+    if busy is not None:
+        lines.append(("device utilization", f"{busy:.1%} at {values['device_ms']:g} ms/batch"))
+    if not segments:  # a segment's frames are all real
+        lines.append(("padding efficiency", f"{values['padding_efficiency']:.1%}"))
+    lines += [
+        ("shapes", f"{len(values['shapes'])} seen of {len(values['spec_shapes'])} in the spec "
+                   f"({axes}): {values['shapes']}"),
+        ("python ops", f"{values['python_ops'] or 'none'}"),
+        ("verdict", values["verdict"]),
+    ]  # fmt: skip
+    return lines
 
 
 def _run_serve(args) -> int:

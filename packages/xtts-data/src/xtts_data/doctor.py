@@ -5,6 +5,9 @@ per batch and is dispatched to asynchronously, as TensorFlow dispatches to a GPU
 host sleeps while the device is busy (freeing its CPU for the input pipeline), and the
 device idles when its next batch has not arrived. Device utilization is busy time over
 the span of the device's timeline.
+
+Either pipeline is measured the same way: the text-to-mel batches of `make_dataset` and
+the vocoder's segment batches of `make_segment_dataset`.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from matplotlib.figure import Figure
 
 from xtts_data.errors import CorpusError
 from xtts_data.pipeline import DataPipeline
+from xtts_data.segments import SegmentPipeline
 from xtts_data.stats import cv
 
 __all__ = [
@@ -55,15 +59,19 @@ def python_ops(dataset: tf.data.Dataset) -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
-    """Per-batch timings of one pass over a dataset of dict batches with `mel`,
-    `mel_lengths` and `tokens` (xtts_data's and the baselines' alike)."""
+    """Per-batch timings of one pass over a dataset of dict batches: text-to-mel batches
+    with `mel`, `mel_lengths` and `tokens`, or segment batches with `mel` and `audio`
+    (xtts_data's and the baselines' alike).
+
+    `shapes` holds each batch's shape in its spec shape's `key` order: (batch, text,
+    frames) for text-to-mel, (batch, frames, samples) for segments."""
 
     waits: np.ndarray  # seconds the consumer waited for each batch [n]
     ends: np.ndarray  # seconds since the pass started, at the end of each step [n]
     samples: int
     real_frames: int
     padded_frames: int
-    shapes: list[tuple[int, int, int]]  # (batch, text, frames) of each batch
+    shapes: list[tuple[int, int, int]]  # of each batch, as its spec's shape keys
     wall: float
     device_ms: float | None = None
     busy: float = 0.0  # seconds of simulated device steps
@@ -99,6 +107,24 @@ def _next(iterator):
         ) from None
 
 
+def _batch_shape(batch: dict[str, Any]) -> tuple[tuple[int, int, int], int]:
+    """A batch's shape, as its spec's shape `key` orders it, and its real mel frames.
+
+    Args:
+        batch: a text-to-mel batch (`tokens` int32 [B, T], `mel` float32 [B, F, M],
+            `mel_lengths` int32 [B]) or a segment batch (`mel` float32 [B, F, M], `audio`
+            float32 [B, S]).
+
+    Returns:
+        ((B, T, F), sum of `mel_lengths`) for text-to-mel, ((B, F, S), B * F) for
+        segments: a segment's frames are all real.
+    """
+    b, f = batch["mel"].shape[:2]
+    if "tokens" in batch:
+        return (b, batch["tokens"].shape[1], f), int(np.sum(batch["mel_lengths"]))
+    return (b, f, batch["audio"].shape[1]), b * f
+
+
 def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> Timing:
     """Draw `batches` batches from `iterator`, optionally feeding a simulated device.
 
@@ -120,10 +146,11 @@ def time_batches(iterator, *, batches: int, device_ms: float | None = None) -> T
         arrived = time.perf_counter()
         waits.append(arrived - before)
         b, f = batch["mel"].shape[:2]
-        shapes.append((b, batch["tokens"].shape[1], f))
+        shape, frames = _batch_shape(batch)
+        shapes.append(shape)
         samples += b
         padded += b * f
-        real += int(np.sum(batch["mel_lengths"]))
+        real += frames
         if device is not None:
             device.dispatch(arrived)
         ends.append(time.perf_counter() - start)
@@ -209,13 +236,18 @@ class DoctorReport:
 
 
 def diagnose(
-    pipeline: DataPipeline, *, batches: int = 200, device_ms: float | None = None, warmup: int = 5
+    pipeline: DataPipeline | SegmentPipeline,
+    *,
+    batches: int = 200,
+    device_ms: float | None = None,
+    warmup: int = 5,
 ) -> DoctorReport:
     """Time `batches` batches alone and, with `device_ms`, fed to a simulated device.
 
     Args:
-        pipeline: from `make_dataset` (with `repeat=True` for as many batches as wanted;
-            a one-epoch dataset is repeated whole, dropping each epoch's partial batches).
+        pipeline: from `make_dataset` or `make_segment_dataset` (with `repeat=True` for as
+            many batches as wanted; a one-epoch dataset is repeated whole, dropping each
+            epoch's partial batches).
         batches: batches timed per pass (after `warmup` untimed ones).
         device_ms: simulated device step per batch in milliseconds.
         warmup: batches drawn first, so start-up (file opening, autotune) is not counted.
