@@ -10,9 +10,9 @@ import pytest
 
 from xtts_bench.cli import main
 from xtts_bench.intelligibility import (
-    _recogniser,
-    _transcribe,
+    make_recogniser,
     reference_words,
+    transcribe,
     word_error_rates,
 )
 
@@ -39,14 +39,14 @@ def test_wer_ratio_and_chance():
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 def test_the_recogniser_hears_espeak_speech(tmp_path):
-    pocketsphinx = pytest.importorskip("pocketsphinx")
+    pytest.importorskip("pocketsphinx")
     references = ["window castle old new gathered", "the winter was sudden"]
-    recogniser = _recogniser(pocketsphinx.Decoder, references, tmp_path)
+    recogniser = make_recogniser(references, tmp_path)
     heard = []
     for i, text in enumerate(references):
         wav = tmp_path / f"{i}.wav"
         subprocess.run(["espeak-ng", "-v", "en-us", "-w", str(wav), text], check=True)
-        heard.append(_transcribe(recogniser, wav))
+        heard.append(transcribe(recogniser, wav))
     assert word_error_rates(references, heard, heard)["wer_truth"] <= 0.5, heard
 
 

@@ -6,6 +6,7 @@ import yaml
 from train_helpers import MICRO, OVERRIDES, as_cli, train_cli
 
 from xtts_train.cli import main
+from xtts_train.config import load_stack_config
 
 
 def test_demo_runs_the_whole_stack(tmp_path):
@@ -81,3 +82,14 @@ def test_demo_steps_are_set_by_steps_alone(tmp_path, capsys):
     assert len(err.splitlines()) == 1
     assert "--steps" in err
     assert not workdir.exists()
+
+
+def test_demo_refuses_a_vocoder_of_other_audio_settings_before_building(tmp_path, capsys):
+    vocoder = tmp_path / "vocoder"
+    vocoder.mkdir()
+    stack = load_stack_config(None, ["train.task=vocoder", "audio.hop_length=200"])
+    (vocoder / "config.yaml").write_text(yaml.safe_dump(stack.to_dict()))
+    workdir = tmp_path / "demo"
+    assert main(["demo", "--workdir", str(workdir), "--vocoder", str(vocoder)]) == 2
+    assert "audio.hop_length: vocoder 200, text-to-mel 256" in capsys.readouterr().err
+    assert not (workdir / "corpus").exists()

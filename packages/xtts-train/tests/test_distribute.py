@@ -1,4 +1,4 @@
-"""`--strategy mirrored` on two logical CPU devices, in a fresh process."""
+"""`--strategy mirrored` on two logical CPU devices, in a fresh process, for both tasks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import math
 
 import tensorflow as tf
-from train_helpers import MICRO, ONE_SHAPE, as_cli, train_cli
+from train_helpers import MICRO, ONE_SHAPE, VOCODER, as_cli, train_cli
 
 from xtts_train.training.trainer import latest_step
 
@@ -52,3 +52,24 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
     for i in range(2):  # the default eval sentences, synthesised free-running
         assert {f"sentence_{i}/{part}" for part in ("mel", "attention", "audio", "alignment")
                 } <= tags  # fmt: skip
+
+
+def test_mirrored_trains_the_vocoder_on_two_logical_cpu_devices(audio_cache, tmp_path):
+    workdir = tmp_path / "mirrored-vocoder"
+    evaluate = ["train.eval_every=6", "train.eval_batches=1", "data.val_fraction=0.25"]
+    result = train_cli("fit", "--data", str(audio_cache), "--workdir", str(workdir), "--quiet",
+                       *as_cli([*VOCODER, *evaluate]), "--strategy", "mirrored",
+                       "--steps", "12", prelude=TWO_CPUS)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((workdir / "summary.json").read_text())
+    assert summary["task"] == "vocoder"
+    assert summary["replicas"] == 2
+    assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 1
+    assert summary["retraces_after_warmup"] == 0
+    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    train = [line for line in lines if "loss" in line]
+    assert train[-1]["loss"] < train[0]["loss"]  # the all-reduced updates train it
+    assert latest_step(workdir) == 12
+    val = [line for line in lines if "val_loss" in line]
+    assert [line["step"] for line in val] == [6, 12]
+    assert all(math.isfinite(line["val_loss"]) for line in val)

@@ -1,23 +1,29 @@
 """`fit` over a bucketed cache: one trace per shape, its outputs, config errors, synthesis,
-and `evaluate` of the same run (free-running synthesis of unseen utterances, scored)."""
+`export` (alone and with a vocoder run, served without xtts), and `evaluate` of the same run
+(free-running synthesis of unseen utterances, scored)."""
 
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from train_helpers import OVERRIDES, as_cli
+from train_helpers import OVERRIDES, as_cli, cli_env
 
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
+from xtts_train.export import export
 from xtts_train.models.text_to_mel.decoding import Decoding
+from xtts_train.runs.media import decoded_frames
 from xtts_train.synthesize import load_reference, load_run, synthesize
+from xtts_train.vocode import Vocoding, load_vocoder, silence_feature
 
 
 def test_every_shape_is_compiled_once_and_never_again(run):
@@ -219,6 +225,108 @@ def test_load_run_rejects_a_config_the_checkpoint_does_not_fit(run, tmp_path):
 def test_export_needs_a_checkpoint(tmp_path, capsys):
     assert main(["export", "--run", str(tmp_path), "--out", str(tmp_path / "saved")]) == 2
     assert "not a training run" in capsys.readouterr().err
+
+
+# A SavedModel served as if no xtts package were installed: importing one fails, as it
+# would without them (argv: the SavedModel, an .npz of its inputs, the .npz to write).
+_SERVE_WITHOUT_XTTS = """
+import sys
+
+class NoXtts:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0].startswith("xtts"):
+            raise ModuleNotFoundError(f"No module named {name!r} (hidden by the test)")
+
+sys.meta_path.insert(0, NoXtts())
+import numpy as np
+import tensorflow as tf
+
+saved, inputs, out = sys.argv[1:]
+given = dict(np.load(inputs))
+serving = tf.saved_model.load(saved).signatures["serving_default"]
+result = serving(**{name: tf.constant(value) for name, value in given.items()})
+np.savez(out, **{name: value.numpy() for name, value in result.items()})
+assert not [m for m in sys.modules if m.startswith("xtts")], "xtts was imported"
+"""
+
+
+def _serve_without_xtts(saved, inputs: dict[str, np.ndarray], tmp_path) -> dict[str, np.ndarray]:
+    """The SavedModel's `serving_default` outputs for `inputs`, in a process without xtts."""
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    done = subprocess.run([sys.executable, "-c", _SERVE_WITHOUT_XTTS, str(saved),
+                           str(tmp_path / "inputs.npz"), str(tmp_path / "outputs.npz")],
+                          cwd=tmp_path, env=cli_env(), capture_output=True, text=True,
+                          timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return dict(np.load(tmp_path / "outputs.npz"))
+
+
+def _stopping_at_once(workdir, folder):
+    """A copy of the run in `folder` whose stop head fires at the first frame (its bias
+    raised): its decoding ends long before the buffer does (the 30-step run's never stops)."""
+    shutil.copytree(workdir, folder, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    _, model, _ = load_run(workdir)
+    model.stop_head.bias.assign(tf.fill(model.stop_head.bias.shape, 20.0))
+    tf.train.Checkpoint(model=model).save(str(folder / "checkpoints" / "ckpt"))
+    return folder
+
+
+def test_export_with_a_vocoder_speaks_through_it_without_xtts(run, vocoder_run, tmp_path):
+    workdir = _stopping_at_once(run[1], tmp_path / "run")
+    _, vocoder = vocoder_run
+    out, max_frames = tmp_path / "saved", 48
+    assert main(["export", "--run", str(workdir), "--out", str(out), "--max-text", "16",
+                 "--max-frames", str(max_frames), "--vocoder", str(vocoder)]) == 0  # fmt: skip
+    assert {p.name for p in (out / "assets").iterdir()} == {
+        "tokenizer.json", "config.yaml", "reference.npy", "vocoder_config.yaml",
+    }  # fmt: skip
+    copied = (out / "assets" / "vocoder_config.yaml").read_text()
+    assert copied == (vocoder / "config.yaml").read_text()
+    stack, _, tokenizer = load_run(workdir)
+    ids = text_to_ids("Hi.", stack.data.text, tokenizer)[0]
+    result = _serve_without_xtts(out, {"tokens": np.asarray(ids, np.int32),
+                                       "reference_mel": np.load(workdir / "reference.npy")},
+                                 tmp_path)  # fmt: skip
+    frames = int(decoded_frames(int(result["length"]), len(ids), max_frames, stack.audio))
+    assert int(result["length"]) == 1
+    assert frames < max_frames  # the rest of the buffer is not speech: the vocoder hears silence
+    wave = result["waveform"]
+    assert wave.shape == (frames * stack.audio.hop_length,)  # the vocoder's F * hop samples
+    assert np.isfinite(wave).all()
+    assert 0 < np.abs(wave).max() <= 1
+    # The decoded frames through `Vocoding` in one window as wide as the buffer: padded
+    # with silence, as the export replaces the frames after the decoded ones.
+    _, network = load_vocoder(vocoder)
+    vocoding = Vocoding(network, chunk_frames=max_frames - 2 * network.receptive_frames,
+                        compiler=stack.train.compiler)  # fmt: skip
+    assert vocoding.width == max_frames
+    expected = vocoding(result["mel"][:frames], silence=silence_feature(stack.audio))
+    expected = np.clip(expected, -1.0, 1.0)
+    np.testing.assert_allclose(wave, expected, atol=1e-4 * np.sqrt(np.mean(expected**2)))
+
+
+def test_export_refuses_a_vocoder_of_other_audio_settings(run, vocoder_run, tmp_path, capsys):
+    _, workdir = run
+    _, vocoder = vocoder_run
+    other = tmp_path / "vocoder"
+    other.mkdir()
+    config = yaml.safe_load((vocoder / "config.yaml").read_text())
+    config["audio"]["n_mels"] = 64
+    (other / "config.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "exports" / "saved"
+    for given, message in ((other, "audio.n_mels: vocoder 64, text-to-mel 80"),
+                           (workdir, "Expected a vocoder run, received: ")):  # fmt: skip
+        assert main(["export", "--run", str(workdir), "--out", str(out),
+                     "--vocoder", str(given)]) == 2  # fmt: skip
+        err = capsys.readouterr().err
+        assert message in err
+        assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "exports").exists()  # nothing written, not even a staging folder
+
+
+def test_export_takes_griffin_lim_iters_only_without_a_vocoder(tmp_path):
+    with pytest.raises(XttsTrainError, match="griffin_lim_iters only without a vocoder"):
+        export(tmp_path, tmp_path / "saved", vocoder=tmp_path, griffin_lim_iters=8)
 
 
 # -- evaluate: free-running synthesis of unseen utterances, scored (the same session run:

@@ -13,14 +13,15 @@ import yaml
 from train_helpers import VOCODER, as_cli, train_cli, vocoder_fit
 
 import xtts_audio as xa
-from xtts_data import SegmentShape, SegmentSpec
+from xtts_data import SegmentShape, SegmentSpec, read_utterances
 from xtts_train.cli import main
 from xtts_train.config import TrainConfig, VocoderConfig, load_stack_config
 from xtts_train.models.vocoder.model import Vocoder
+from xtts_train.runs.loading import load_run_config
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
 from xtts_train.training.tasks import TextToMelTask, VocoderTask, task_class
-from xtts_train.vocode import Vocoding
+from xtts_train.vocode import Vocoding, Waveforms
 
 AUDIO = xa.MelConfig.from_preset("xtts")
 MICRO = VocoderConfig.from_preset("tiny", dim=32, intermediate=64, layers=1)
@@ -207,6 +208,7 @@ def test_vocode_writes_copies_scored_beside_griffin_lim(audio_cache, vocoder_run
         assert rate == 22050
         assert abs(samples / rate - u["seconds"]) < 256 / rate  # F * hop samples
         assert (out / f"{u['id']}.gl.wav").is_file()
+        assert _wav_length(out / f"{u['id']}.recording.wav") == (rate, samples)
     ratio = report["summary"]["vocoder_mean"] / report["summary"]["griffin_lim_mean"]
     assert report["summary"]["ratio"] == pytest.approx(ratio)
     assert report["summary"]["realtime"] > 1  # a micro vocoder: far faster than real time
@@ -259,12 +261,46 @@ def _write_run_config(workdir, overrides: list[str]) -> None:
     (workdir / "config.yaml").write_text(yaml.safe_dump(stack.to_dict()))
 
 
-def test_a_vocoder_of_other_audio_settings_is_refused_before_decoding(tmp_path, capsys):
+@pytest.mark.parametrize("command", [
+    ["synthesize", "--text", "Hi.", "--out", "{out}/x.wav"],
+    ["evaluate", "--data", "{out}", "--split", "all", "--out", "{out}"],
+])  # fmt: skip
+def test_a_vocoder_of_other_audio_settings_is_refused_before_decoding(command, tmp_path, capsys):
     _write_run_config(tmp_path / "text-to-mel", [])
     _write_run_config(tmp_path / "vocoder", ["train.task=vocoder", "audio.n_mels=64"])
-    code = main(["synthesize", "--run", str(tmp_path / "text-to-mel"), "--text", "Hi.",
-                 "--out", str(tmp_path / "x.wav"), "--vocoder", str(tmp_path / "vocoder")])  # fmt: skip
+    out = tmp_path / "out"
+    args = [a.format(out=out) for a in command]
+    code = main([*args, "--run", str(tmp_path / "text-to-mel"), "--vocoder",
+                 str(tmp_path / "vocoder")])  # fmt: skip
     assert code == 2
     err = capsys.readouterr().err
     assert "audio.n_mels: vocoder 64, text-to-mel 80" in err
-    assert not (tmp_path / "x.wav").exists()
+    assert not out.exists()
+
+
+# -- evaluate --vocoder ------------------------------------------------------------------
+
+
+def test_evaluate_writes_synthesis_and_truth_through_the_vocoder(run, vocoder_run, cache,
+                                                                tmp_path):  # fmt: skip
+    _, text_to_mel = run
+    _, vocoder = vocoder_run
+    out = tmp_path / "heard"
+    code = main(["evaluate", "--run", str(text_to_mel), "--data", str(cache), "--split", "all",
+                 "--n", "2", "--out", str(out), "--vocoder", str(vocoder), "--quiet"])  # fmt: skip
+    assert code == 0
+    stack = load_run_config(text_to_mel, "text_to_mel")
+    waveforms = Waveforms(text_to_mel, stack, vocoder=vocoder)
+    for u in read_utterances(cache, stack.data, "all", audio=stack.audio, limit=2):
+        truth = tf.audio.decode_wav(tf.io.read_file(str(out / f"{u.id}.truth.wav")))[0]
+        expected = waveforms(u.mel).numpy()
+        assert truth.shape[0] == len(u.mel) * 256  # the vocoder's F * hop samples
+        np.testing.assert_allclose(truth.numpy()[:, 0], expected, atol=1 / 32767)  # int16 WAV
+        assert (out / f"{u.id}.wav").is_file()
+
+
+def test_evaluate_with_a_vocoder_needs_an_out_folder(run, vocoder_run, cache, capsys):
+    code = main(["evaluate", "--run", str(run[1]), "--data", str(cache), "--split", "all",
+                 "--vocoder", str(vocoder_run[1])])  # fmt: skip
+    assert code == 2
+    assert "--vocoder writes the audio of --out" in capsys.readouterr().err

@@ -16,7 +16,7 @@ import sys
 from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
-from xtts_bench.errors import XttsBenchError
+from xtts_bench.errors import SettingsError, XttsBenchError
 from xtts_bench.settings import (
     AudioBenchConfig,
     CompilerBenchConfig,
@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_learning(commands)
     _add_decode(commands)
     _add_wer(commands)
+    _add_vocoder(commands)
     _add_peers(commands)
     _add_gate(commands)
     return parser  # fmt: skip
@@ -114,7 +115,11 @@ def _add_compare(commands) -> None:
             "the fly, .npy mels through tf.numpy_function, librosa through "
             "tf.numpy_function per sample) alone and feeding a simulated device that needs "
             "--device-ms per batch. One table: samples/s and the ratio to each baseline, "
-            "batch latency mean and CV, device utilization, CPU-ms per sample, padding."
+            "batch latency mean and CV, device utilization, CPU-ms per sample, padding. "
+            "Then the vocoder's segment pipelines, measured the same way: xtts-data "
+            "make_segment_dataset (from a cache built with data.keep_audio=true) vs the "
+            "usual Python cutter (WAV and .npy mel per utterance, a random aligned segment "
+            "cut in NumPy through tf.numpy_function), one static segment shape each."
         ),
     )
     d = DataBenchConfig()
@@ -422,6 +427,36 @@ def _add_wer(commands) -> None:
     p.add_argument("--step", type=int, default=None, help="checkpoint step (default: the last)")
     p.add_argument("--out", type=pathlib.Path, default=None, metavar="DIR",
                    help="keep the WAV files here (default: a temporary folder)")  # fmt: skip
+    p.add_argument("--vocoder", type=pathlib.Path, default=None, metavar="VOCODER_RUN",
+                   help="synthesis and ground truth through this vocoder run (fit --task "
+                   "vocoder) instead of Griffin-Lim")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def _add_vocoder(commands) -> None:
+    p = commands.add_parser(
+        "vocoder", parents=[verbose_flag()],
+        help="a vocoder's copy synthesis scored: PESQ, STOI, log-mel distance, WER vs GL",
+        description=(
+            "Copy-synthesise --n recordings of the corpus --held-out (xtts-train vocode "
+            "--split all: each recording's own mel through the vocoder RUN and through "
+            "Griffin-Lim) and score both re-syntheses against the recording: wide-band PESQ "
+            "(at 16 kHz), STOI, log-mel distance, and pocketsphinx's word error rate of the "
+            "recordings, the vocoder and Griffin-Lim (English; --no-wer skips it). Needs the "
+            'quality extra (pip install "xtts-bench[quality]": pesq builds with a C compiler) '
+            "and, for the WER, the asr extra."
+        ),
+    )  # fmt: skip
+    p.add_argument("run", type=pathlib.Path, metavar="RUN", help="the vocoder run")
+    p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CORPUS",
+                   help="a corpus the vocoder never trained on")  # fmt: skip
+    p.add_argument("--n", type=int, default=None, help="recordings (default: all)")
+    p.add_argument("--step", type=int, default=None, help="checkpoint step (default: the last)")
+    p.add_argument("--griffin-lim-iters", type=int, default=60,
+                   help="iterations of the Griffin-Lim baseline (default: 60)")  # fmt: skip
+    p.add_argument("--no-wer", action="store_true", help="skip the recogniser")
+    p.add_argument("--out", type=pathlib.Path, default=None, metavar="DIR",
+                   help="keep the WAV files here (default: a temporary folder)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -600,8 +635,20 @@ def _run_wer(args) -> str | dict:
     from xtts_bench.intelligibility import format_wer_table, run_wer_benchmark
 
     result = run_wer_benchmark(args.run, args.held_out, n=args.n, step=args.step,
-                               out=args.out)  # fmt: skip
+                               out=args.out, vocoder=args.vocoder)  # fmt: skip
     return result if args.json else format_wer_table(result)
+
+
+def _run_vocoder(args) -> str | dict:
+    from xtts_bench.copy_synthesis import format_vocoder_table, run_vocoder_benchmark
+
+    for flag, value in (("--n", args.n), ("--griffin-lim-iters", args.griffin_lim_iters)):
+        if value is not None and value < 1:
+            raise SettingsError(f"{flag}: expected an int >= 1, received: {value}")
+    result = run_vocoder_benchmark(args.run, args.held_out, n=args.n, step=args.step,
+                                   out=args.out, griffin_lim_iters=args.griffin_lim_iters,
+                                   wer=not args.no_wer)  # fmt: skip
+    return result if args.json else format_vocoder_table(result)
 
 
 def _run_peers(args) -> str | dict:
@@ -619,7 +666,8 @@ def _run_peers(args) -> str | dict:
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "compiler": _run_compiler, "profile": _run_profile,
              "startup": _run_startup, "learning": _run_learning,
-             "decode": _run_decode, "wer": _run_wer, "peers": _run_peers}  # fmt: skip
+             "decode": _run_decode, "wer": _run_wer, "vocoder": _run_vocoder,
+             "peers": _run_peers}  # fmt: skip
 
 
 def _run(args) -> int:

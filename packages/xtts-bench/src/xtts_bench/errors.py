@@ -4,7 +4,10 @@
 anything else, a `ValueError` from a bug included, keeps its traceback.
 """
 
-__all__ = ["MissingExtraError", "SettingsError", "XttsBenchError"]
+import importlib
+from types import ModuleType
+
+__all__ = ["MissingExtraError", "SettingsError", "XttsBenchError", "import_extra"]
 
 
 class XttsBenchError(Exception):
@@ -21,3 +24,15 @@ class SettingsError(XttsBenchError, ValueError):
 
 class MissingExtraError(XttsBenchError, ImportError):
     """A package of an optional extra (e.g. `xtts-bench[asr]`) is not installed."""
+
+
+def import_extra(name: str, *, hint: str) -> ModuleType:
+    """The module `name` of an optional extra.
+
+    Raises:
+        MissingExtraError: it is not installed; the message ends with `hint`, how to fix.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise MissingExtraError(f"expected the {name} package ({err}); to fix: {hint}") from err

@@ -27,14 +27,23 @@ import tensorflow as tf
 
 import xtts_audio
 import xtts_data as xd
-from xtts_bench.errors import MissingExtraError, SettingsError
+from xtts_bench.errors import SettingsError, import_extra
 from xtts_data.text import TextConfig, normalize_text
 from xtts_train import evaluate
 
-__all__ = ["format_wer_table", "reference_words", "run_wer_benchmark", "word_error_rates"]
+__all__ = [
+    "check_corpus",
+    "corpus_references",
+    "format_wer_table",
+    "make_recogniser",
+    "reference_words",
+    "run_wer_benchmark",
+    "transcribe",
+    "word_error_rates",
+]
 
 RECOGNISER_RATE = 16000  # pocketsphinx's en-us model is trained on 16 kHz audio
-_ASR_HINT = 'pip install "xtts-bench[asr]" (pocketsphinx and jiwer)'
+ASR_HINT = 'pip install "xtts-bench[asr]" (pocketsphinx and jiwer)'
 
 
 def reference_words(text: str) -> str:
@@ -48,7 +57,7 @@ def word_error_rates(references: list[str], synthesis: list[str],
                      truth: list[str]) -> dict[str, float]:  # fmt: skip
     """Corpus WER of each transcript set, their ratio, and chance (truth vs the texts
     shifted by one: right voice, wrong words)."""
-    jiwer = _import("jiwer")
+    jiwer = import_extra("jiwer", hint=ASR_HINT)
     if len(references) < 2:
         raise SettingsError(f"expected at least 2 sentences, received: {len(references)}")
     wer_synthesis = float(jiwer.wer(references, synthesis))
@@ -63,9 +72,11 @@ def word_error_rates(references: list[str], synthesis: list[str],
 
 def run_wer_benchmark(run: str | Path, held_out: str | Path, *, n: int | None = None,
                       step: int | None = None, out: str | Path | None = None,
-                      progress: bool = True) -> dict[str, Any]:  # fmt: skip
+                      progress: bool = True,
+                      vocoder: str | Path | None = None) -> dict[str, Any]:  # fmt: skip
     """Synthesise `n` sentences of the corpus `held_out` with `run`, transcribe synthesis
-    and ground truth, and return the word error rates (see the module docstring).
+    and ground truth, and return the word error rates (see the module docstring). With
+    `vocoder` (a vocoder run), both go through it instead of Griffin-Lim.
 
     Raises:
         SettingsError: `held_out` is not a corpus (a cache keeps tokens, not words).
@@ -73,25 +84,21 @@ def run_wer_benchmark(run: str | Path, held_out: str | Path, *, n: int | None = 
         XttsTrainError: what `xtts-train evaluate` rejects.
     """
     held_out = Path(held_out)
-    if (held_out / "manifest.json").is_file():
-        raise SettingsError(
-            f"expected --held-out to be a corpus (metadata.csv or a filelist: the "
-            f"recogniser needs the sentences' words), received the feature cache {held_out}"
-        )
-    decoder_class = _import("pocketsphinx").Decoder
+    check_corpus(held_out)
+    import_extra("pocketsphinx", hint=ASR_HINT)  # before any synthesis: the first thing to fix
     with tempfile.TemporaryDirectory() as scratch:
         audio_dir = Path(out) if out is not None else Path(scratch)
         report = evaluate(run, held_out, split="all", n=n, out=audio_dir, step=step,
-                          progress=progress)  # fmt: skip
-        texts = {row.id: row.text for row in xd.read_corpus(held_out).rows}
+                          progress=progress, vocoder=vocoder)  # fmt: skip
         ids = [u["id"] for u in report.utterances]
-        references = [reference_words(texts[i]) for i in ids]
-        recogniser = _recogniser(decoder_class, references, Path(scratch))
-        synthesis = [_transcribe(recogniser, audio_dir / f"{i}.wav") for i in ids]
-        truth = [_transcribe(recogniser, audio_dir / f"{i}.truth.wav") for i in ids]
+        references = corpus_references(held_out, ids)
+        recogniser = make_recogniser(references, Path(scratch))
+        synthesis = [transcribe(recogniser, audio_dir / f"{i}.wav") for i in ids]
+        truth = [transcribe(recogniser, audio_dir / f"{i}.truth.wav") for i in ids]
     return {
         "run": str(run),
         "held_out": str(held_out),
+        "vocoder": None if vocoder is None else str(vocoder),
         "step": report.step,
         "sentences": len(ids),
         **word_error_rates(references, synthesis, truth),
@@ -108,30 +115,42 @@ def format_wer_table(result: dict[str, Any]) -> str:
     rows = []
     for u in result["utterances"]:
         rows += [f"{u['id']}", f"  read:        {u['reference']}",
-                 f"  synthesis:   {u['synthesis']}", f"  truth (GL):  {u['truth']}"]  # fmt: skip
+                 f"  synthesis:   {u['synthesis']}", f"  truth:       {u['truth']}"]  # fmt: skip
+    through = "Griffin-Lim" if result["vocoder"] is None else f"vocoder {result['vocoder']}"
     rows.append(
         f"{result['sentences']} sentences, step {result['step']}: WER synthesis "
-        f"{result['wer_synthesis']:.2f}, ground truth through the same Griffin-Lim "
+        f"{result['wer_synthesis']:.2f}, ground truth through the same {through} "
         f"{result['wer_truth']:.2f} (ratio {result['ratio']:.2f}), chance "
         f"{result['wer_chance']:.2f}; pairing {result['pairing_mean']:.2f}"
     )
     return "\n".join(rows)
 
 
-def _import(name: str):
-    try:
-        return __import__(name)
-    except ImportError as err:
-        raise MissingExtraError(
-            f"expected the {name} package ({err}); to fix: {_ASR_HINT}"
-        ) from err
+def corpus_references(held_out: Path, ids: list[str]) -> list[str]:
+    """The words read in each of `ids` of the corpus `held_out` (`reference_words`)."""
+    texts = {row.id: row.text for row in xd.read_corpus(held_out).rows}
+    return [reference_words(texts[i]) for i in ids]
 
 
-def _recogniser(decoder_class, references: list[str], scratch: Path):
+def check_corpus(held_out: Path) -> None:
+    """Raises SettingsError unless `held_out` is a corpus (a cache keeps no words)."""
+    if (held_out / "manifest.json").is_file():
+        raise SettingsError(
+            f"expected --held-out to be a corpus (metadata.csv or a filelist: the "
+            f"recogniser needs the sentences' words), received the feature cache {held_out}"
+        )
+
+
+def make_recogniser(references: list[str], scratch: Path):
     """A pocketsphinx decoder whose language model is a uniform unigram over the words
-    of `references` that its dictionary knows."""
+    of `references` that its dictionary knows (its file is written into `scratch`).
+
+    Raises:
+        MissingExtraError: the `asr` extra is not installed.
+    """
     words = sorted({w for r in references for w in r.split()})
-    decoder = decoder_class(samprate=RECOGNISER_RATE, loglevel="FATAL")
+    pocketsphinx = import_extra("pocketsphinx", hint=ASR_HINT)
+    decoder = pocketsphinx.Decoder(samprate=RECOGNISER_RATE, loglevel="FATAL")
     known = [w for w in words if decoder.lookup_word(w) is not None]
     if not known:
         raise SettingsError(f"no word of the held-out sentences is in the English dictionary: "
@@ -149,7 +168,7 @@ def _recogniser(decoder_class, references: list[str], scratch: Path):
     return decoder
 
 
-def _transcribe(recogniser, path: Path) -> str:
+def transcribe(recogniser, path: Path) -> str:
     """The recogniser's words for a WAV file (any rate, mixed to mono, resampled)."""
     audio, rate = xtts_audio.load_wav(str(path))
     mono = xtts_audio.to_mono(audio)

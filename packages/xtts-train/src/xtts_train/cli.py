@@ -152,7 +152,11 @@ def _add_evaluate(commands) -> None:
     p.add_argument("--n", type=int, help="the first N utterances by id (default: all)")
     p.add_argument("--step", type=int, help="the checkpoint of this step (default: the last)")
     p.add_argument("--out", type=Path, metavar="DIR",
-                   help="write DIR/<id>.wav (synthesised) and DIR/<id>.truth.wav")  # fmt: skip
+                   help="write DIR/<id>.wav (synthesised) and DIR/<id>.truth.wav (the "
+                   "recording's own mel through the same vocoder or Griffin-Lim)")  # fmt: skip
+    p.add_argument("--vocoder", type=Path, metavar="RUN",
+                   help="with --out: a vocoder run (fit --task vocoder) trained with this "
+                   "run's audio settings writes the audio (default: Griffin-Lim)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -162,8 +166,9 @@ def _add_vocode(commands) -> None:
         "vocode", parents=_common(), help="copy synthesis: recordings' mels through a vocoder",
         description="Turn each held-out recording's own mel back into audio with a trained "
         "vocoder (fit --task vocoder) and with Griffin-Lim, write both (DIR/<id>.wav and "
-        "DIR/<id>.gl.wav), and print each one's log-mel distance to the recording: the "
-        "standard check of a vocoder. Every length runs through one compiled program.",
+        "DIR/<id>.gl.wav) beside the recording as the features saw it "
+        "(DIR/<id>.recording.wav), and print each one's log-mel distance to the recording: "
+        "the standard check of a vocoder. Every length runs through one compiled program.",
     )  # fmt: skip
     p.add_argument("--vocoder", type=Path, required=True, metavar="RUN",
                    help="the vocoder's training run")  # fmt: skip
@@ -190,16 +195,22 @@ def _add_export(commands) -> None:
         help="write a trained run as a SavedModel for inference",
         description="Write the run's last checkpoint as a SavedModel whose serving_default "
         "signature takes token ids (int32 [T], T <= --max-text) and a reference mel "
-        "(float32 [frames, n_mels]) and returns mel, stop_probs, length and a Griffin-Lim "
-        "waveform; tokenizer.json, config.yaml and reference.npy are saved as assets. A "
+        "(float32 [frames, n_mels]) and returns mel, stop_probs, length and a waveform: "
+        "the vocoder run's (--vocoder; it hears the --max-frames buffer, silence after the "
+        "decoded frames) or Griffin-Lim's; tokenizer.json, config.yaml and reference.npy "
+        "are saved as assets, and the vocoder's config.yaml as vocoder_config.yaml. A "
         "multilingual run's signature also takes language (a string tag such as fa) and "
-        "puts that language's token in front of the token ids.",
+        "puts that language's token in front of the token ids. Loading it needs "
+        "TensorFlow only.",
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run's work dir")
     p.add_argument("--out", type=Path, required=True, help="the SavedModel folder to write")
     p.add_argument("--max-text", type=int, default=256, help="longest token input (default: 256)")
     p.add_argument("--max-frames", type=int, default=400,
                    help="decoding buffer in frames (default: 400)")  # fmt: skip
+    p.add_argument("--vocoder", type=Path, metavar="RUN",
+                   help="a vocoder run (fit --task vocoder) trained with this run's audio "
+                   "settings, which writes the waveform output (default: Griffin-Lim)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace an existing --out")
 
 
@@ -217,6 +228,10 @@ def _add_demo(commands) -> None:
                    help="folder for corpus, cache and run (default: %(default)s)")  # fmt: skip
     p.add_argument("--steps", type=int, default=600, help="training steps (default: 600)")
     p.add_argument("--utterances", type=int, default=96, help="demo corpus size (default: 96)")
+    p.add_argument("--vocoder", type=Path, metavar="RUN",
+                   help="speak the held-out sentences and the demo sentence through this "
+                   "vocoder run (fit --task vocoder, the demo's audio settings) instead of "
+                   "Griffin-Lim")  # fmt: skip
     p.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
         help="override one of the demo's settings (repeatable), e.g. model.d_model=64; "
@@ -310,8 +325,10 @@ def _run_evaluate(args) -> int:
 
     if args.n is not None and args.n < 2:
         raise XttsTrainError(f"--n: expected at least 2 utterances to pair, received {args.n}")
+    if args.vocoder is not None and args.out is None:
+        raise XttsTrainError("--vocoder writes the audio of --out: pass --out DIR with it")
     report = evaluate(args.run, args.data, split=args.split, n=args.n, out=args.out,
-                      step=args.step, progress=not args.quiet)  # fmt: skip
+                      step=args.step, progress=not args.quiet, vocoder=args.vocoder)  # fmt: skip
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.format())
     return 0
 
@@ -335,8 +352,9 @@ def _run_export(args) -> int:
     from xtts_train.export import export
 
     out = export(args.run, args.out, max_text=args.max_text, max_frames=args.max_frames,
-                 force=args.force)  # fmt: skip
-    print(f"wrote SavedModel {out} (signature serving_default)")
+                 vocoder=args.vocoder, force=args.force)  # fmt: skip
+    voice = f"the vocoder {args.vocoder}" if args.vocoder else "Griffin-Lim"
+    print(f"wrote SavedModel {out} (signature serving_default, waveform by {voice})")
     return 0
 
 
@@ -344,7 +362,7 @@ def _run_demo(args) -> int:
     from xtts_train.demo import run_demo
 
     summary = run_demo(args.workdir, steps=args.steps, utterances=args.utterances,
-                       overrides=args.set)  # fmt: skip
+                       overrides=args.set, vocoder=args.vocoder)  # fmt: skip
     print(summary)
     return 0
 

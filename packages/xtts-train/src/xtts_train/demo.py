@@ -21,10 +21,12 @@ from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.runs.evaluation import dtw_distance
 from xtts_train.runs.held_out import evaluate
+from xtts_train.runs.loading import load_run_config
 from xtts_train.synthesize import synthesize
 from xtts_train.training.process import StartupClock, format_startup
 from xtts_train.training.trainer import fit
 from xtts_train.training.warmup import cache_use
+from xtts_train.vocode import check_same_audio
 
 __all__ = ["DEMO_SETTINGS", "DEMO_TEXT", "run_demo"]
 
@@ -44,9 +46,11 @@ _HELD_OUT = 8  # sentences of the demo language the run never sees, scored at th
 
 
 def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
-             overrides: Sequence[str] = ()) -> str:  # fmt: skip
+             overrides: Sequence[str] = (), vocoder: str | Path | None = None) -> str:  # fmt: skip
     """Run the demo in `workdir` (reusing a corpus or cache already there); returns the
-    closing summary. `overrides` are `SECTION.KEY=VALUE` settings over `DEMO_SETTINGS`."""
+    closing summary. `overrides` are `SECTION.KEY=VALUE` settings over `DEMO_SETTINGS`;
+    `vocoder`, a vocoder run of the demo's audio settings, speaks instead of Griffin-Lim
+    (checked before anything is built)."""
     workdir = Path(workdir)
     started, clock = time.perf_counter(), StartupClock()
     # The demo language's eval sentences, recorded in the run's config.yaml: the demo runs
@@ -59,6 +63,8 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
     stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, *overrides,
                                      f"train.steps={steps}"])  # fmt: skip
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
+    if vocoder is not None:  # a misfit is refused before the corpus, cache and training
+        check_same_audio(Path(vocoder), load_run_config(Path(vocoder), "vocoder"), run, stack)
     held_out = workdir / "held-out"
     tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
     with clock.part("data"):  # the corpus and cache count as the run's data start-up
@@ -70,9 +76,10 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
     summary = fit(stack, cache, run, clock=clock)
     if not (held_out / "metadata.csv").exists():
         xd.write_demo_corpus(held_out, n=_HELD_OUT, seed=1, **_SECONDS)
-    report = evaluate(run, held_out, split="all", out=run / "held-out", progress=True)
+    report = evaluate(run, held_out, split="all", out=run / "held-out", progress=True,
+                      vocoder=vocoder)  # fmt: skip
     truth = _ground_truth(DEMO_TEXT, stack)
-    speech = synthesize(run, DEMO_TEXT, run / "demo.wav", truth=truth)
+    speech = synthesize(run, DEMO_TEXT, run / "demo.wav", truth=truth, vocoder=vocoder)
     distance = dtw_distance(speech.mel, truth)
     losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
               if "loss" in json.loads(line)]  # fmt: skip

@@ -22,8 +22,8 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Decoding, text_ids
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.runs.loading import load_run_config, restore_weights
-from xtts_train.runs.media import decoded_frames, to_waveform
-from xtts_train.vocode import Vocoding, check_same_audio, load_vocoder, silence_feature
+from xtts_train.runs.media import decoded_frames
+from xtts_train.vocode import Waveforms
 
 __all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
 
@@ -94,9 +94,9 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             on, a text with none of the run's symbols, or a vocoder of other audio
             settings (each named, both values).
     """
-    if vocoder is not None:  # the settings first: nothing is decoded for a misfit
-        check_same_audio(Path(vocoder), load_run_config(Path(vocoder), "vocoder"),
-                         Path(workdir), load_run_config(Path(workdir), "text_to_mel"))  # fmt: skip
+    # First of all: a vocoder of other audio settings is refused before anything loads.
+    waveforms = Waveforms(Path(workdir), load_run_config(Path(workdir), "text_to_mel"),
+                          vocoder=vocoder, griffin_lim_iters=griffin_lim_iters)  # fmt: skip
     stack, model, tokenizer = load_run(workdir)
     encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
     ids = encoded.ids
@@ -106,13 +106,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     (decoded,) = decoding([ids], cond)
     frames = int(decoded_frames(decoded.length, len(ids), max_frames, stack.audio))
     features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale
-    if vocoder is None:
-        wave = to_waveform(features, stack.audio, n_iter=griffin_lim_iters)
-    else:
-        _, network = load_vocoder(vocoder)
-        vocoding = Vocoding(network, compiler=stack.train.compiler)
-        wave = vocoding(features, silence=silence_feature(stack.audio))
-        wave = tf.clip_by_value(tf.constant(wave), -1.0, 1.0)
+    wave = waveforms(features)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))

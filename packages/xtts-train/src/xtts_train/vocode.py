@@ -24,12 +24,15 @@ from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.vocoder.model import Vocoder, vocode_chunks
 from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
+from xtts_train.runs.media import to_waveform
 from xtts_train.training.compiler import resolve
 
 __all__ = [
     "VocodeReport",
     "Vocoding",
+    "Waveforms",
     "check_same_audio",
+    "check_vocoder",
     "load_vocoder",
     "log_mel_distance",
     "vocode",
@@ -67,6 +70,17 @@ def check_same_audio(vocoder: Path, vocoder_stack: StackConfig, run: Path,
             f"audio settings ({'; '.join(differ)}); train a vocoder with the run's audio "
             f"section"
         )
+
+
+def check_vocoder(vocoder: Path, run: Path) -> None:
+    """Refuse, from their configs alone, a vocoder run that cannot voice `run`'s features.
+
+    Raises:
+        XttsTrainError: `vocoder` is not a vocoder run, `run` not a text-to-mel run, or
+            their audio settings differ (`check_same_audio`).
+    """
+    check_same_audio(vocoder, load_run_config(vocoder, "vocoder"), run,
+                     load_run_config(run, "text_to_mel"))  # fmt: skip
 
 
 class Vocoding:
@@ -109,6 +123,48 @@ class Vocoding:
         audio = vocode_chunks(self.model, padded[None], chunk_frames=self.chunk,
                               context_frames=self.context, window=self._window)  # fmt: skip
         return audio[0, : frames * self.model.config.hop_length].numpy()
+
+
+class Waveforms:
+    """A text-to-mel run's features turned into audio: through a vocoder run trained on the
+    same audio settings (checked when built: nothing is decoded for a misfit), else
+    Griffin-Lim peak-normalised to 0.9. One owner for `synthesize`, `evaluate` and the demo.
+
+    Args:
+        run: the text-to-mel run whose features are turned into audio.
+        stack: its config.
+        vocoder: a vocoder run (`fit --task vocoder`); None: Griffin-Lim.
+        griffin_lim_iters: iterations when there is no vocoder.
+
+    Raises:
+        XttsTrainError: `vocoder` is not a vocoder run, has no checkpoint, or was trained
+            on other audio settings (each field named with both values).
+    """
+
+    def __init__(self, run: Path, stack: StackConfig, *, vocoder: str | Path | None = None,
+                 griffin_lim_iters: int = 32) -> None:  # fmt: skip
+        self.audio, self.griffin_lim_iters = stack.audio, griffin_lim_iters
+        self.vocoder = None if vocoder is None else Path(vocoder)
+        self._vocoding = None
+        if self.vocoder is not None:
+            check_vocoder(self.vocoder, Path(run))
+            _, network = load_vocoder(self.vocoder)
+            self._vocoding = Vocoding(network, compiler=stack.train.compiler)
+            self._silence = silence_feature(stack.audio)
+
+    @property
+    def name(self) -> str:
+        """What makes the audio, for reports: the vocoder run's path or Griffin-Lim's."""
+        if self.vocoder is None:
+            return f"Griffin-Lim ({self.griffin_lim_iters} iterations)"
+        return f"the vocoder {self.vocoder}"
+
+    def __call__(self, features: np.ndarray) -> tf.Tensor:
+        """float32 [frames * hop] in [-1, 1] of features float32 [frames, n_mels]."""
+        if self._vocoding is None:
+            return to_waveform(features, self.audio, n_iter=self.griffin_lim_iters)
+        wave = self._vocoding(np.asarray(features, np.float32), silence=self._silence)
+        return tf.clip_by_value(tf.constant(wave), -1.0, 1.0)
 
 
 def silence_feature(audio: xa.MelConfig) -> float:
@@ -169,7 +225,9 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
            progress: bool = False) -> VocodeReport:  # fmt: skip
     """Copy synthesis: each utterance's own mel through the vocoder of `run`, written as
     `out/<id>.wav`, with Griffin-Lim's from the same mel as `out/<id>.gl.wav`, both scored
-    by their log-mel distance to the recording.
+    by their log-mel distance to the recording, which is written as `out/<id>.recording.wav`
+    (as the features saw it: resampled, trimmed, cut to the vocoded length) for listening
+    and for `xtts-bench vocoder`'s PESQ, STOI and word error rates.
 
     Args:
         run: a vocoder run (`xtts-train fit --task vocoder`).
@@ -214,7 +272,8 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
                      "vocoder": log_mel_distance(vocoded, truth, stack.audio),
                      "griffin_lim": log_mel_distance(_fit_length(griffin_lim, len(vocoded)),
                                                      truth, stack.audio)})  # fmt: skip
-        for name, wave in ((f"{u.id}.wav", vocoded), (f"{u.id}.gl.wav", griffin_lim)):
+        for name, wave in ((f"{u.id}.wav", vocoded), (f"{u.id}.gl.wav", griffin_lim),
+                           (f"{u.id}.recording.wav", truth)):  # fmt: skip
             _write_wav(out / name, wave, stack.audio.sample_rate)
     step = step if step is not None else latest_step(run)
     seconds = sum(row["seconds"] for row in rows)

@@ -5,7 +5,8 @@ Each utterance is decoded with the compiled `infer` (the stop token ends it), co
 on the run's reference clip, and compared with its recording: duration ratio, alignment
 score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
-same Griffin-Lim) are written side by side, so a person can listen.
+same vocoder run, else the same Griffin-Lim) are written side by side, so a person can
+listen and a recogniser compare them.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ import xtts_data as xd
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames
 from xtts_train.runs.evaluation import dtw_distance, duration_ratio, pairing_scores
-from xtts_train.runs.media import decoded_frames, to_waveform
+from xtts_train.runs.loading import load_run_config
+from xtts_train.runs.media import decoded_frames
 from xtts_train.synthesize import load_reference, load_run
 from xtts_train.training.trainer import latest_step
+from xtts_train.vocode import Waveforms
 
 __all__ = ["EvalReport", "evaluate"]
 
@@ -93,7 +96,8 @@ _SCORES = ("duration_ratio", "alignment", "distance", "pairing")
 
 def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | None = None,
              out: str | Path | None = None, step: int | None = None,
-             progress: bool = False, griffin_lim_iters: int = 32) -> EvalReport:  # fmt: skip
+             progress: bool = False, griffin_lim_iters: int = 32,
+             vocoder: str | Path | None = None) -> EvalReport:  # fmt: skip
     """Synthesise utterances of `data` free-running and score them against the truth.
 
     Args:
@@ -106,12 +110,21 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         step: the checkpoint of this step (None: the last).
         progress: a progress bar over the utterances.
         griffin_lim_iters: Griffin-Lim iterations of the written audio.
+        vocoder: a vocoder run trained on the run's audio settings, which writes the
+            audio instead of Griffin-Lim (checked before anything is decoded).
 
     Raises:
-        XttsTrainError: no checkpoint, nothing held out, fewer than 2 utterances.
+        XttsTrainError: no checkpoint, nothing held out, fewer than 2 utterances, a
+            vocoder without `out` or of other audio settings.
         XttsDataError: a source with other audio or text settings, `n` above the split.
     """
     run, data = Path(run), Path(data)
+    if vocoder is not None and out is None:
+        raise XttsTrainError("a vocoder writes the audio: pass an out folder with the vocoder")
+    waveforms = None  # first: a vocoder of other audio settings is refused before loading
+    if out is not None:
+        waveforms = Waveforms(run, load_run_config(run, "text_to_mel"), vocoder=vocoder,
+                              griffin_lim_iters=griffin_lim_iters)  # fmt: skip
     stack, model, tokenizer = load_run(run, step=step)
     if split == "val" and stack.data.val_fraction == 0:
         raise XttsTrainError(
@@ -146,16 +159,17 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         for i, (u, d) in enumerate(zip(utterances, decoded, strict=True))
     ]  # fmt: skip
     if out is not None:
-        _write_audio(Path(out), utterances, decoded, stack.audio, max_frames, griffin_lim_iters)
+        _write_audio(Path(out), utterances, decoded, waveforms, max_frames)
     step = step if step is not None else latest_step(run)
     return EvalReport(run, data, split, step, rows, max_frames)
 
 
-def _write_audio(out: Path, utterances, decoded, audio, max_frames: int, n_iter: int) -> None:
+def _write_audio(out: Path, utterances, decoded, waveforms: Waveforms, max_frames: int) -> None:
     """`<id>.wav` (as `synthesize` writes it) and `<id>.truth.wav` for each utterance."""
     out.mkdir(parents=True, exist_ok=True)
+    audio = waveforms.audio
     for u, d in zip(utterances, decoded, strict=True):
         frames = int(decoded_frames(d.length, len(u.tokens), max_frames, audio))
         for name, mel in ((f"{u.id}.wav", d.buffer[:frames]), (f"{u.id}.truth.wav", u.mel)):
-            wave = to_waveform(mel, audio, n_iter=n_iter)
+            wave = waveforms(mel)
             tf.io.write_file(str(out / name), tf.audio.encode_wav(wave[:, None], audio.sample_rate))
