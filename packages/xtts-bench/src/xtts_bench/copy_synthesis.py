@@ -32,7 +32,7 @@ from xtts_bench.intelligibility import (
     make_recogniser,
     transcribe,
 )
-from xtts_train.vocode import vocode
+from xtts_train import vocode
 
 __all__ = ["QUALITY_HINT", "format_vocoder_table", "quality_scores", "run_vocoder_benchmark"]
 

@@ -18,7 +18,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import keras
 import tensorflow as tf
@@ -73,7 +73,8 @@ class CompiledSteps:
     """The registry of compiled train and eval programs of a task, one per shape of
     `spec` (and of `eval_spec`): built by `warm_up`, looked up by a batch's shape.
 
-    The step bodies and the update chain are `StepFunctions`'.
+    The step bodies and the update chain are `StepFunctions`'; each role's programs are a
+    `_Programs`.
 
     Args:
         task: the model and its losses (`xtts_train.training.tasks.Task`).
@@ -106,21 +107,14 @@ class CompiledSteps:
         self.nonfinite = functions.gate.skipped
         self.consecutive_nonfinite = functions.gate.consecutive
         self.loss_scale, self.schedule = functions.loss_scale, functions.schedule
-        self.traces: collections.Counter = collections.Counter()
-        self.eval_traces: collections.Counter = collections.Counter()
-        self._warm = False
         self.compilers = functions.compilers
         one = strategy is None  # else XLA (if chosen) per device, inside the step bodies
         train = functions.train if one else functions.replicated_train
         evaluate = functions.eval if one else functions.replicated_eval
         xla = {role: one and c == "xla" for role, c in self.compilers.items()}
-        self._train = tf.function(self._counted(train, self.traces), jit_compile=xla["train"])
-        self._eval = tf.function(self._counted(evaluate, self.eval_traces),
-                                 jit_compile=xla["eval"])  # fmt: skip
-        self._concrete: dict[tuple[int, ...], Callable] = {}
-        self._concrete_eval: dict[tuple[int, ...], Callable] = {}
-
-    # -- building -------------------------------------------------------------------------
+        self._train = _Programs("train", train, spec, functions, jit_compile=xla["train"])
+        self._eval = _Programs("eval", evaluate, eval_spec, functions, jit_compile=xla["eval"])
+        self.traces, self.eval_traces = self._train.traces, self._eval.traces
 
     def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
                 workers: int | None = None, defer_cached: bool = True) -> WarmUp:  # fmt: skip
@@ -134,65 +128,29 @@ class CompiledSteps:
             defer_cached: programs the compile cache holds load at their first call
                 instead of running once here (see `xtts_train.training.warmup.run_jobs`).
         """
-        slots = [(self._concrete, "train", shape) for shape in self.spec.shapes]
-        if self.eval_spec is not None:
-            slots += [(self._concrete_eval, "eval", shape) for shape in self.eval_spec.shapes]
-        jobs = [self._job(role, shape) for _, role, shape in slots]
+        slots = [(role, shape) for role in (self._train, self._eval) for shape in role.shapes]
+        jobs = [role.job(shape) for role, shape in slots]
         if workers is None:
             workers = compile_workers(self.config.compile_workers, len(jobs))
         # A compiling run moves the dropout seeds and a program the compile cache holds
         # does not run here: put them back, so a run's dropout does not depend on the cache.
-        seeds = self.task.seed_states()
-        before = [seed.read_value() for seed in seeds]
-        programs, report = run_jobs(jobs, workers=workers, defer_cached=defer_cached,
-                                    progress=progress)  # fmt: skip
-        for seed, value in zip(seeds, before, strict=True):
-            seed.assign(value)
-        for (table, _, shape), program in zip(slots, programs, strict=True):
-            table[shape.key] = program
-        self._warm = True
+        with _kept_values(self.task.seed_states()):
+            programs, report = run_jobs(jobs, workers=workers, defer_cached=defer_cached,
+                                        progress=progress)  # fmt: skip
+        for (role, shape), program in zip(slots, programs, strict=True):
+            role.table[shape.key] = program
+        self._train.warm = self._eval.warm = True
         return report
-
-    def _job(self, role: str, shape) -> Job:
-        """Trace the train (or eval) step at `shape`; run it once on a placeholder batch."""
-        train = role == "train"
-        signature = (self.spec if train else self.eval_spec).signature(shape)
-        function = self._train if train else self._eval
-        hyper = self.functions.signature_of_hyper()
-        args = (signature, tf.TensorSpec([], tf.bool), hyper) if train else (signature, hyper)
-
-        def run(program) -> None:
-            batch, hyper = self.task.placeholder_batch(signature), self.hyper(0)
-            outputs = program(batch, tf.constant(False), hyper) if train else program(batch, hyper)
-            float(outputs["loss"])  # wait for it: the compile happens in this call
-
-        name = f"{role} {'x'.join(map(str, shape.key))}"
-        return Job(name, lambda: function.get_concrete_function(*args), run,
-                   compiler=self.compilers[role])  # fmt: skip
-
-    def _counted(self, body: Callable, traces: collections.Counter) -> Callable:
-        """`body`, counting its traces per shape (the count runs once per trace, never per
-        step) and warning of a trace after warm-up."""
-
-        def traced(batch, *args):
-            key = shape_of(batch)
-            traces[key] += 1
-            if self._warm:
-                logger.warning("step traced again after warm-up for shape %s", key)
-            return body(batch, *args)
-
-        return traced
 
     @property
     def compiled_shapes(self) -> int:
-        return len(self._concrete)
+        """Train programs built by `warm_up`."""
+        return len(self._train.table)
 
     def program(self, shape: tuple[int, ...], role: str = "train"):
         """The warmed-up program (a concrete function) of `role` (`"train"` or `"eval"`)
         at `shape` (a spec shape's key); its `.graph` is the traced step."""
-        return (self._concrete if role == "train" else self._concrete_eval)[shape]
-
-    # -- running --------------------------------------------------------------------------
+        return (self._train if role == "train" else self._eval).table[shape]
 
     def hyper(self, step: int) -> dict[str, tf.Tensor]:
         """The step's inputs besides the batch (`StepFunctions.hyper`)."""
@@ -200,28 +158,107 @@ class CompiledSteps:
 
     def train(self, batch: Mapping[str, tf.Tensor], *, step: int) -> dict[str, tf.Tensor]:
         """Update `step` + 1 on `batch` (dispatched without waiting for its results)."""
-        program = self._concrete.get(shape_of(batch))
-        hyper = self.hyper(step)
-        if program is None:
-            return self._retrace(self._train, batch, tf.constant(True), hyper)
-        return program(batch, tf.constant(True), hyper)
+        return self._train.run(batch, self.hyper(step), allow_retrace=self.config.allow_retrace)
 
     def evaluate(self, batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        program = self._concrete_eval.get(shape_of(batch))
-        if program is None:
-            return self._retrace(self._eval, batch, self.hyper(0))
-        return program(batch, self.hyper(0))
+        """The eval step's losses of `batch` (dispatched without waiting for them)."""
+        return self._eval.run(batch, self.hyper(0), allow_retrace=self.config.allow_retrace)
 
-    def _retrace(self, function, batch, *args):
+
+class _Programs:
+    """The programs of one role of `CompiledSteps`: the `tf.function` of its step body, its
+    traces per shape, and the concrete program of each shape of its spec, looked up by a
+    batch's shape (any other shape retraces: an error, or a warning with `allow_retrace`).
+
+    Args:
+        role: `"train"` (a body of `(batch, apply, hyper)`) or `"eval"` (`(batch, hyper)`).
+        body: the step body (one of `StepFunctions`').
+        spec: the role's batch shapes; None: it has no batches (an eval without validation).
+        functions: the step functions: the `hyper` inputs, the compilers, the task.
+        jit_compile: XLA compiles the whole step (one device and the `"xla"` compiler).
+
+    Attributes:
+        traces: Python traces of the body per shape key (the count runs once per trace,
+            never per step).
+        table: {shape key: concrete program}, filled by `CompiledSteps.warm_up`.
+        warm: the warm-up is done: a trace after it warns.
+    """
+
+    def __init__(self, role: str, body: Callable, spec, functions: StepFunctions, *,
+                 jit_compile: bool) -> None:  # fmt: skip
+        self.role, self.spec, self.functions = role, spec, functions
+        self.traces: collections.Counter = collections.Counter()
+        self.table: dict[tuple[int, ...], Callable] = {}
+        self.warm = False
+        self.function = tf.function(self._counted(body), jit_compile=jit_compile)
+
+    @property
+    def shapes(self) -> tuple:
+        """The spec's shapes (none without a spec)."""
+        return tuple(self.spec.shapes) if self.spec is not None else ()
+
+    def job(self, shape) -> Job:
+        """Trace the step at `shape`; run it once on a placeholder batch, the update off."""
+        signature = self.spec.signature(shape)
+        hyper = self.functions.signature_of_hyper()
+        args = self._inputs(signature, tf.TensorSpec([], tf.bool), hyper)
+
+        def run(program) -> None:
+            batch, hyper = self.functions.task.placeholder_batch(signature), self.functions.hyper(0)
+            outputs = program(*self._inputs(batch, tf.constant(False), hyper))
+            float(outputs["loss"])  # wait for it: the compile happens in this call
+
+        name = f"{self.role} {'x'.join(map(str, shape.key))}"
+        return Job(name, lambda: self.function.get_concrete_function(*args), run,
+                   compiler=self.functions.compilers[self.role])  # fmt: skip
+
+    def run(self, batch: Mapping[str, tf.Tensor], hyper: dict[str, tf.Tensor], *,
+            allow_retrace: bool) -> dict[str, tf.Tensor]:  # fmt: skip
+        """The program of `batch`'s shape on `batch` (train: the update applies).
+
+        Raises:
+            RetraceError: no program has that shape, and not `allow_retrace`.
+        """
+        inputs = self._inputs(batch, tf.constant(True), hyper)
+        program = self.table.get(shape_of(batch))
+        if program is not None:
+            return program(*inputs)
         message = (
             f"batch shape {shape_of(batch)} is not one of the "
-            f"{len(self._concrete)} compiled shapes {sorted(self._concrete)}; it would "
+            f"{len(self.table)} compiled shapes {sorted(self.table)}; it would "
             f"retrace and recompile the step"
         )
-        if not self.config.allow_retrace:
+        if not allow_retrace:
             raise RetraceError(message + " (pass --allow-retrace to accept it)")
         logger.warning("%s", message)
-        return function(batch, *args)
+        return self.function(*inputs)
+
+    def _inputs(self, batch, apply, hyper) -> tuple:
+        """The body's inputs: the train body's take `apply` (False: no update) as well."""
+        return (batch, apply, hyper) if self.role == "train" else (batch, hyper)
+
+    def _counted(self, body: Callable) -> Callable:
+        """`body`, counting its traces per shape and warning of a trace after warm-up."""
+
+        def traced(batch, *args):
+            key = shape_of(batch)
+            self.traces[key] += 1
+            if self.warm:
+                logger.warning("step traced again after warm-up for shape %s", key)
+            return body(batch, *args)
+
+        return traced
+
+
+@contextlib.contextmanager
+def _kept_values(variables: Sequence[tf.Variable]) -> Iterator[None]:
+    """Put `variables` back to their values on entering, on leaving."""
+    before = [variable.read_value() for variable in variables]
+    try:
+        yield
+    finally:
+        for variable, value in zip(variables, before, strict=True):
+            variable.assign(value)
 
 
 def _check_divisible(spec, multiple: int, replicas: int) -> None:

@@ -21,6 +21,8 @@ the loop (trainer: fit, _Run.train)              the writer (run_writer.RunWrite
           SIGTERM, and at the end ─────────────► checkpoints/ (finite weights only)
   figures: traces, step time and its CV, ... ──► summary.json
 ```
+What the loop does besides the step (the stop signals, the log, eval and checkpoint due
+after a step, the profiler, the summary's figures) is `_loop_parts`'.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,8 +45,14 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
-from xtts_train.training import compile_cache
-from xtts_train.training.compiler import choices
+from xtts_train.training._loop_parts import (
+    AfterStep,
+    Profiler,
+    StopSignals,
+    monitoring,
+    print_built,
+    run_summary,
+)
 from xtts_train.training.distribute import (
     PEER_ERRORS,
     common_step,
@@ -56,10 +63,10 @@ from xtts_train.training.distribute import (
 )
 from xtts_train.training.gpu import GpuMonitor
 from xtts_train.training.optim import AdamW
-from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
+from xtts_train.training.process import StartupClock, format_startup
 from xtts_train.training.steps import CompiledSteps, kept_dtype_policy, shape_of
 from xtts_train.training.tasks import task_class
-from xtts_train.training.warmup import Program, WarmUp, cache_use
+from xtts_train.training.warmup import cache_use
 
 __all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
 
@@ -152,7 +159,7 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
             speaks = stack.train.eval_every > 0 and task.speaks_sentences
             sentences = _eval_sentences(stack, opened.tokenizer) if speaks else ()
             run = _Run(stack, train, val, writer, progress, strategy, sentences)
-        profiler = _Profiler(profile_steps, writer.workdir / "tensorboard")
+        profiler = Profiler(profile_steps, writer.workdir / "tensorboard")
         return run.train(start, clock, profiler)
 
 
@@ -217,31 +224,27 @@ class _Run:
                     nonfinite=self.steps.nonfinite, seed_states=self.task.seed_states(),
                     keep=self.config.keep_checkpoints)  # fmt: skip
         self.evaluate = self.task.evaluation(stack, self.steps, writer, val, train, sentences)
-        self.stop_signal: int | None = None
         self.gpu = GpuMonitor()
 
-    def train(self, start: int, clock: StartupClock, profiler: _Profiler) -> dict:
+    def train(self, start: int, clock: StartupClock, profiler: Profiler) -> dict:
         """Steps from the checkpoint of `start` to `train.steps` (or a signal). Returns the
         summary."""
         if self.progress:  # progress lines go through tqdm, beside its bars
             tqdm.tqdm.write(self.task.describe())
-        warm = self._warm_up(clock)
+        warm = self.steps.warm_up(print_built if self.progress else None)
+        clock.add_warm_up(warm)
+        warm_traces = sum(self.steps.traces.values())
         # `step` is a Python int: reading the step variable each step would sync.
         step = self.writer.resume(start)
         with clock.part("data"):
             # The data position: the batches before `step` are drawn again and dropped.
             iterator = iter(self.train_pipe.dataset.skip(step))
-        timings, last_losses, interval = Timings(), {}, Interval()
-        previous = (
-            signal.signal(signal.SIGINT, self._on_signal),
-            signal.signal(signal.SIGTERM, self._on_signal),
-        )
-        startup = None
+        timings, interval, startup = Timings(), Interval(), None
+        after_step = AfterStep(self.config, self.writer, self.steps, self.evaluate)
         bar = tqdm.tqdm(total=self.config.steps, initial=step, unit="step",
                         disable=not self.progress, desc="train")  # fmt: skip
-        self.gpu.start()
-        try:
-            while step < self.config.steps and self.stop_signal is None:
+        with StopSignals() as signals, bar, monitoring(self.gpu), contextlib.closing(profiler):
+            while step < self.config.steps and signals.received is None:
                 before = time.perf_counter()
                 batch = _next_batch(iterator)
                 got = time.perf_counter()
@@ -260,81 +263,17 @@ class _Run:
                 profiler.after(step, outputs)
                 interval.add(got - before, called - before, outputs, batch)
                 bar.update(1)
-                if step % self.config.log_every == 0 or step == self.config.steps:
-                    last_losses = interval.flush()
-                    self.writer.log(step, {**last_losses, "lr": self.steps.schedule(step - 1)})
-                    self._check_nonfinite(step)
-                if self.config.eval_every and step % self.config.eval_every == 0:
-                    self.evaluate(step)
-                if step % self.config.checkpoint_every == 0:
-                    self.writer.save(step)
+                after_step(step, interval)  # log, eval, checkpoint when due
                 timings.add(shape_of(batch), before, got, called, time.perf_counter())
-        finally:
-            profiler.close()
-            self.gpu.stop()
-            bar.close()
-            signal.signal(signal.SIGINT, previous[0])
-            signal.signal(signal.SIGTERM, previous[1])
-        self.writer.save(step)
-        summary = self._summary(step, timings, last_losses, warm, startup or clock.report())
-        self.writer.write_summary(summary)
+        self.writer.save(step)  # the last step's checkpoint, at the end or after a signal
+        result = run_summary(self.steps, self.train_pipe.spec, step=step, timings=timings,
+                             losses=after_step.losses, warm=warm, warm_traces=warm_traces,
+                             startup=startup or clock.report(),
+                             stopped=signals.received is not None, gpu=self.gpu)  # fmt: skip
+        self.writer.write_summary(result)
         if self.progress:
-            tqdm.tqdm.write(format_summary_line(summary))
-        return summary
-
-    def _warm_up(self, clock: StartupClock) -> WarmUp:
-        def report(done: int, total: int, program: Program) -> None:
-            if program.deferred:
-                built = "in the compile cache, loads at its first step"
-            elif program.compiler == "graph":  # nothing to compile: the first run
-                built = f"graph executor, first run {program.compile_seconds:.1f} s"
-            else:
-                built = f"XLA, compiled in {program.compile_seconds:.1f} s"
-            tqdm.tqdm.write(f"built {done}/{total}: {program.name} (traced in "
-                            f"{program.trace_seconds:.1f} s, {built})")  # fmt: skip
-
-        warm = self.steps.warm_up(report if self.progress else None)
-        clock.add_warm_up(warm)
-        self.warm_traces = sum(self.steps.traces.values())
-        return warm
-
-    def _on_signal(self, signum, frame) -> None:
-        self.stop_signal = signum  # the loop saves a checkpoint and returns
-
-    def _check_nonfinite(self, step: int) -> None:
-        if int(self.steps.consecutive_nonfinite) >= self.config.max_nonfinite:
-            raise XttsTrainError(
-                f"step {step}: the last {int(self.steps.consecutive_nonfinite)} updates had a "
-                f"non-finite loss or gradient and were skipped; stopping (lower the learning "
-                f"rate, check the data, or raise train.max_nonfinite). The last checkpoint "
-                f"({self.writer.latest_checkpoint}) holds finite weights."
-            )
-
-    def _summary(self, step: int, timings: Timings, losses: dict, warm: WarmUp,
-                 startup: dict) -> dict:  # fmt: skip
-        total_traces = sum(self.steps.traces.values())
-        return {
-            "steps": step,
-            "steps_this_run": len(timings.walls),
-            "traces": total_traces,
-            "compiled_shapes": self.steps.compiled_shapes,
-            "spec_shapes": len(self.train_pipe.spec.shapes),
-            "retraces_after_warmup": total_traces - self.warm_traces,
-            "compile_seconds": warm.seconds,
-            "compiler": choices(self.config.compiler, self.config.task),
-            "task": self.task.name,
-            **startup,
-            "warm_up": warm.to_dict(),
-            "compile_cache": compile_cache.describe(),
-            "peak_rss_mb": peak_rss_mb(),
-            **timings.summary(),
-            "nonfinite_skipped": int(self.steps.nonfinite),
-            "final_loss": losses.get("loss"),
-            "stopped_by_signal": self.stop_signal is not None,
-            "replicas": self.steps.replicas,
-            "device_utilization": self.gpu.utilization,
-            "device_utilization_note": self.gpu.note,
-        }
+            tqdm.tqdm.write(format_summary_line(result))
+        return result
 
 
 def format_summary_line(summary: dict) -> str:
@@ -346,31 +285,3 @@ def format_summary_line(summary: dict) -> str:
         + f"; time to first step {format_startup(summary)}; {cache_use(summary['warm_up'])}; "
         f"{summary['retraces_after_warmup']} retraces; peak RSS {summary['peak_rss_mb']:.0f} MB"
     )
-
-
-class _Profiler:
-    """A TensorBoard profile (`tf.profiler`) of the steps `first..last` (1-based), each
-    marked as a step for the profile plugin's input-pipeline analysis."""
-
-    def __init__(self, steps: tuple[int, int] | None, logdir: Path) -> None:
-        self.first, self.last = steps if steps is not None else (0, -1)
-        self.logdir, self.active = str(logdir), False
-
-    def around(self, step: int):
-        """Context of the call that runs `step`."""
-        if not self.active and self.first <= step <= self.last:
-            tf.profiler.experimental.start(self.logdir)
-            self.active = True
-        if not self.active:
-            return contextlib.nullcontext()
-        return tf.profiler.experimental.Trace("train", step_num=step, _r=1)
-
-    def after(self, step: int, outputs: dict) -> None:
-        if self.active and step >= self.last:
-            float(outputs["loss"])  # the profiled steps have run
-            self.close()
-
-    def close(self) -> None:
-        if self.active:
-            tf.profiler.experimental.stop()
-            self.active = False

@@ -9,9 +9,10 @@ hidden ─ mel head ─ mel_before ─ postnet (residual) ─ mel_after
 hidden ─ stop head ─ stop_logits
 ```
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
-`s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`.
-Training (`call`) and inference (`infer`) run the same decoder; inference fills a
-fixed-size frame buffer in a `tf.while_loop`, so both compile with XLA at static shapes.
+`s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
+(the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
+decoder; inference fills a fixed-size frame buffer in a `tf.while_loop` (`generation`), so
+both compile with XLA at static shapes.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import tensorflow as tf
 from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
+from xtts_train.models.text_to_mel.frames import from_standard, per_frame, standardize, step_inputs
+from xtts_train.models.text_to_mel.generation import generate, stop_lengths
 from xtts_train.models.text_to_mel.layers import (
     CondEncoder,
     Decoder,
@@ -69,16 +72,6 @@ def dummy_batch(
     }
 
 
-def _shift_right(frames: tf.Tensor) -> tf.Tensor:
-    """Teacher forcing input: a zero go frame, then frames 0 .. F-2: (B, F, M) → (B, F, M)."""
-    return tf.pad(frames, [[0, 0], [1, 0], [0, 0]])[:, :-1]
-
-
-def _groups(frames: int, r: int) -> int:
-    """Decoder steps that cover `frames` frames, `r` per step."""
-    return -(-frames // r)
-
-
 def _check_batch(batch: Mapping[str, tf.Tensor], config: ModelConfig) -> None:
     missing = [name for name in _INPUTS if name not in batch]
     if missing:
@@ -91,6 +84,11 @@ def _check_batch(batch: Mapping[str, tf.Tensor], config: ModelConfig) -> None:
                 f"Expected {name} with n_mels={config.n_mels} channels (ModelConfig.n_mels), "
                 f"received: {name}.shape={tuple(batch[name].shape)}"
             )
+
+
+def _check_max_frames(max_frames: int) -> None:
+    if isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1:
+        raise ConfigError(f"Expected max_frames an int >= 1, received: max_frames={max_frames!r}")
 
 
 class TextToMel(keras.Model):
@@ -144,16 +142,15 @@ class TextToMel(keras.Model):
             batch["tokens"], batch["token_mask"], batch["cond_mel"], batch["cond_lengths"],
             training=training,
         )  # fmt: skip
-        frames = self._standardize(batch["mel"])  # (B, F, M)
-        count = frames.shape[1]
-        step_inputs = self._step_inputs(frames)  # (B, S, M), S = ceil(F / r)
-        keep = self.decoder.prenet_keep(frames.shape[0], step_inputs.shape[1])
-        hidden, attention = self.decoder(step_inputs, memory, memory_mask, keep,
-                                         training=training)  # fmt: skip
+        frames = standardize(batch["mel"], self.config)  # (B, F, M)
+        count, r = frames.shape[1], self.config.reduction_factor
+        inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
+        keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
+        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, training=training)
         before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
         mel_before, mel_after = self._outputs(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
-        attention = self._per_frame(attention, count)[:, :, :text_len]  # (B, F, T)
+        attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
         return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
                 "attention": attention}  # fmt: skip
 
@@ -169,18 +166,17 @@ class TextToMel(keras.Model):
         """
         text = self.text_encoder(tokens, token_mask, training=training)  # (B, T, D)
         cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
-        latents = self.cond_encoder(self._standardize(cond_mel), cond_mask, training=training)
+        cond = standardize(cond_mel, self.config)  # (B, C, M)
+        latents = self.cond_encoder(cond, cond_mask, training=training)  # (B, L, D)
         memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
         latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)  # latents are always real
         mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
         return memory, key_mask(mask)
 
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
-        """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible).
-
-        Step `t` runs the decoder over the whole buffer (causal, so later steps do not
-        matter) and writes frames `t*r .. t*r + r - 1` (r = `reduction_factor`); the loop
-        ends when every utterance has stopped.
+        """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
+        the loop of `generation.generate`: the same inputs decode to the same frames
+        (unless `ModelConfig.infer_prenet_dropout`), and it ends when every utterance stops.
 
         Args:
             tokens: int32 [B, T]; token_mask: float32 [B, T];
@@ -195,107 +191,23 @@ class TextToMel(keras.Model):
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
             when each frame was generated (0 after the loop ended). With the config's
             inference window on, frame `t` attends only to the text symbols around the
-            furthest peak of frames `< t` (see `ModelConfig.infer_window_ahead`). The
-            prenet's dropout is off unless `ModelConfig.infer_prenet_dropout`, so the same
-            inputs decode to the same frames.
+            furthest peak of frames `< t` (see `ModelConfig.infer_window_ahead`).
 
         Raises:
             ConfigError: `max_frames` is not a positive int.
         """
-        if isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1:
-            raise ConfigError(
-                f"Expected max_frames an int >= 1, received: max_frames={max_frames!r}"
-            )
+        _check_max_frames(max_frames)
         if not self.mel_head.built:
             self(dummy_batch(self.config))  # variables cannot be created inside the loop
         memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        before, probs, attention = self._generate(memory, memory_mask, tokens.shape,
-                                                  max_frames)  # fmt: skip
-        stopped = probs > 0.5  # (B, F)
-        first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
-        lengths = tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
+        before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
+            self.decoder, self._heads, self.config, memory, memory_mask,
+            text_shape=tokens.shape, max_frames=max_frames,
+        )  # fmt: skip
+        lengths = stop_lengths(probs, max_frames)  # (B,)
         mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
-
-    def _generate(self, memory, memory_mask, text_shape, max_frames: int):
-        """The decoding loop: standardised frames (B, F, M), stop probabilities (B, F) and
-        the alignment head's attention over the memory (B, F, S), F = `max_frames`.
-
-        The buffers hold `steps * r` frames; step `t` writes frames `t*r .. t*r + r - 1`
-        and ends the loop for an utterance when any of them has stop probability > 0.5.
-        With the inference window on, `masks` (B, steps, S) holds each step's key mask:
-        row `t` is set from the focus before step `t` runs and kept after, so re-running
-        the decoder over the buffer shows every past step the keys it had.
-        """
-        batch, text_len = text_shape
-        r = self.config.reduction_factor
-        steps = _groups(max_frames, r)
-        keep = self.decoder.prenet_keep(batch, steps, dropout=self.config.infer_prenet_dropout)
-        windowed = self.config.infer_window_ahead > 0
-        keys = tf.range(memory.shape[1])[None, :]  # (1, S)
-
-        def window(focus):  # (B,) furthest peak so far → bool (B, 1, S)
-            near = (keys >= focus[:, None] - self.config.infer_window_back) & (
-                keys <= focus[:, None] + self.config.infer_window_ahead)  # fmt: skip
-            return (near | (keys >= text_len))[:, None, :] & memory_mask
-
-        def step(t, frames, probs, attention, masks, focus, done):
-            at_t = tf.one_hot(t, steps)[None]  # (1, steps)
-            in_group = tf.repeat(at_t, r, axis=1)  # (1, steps * r): the frames step t writes
-            if windowed:
-                masks = tf.where(at_t[:, :, None] > 0, window(focus), masks)
-            hidden, align = self.decoder(self._step_inputs(frames), memory, masks, keep)
-            now = tf.reshape(t, [1])
-            group, logits = self._heads(tf.gather(hidden, now, axis=1), r)  # (B, r, M), (B, r)
-            prob = tf.sigmoid(logits)  # (B, r)
-            frames = frames + in_group[:, :, None] * tf.tile(group, [1, steps, 1])
-            probs = probs + in_group * tf.tile(prob, [1, steps])
-            row = tf.gather(align, now, axis=1)  # (B, 1, S)
-            attention = attention + at_t[:, :, None] * row
-            peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
-            stopped = tf.reduce_any(prob > 0.5, axis=1)
-            return (t + 1, frames, probs, attention, masks, tf.maximum(focus, peak),
-                    done | stopped)  # fmt: skip
-
-        masks = memory_mask
-        if windowed:
-            masks = tf.tile(memory_mask, [1, steps, 1])  # (B, steps, S)
-        start = (
-            tf.constant(0),
-            tf.zeros([batch, steps * r, self.config.n_mels]),
-            tf.zeros([batch, steps * r]),
-            tf.zeros([batch, steps, memory.shape[1]]),
-            masks,
-            tf.zeros([batch], tf.int32),
-            tf.zeros([batch], tf.bool),
-        )
-        _, frames, probs, attention, *_ = tf.while_loop(
-            lambda t, *state: ~tf.reduce_all(state[-1]), step, start,
-            maximum_iterations=steps,
-        )  # fmt: skip
-        return (frames[:, :max_frames], probs[:, :max_frames],
-                self._per_frame(attention, max_frames))  # fmt: skip
-
-    def _step_inputs(self, frames: tf.Tensor) -> tf.Tensor:
-        """Decoder inputs (B, F, M) → (B, S, M), S = ceil(F / r): a zero go frame, then the
-        last frame of each group of `r` but the final one (r = 1: frames 0 .. F-2)."""
-        r = self.config.reduction_factor
-        if r == 1:
-            return _shift_right(frames)
-        count, n_mels = frames.shape[1], frames.shape[2]
-        steps = _groups(count, r)
-        padded = tf.pad(frames, [[0, 0], [0, steps * r - count], [0, 0]])
-        return _shift_right(tf.reshape(padded, [-1, steps, r, n_mels])[:, :, -1])
-
-    def _per_frame(self, attention: tf.Tensor, frames: int) -> tf.Tensor:
-        """One attention row per decoder step (B, S, K) → one per frame (B, frames, K):
-        the frames a step writes share its row."""
-        r = self.config.reduction_factor
-        return attention if r == 1 else tf.repeat(attention, r, axis=1)[:, :frames]
-
-    def _standardize(self, mel: tf.Tensor) -> tf.Tensor:
-        return (tf.cast(mel, tf.float32) - self.config.mel_mean) / self.config.mel_std
 
     def _heads(self, hidden: tf.Tensor, frames: int) -> tuple[tf.Tensor, tf.Tensor]:
         """hidden (B, S, D) → the first `frames` of the `S * r` standardised frames they
@@ -313,8 +225,7 @@ class TextToMel(keras.Model):
         of a buffer, so its output at the last real frames is the same in any bucket.
         """
         after = before + self.postnet(before, mask, training=training)
-        scale, mean = self.config.mel_std, self.config.mel_mean
-        return before * scale + mean, after * scale + mean
+        return from_standard(before, self.config), from_standard(after, self.config)
 
     def seed_states(self) -> list[tf.Variable]:
         """The dropout layers' seed states (`xtts_train.models.dropout.seed_states`)."""
@@ -322,24 +233,26 @@ class TextToMel(keras.Model):
 
     def parameter_count(self) -> int:
         """Trainable parameters (builds the model on a tiny batch first if needed)."""
-        return sum(count for _, count in self._component_counts())
+        return sum(count for _, count in _component_counts(self))
 
     def describe(self) -> str:
         """Trainable parameters per component, one line each, then the total."""
-        rows = [f"{name:<14}{count:>14,}" for name, count in self._component_counts()]
+        rows = [f"{name:<14}{count:>14,}" for name, count in _component_counts(self)]
         return "\n".join([*rows, f"{'total':<14}{self.parameter_count():>14,}"])
 
-    def _component_counts(self) -> list[tuple[str, int]]:
-        if not self.mel_head.built:
-            self(dummy_batch(self.config))
-        components = {
-            "text_encoder": [self.text_encoder],
-            "cond_encoder": [self.cond_encoder],
-            "decoder": [self.decoder],
-            "heads": [self.mel_head, self.stop_head],
-            "postnet": [self.postnet],
-        }
-        return [
-            (name, sum(math.prod(w.shape) for layer in layers for w in layer.trainable_weights))
-            for name, layers in components.items()
-        ]
+
+def _component_counts(model: TextToMel) -> list[tuple[str, int]]:
+    """(component, trainable parameters) of `model`, built on a tiny batch first if needed."""
+    if not model.mel_head.built:
+        model(dummy_batch(model.config))
+    components = {
+        "text_encoder": [model.text_encoder],
+        "cond_encoder": [model.cond_encoder],
+        "decoder": [model.decoder],
+        "heads": [model.mel_head, model.stop_head],
+        "postnet": [model.postnet],
+    }
+    return [
+        (name, sum(math.prod(w.shape) for layer in layers for w in layer.trainable_weights))
+        for name, layers in components.items()
+    ]
