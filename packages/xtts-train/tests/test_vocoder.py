@@ -27,6 +27,7 @@ from xtts_train.models.vocoder import (
     vocoder_losses,
 )
 from xtts_train.models.vocoder.layers import DepthwiseConv
+from xtts_train.models.vocoder.losses import anti_wrap, phase_loss
 
 AUDIO = MelConfig.from_preset("xtts")
 HOP = AUDIO.hop_length
@@ -252,6 +253,47 @@ def test_losses_are_positive_for_different_audio_and_agree_under_xla(config):
                               stft_weight=0.5)  # fmt: skip
     expected = 2.0 * weighted["mel_l1"] + 0.5 * weighted["stft"]
     np.testing.assert_allclose(weighted["loss"], expected, rtol=1e-6)
+
+
+def _true_phase(wave: tf.Tensor, config: VocoderConfig) -> tf.Tensor:
+    frames = wave.shape[1] // HOP
+    return tf.math.angle(stft(wave, synthesis_config(config)))[:, :frames]  # (B, F, bins)
+
+
+def test_anti_wrap_is_the_distance_between_phases():
+    x = tf.constant([0.0, 0.5, -0.5, 2 * np.pi - 0.5, 3 * np.pi, -7 * np.pi / 2])
+    np.testing.assert_allclose(anti_wrap(x), [0, 0.5, 0.5, 0.5, np.pi, np.pi / 2], atol=1e-5)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_phase_loss_vanishes_for_the_recordings_phase_up_to_whole_turns(config, jit):
+    wave = tf.constant(np.stack([sine(16 * HOP), sine(16 * HOP, hz=330.0)]))
+    true = _true_phase(wave, config)
+    loss = tf.function(lambda p, w: phase_loss(p, w, config), jit_compile=jit)
+    assert float(loss(true, wave)) < 1e-4
+    turns = np.random.default_rng(0).integers(-3, 4, true.shape) * 2 * np.pi
+    assert float(loss(true + turns, wave)) < 1e-3  # a whole turn is no error
+    shifted = float(loss(true + 0.5, wave))  # a constant offset: the phase term only
+    assert shifted == pytest.approx(0.5, abs=1e-3)
+    noise = np.random.default_rng(1).uniform(-np.pi, np.pi, true.shape)
+    assert float(loss(tf.constant(noise, tf.float32), wave)) > 1.5  # ~ pi/2 per term
+
+
+def test_phase_loss_joins_the_total_with_its_weight(model):
+    mel, wave = random_mel(16), tf.constant(sine(16 * HOP)[None])
+    out = model.synthesis(mel)
+    np.testing.assert_array_equal(out["audio"], model(mel))
+    losses = vocoder_losses(out["audio"], wave, AUDIO, model.config, phase_pred=out["phase"],
+                            phase_weight=3.0)  # fmt: skip
+    assert set(losses) == {"loss", "mel_l1", "stft", "phase"}
+    expected = (model.config.mel_weight * losses["mel_l1"]
+                + model.config.stft_weight * losses["stft"] + 3.0 * losses["phase"])  # fmt: skip
+    np.testing.assert_allclose(losses["loss"], expected, rtol=1e-6)
+    with tf.GradientTape() as tape:
+        phase = phase_loss(model.synthesis(mel)["phase"], wave, model.config)
+    grads = tape.gradient(phase, model.trainable_weights)
+    assert all(np.isfinite(g.numpy()).all() for g in grads if g is not None)
+    assert any(float(tf.reduce_sum(tf.abs(g))) > 0 for g in grads if g is not None)
 
 
 @pytest.mark.parametrize("jit", [False, True])

@@ -198,6 +198,9 @@ class VocoderConfig(FrozenConfig):
         stft_weight: weight of the multi-resolution STFT loss (spectral convergence plus
             log-magnitude L1, averaged over `stft_resolutions`).
         stft_resolutions: (n_fft, hop, window) triples of that loss.
+        phase_weight: weight of the anti-wrapping phase losses of APNet (Ai & Ling 2023):
+            the head's phases against the recording's STFT phases, as instantaneous phase,
+            group delay and instantaneous frequency (`models.vocoder.losses.phase_loss`).
     """
 
     error_type = ConfigError
@@ -217,6 +220,7 @@ class VocoderConfig(FrozenConfig):
     stft_resolutions: tuple[tuple[int, int, int], ...] = (
         (512, 128, 512), (1024, 256, 1024), (2048, 512, 2048),
     )  # fmt: skip
+    phase_weight: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("n_mels", "hop_length", "dim", "intermediate", "layers", "kernel"):
@@ -230,7 +234,7 @@ class VocoderConfig(FrozenConfig):
         frames = not isinstance(n_fft, bool) and isinstance(n_fft, int) and n_fft >= 0
         if not frames or (n_fft and (n_fft % hop or n_fft < 2 * hop)):
             self._fail("n_fft", n_fft, f"0 or a multiple of hop_length={hop}, at least {2 * hop}")
-        for name in ("mel_weight", "stft_weight"):
+        for name in ("mel_weight", "stft_weight", "phase_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 self._fail(name, getattr(self, name), "a number >= 0")
         if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):

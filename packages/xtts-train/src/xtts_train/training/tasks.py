@@ -176,7 +176,7 @@ class TextToMelTask(Task):
 
 class VocoderTask(Task):
     """`Vocoder` on random aligned segments (`mel` [B, F, M] → `audio` [B, F * hop]);
-    losses `vocoder_losses`: log-mel L1 and multi-resolution STFT.
+    losses `vocoder_losses`: log-mel L1, multi-resolution STFT and the phase loss.
 
     Memory is not checked: a segment batch is kilobytes (16 x 32 frames), and the
     backbone runs at the frame rate.
@@ -188,7 +188,7 @@ class VocoderTask(Task):
     """
 
     name = "vocoder"
-    loss_settings = ("mel_weight", "stft_weight")
+    loss_settings = ("mel_weight", "stft_weight", "phase_weight")
 
     def __init__(self, model: Vocoder, audio: MelConfig, vocoder: VocoderConfig) -> None:
         self.model, self.audio, self.vocoder = model, audio, vocoder
@@ -205,10 +205,11 @@ class VocoderTask(Task):
         return cls(model, stack.audio, stack.vocoder)
 
     def losses(self, batch, hyper, *, training):
-        predicted = self.model(batch["mel"], training=training)  # (B, F * hop)
-        return vocoder_losses(predicted, batch["audio"], self.audio, self.vocoder,
-                              mel_weight=hyper["mel_weight"],
-                              stft_weight=hyper["stft_weight"])  # fmt: skip
+        out = self.model.synthesis(batch["mel"])  # audio (B, F * hop), phase (B, F, bins)
+        return vocoder_losses(out["audio"], batch["audio"], self.audio, self.vocoder,
+                              mel_weight=hyper["mel_weight"], stft_weight=hyper["stft_weight"],
+                              phase_pred=out["phase"],
+                              phase_weight=hyper["phase_weight"])  # fmt: skip
 
     def evaluation(self, stack, steps, writer, val, train, sentences):
         return VocoderEvaluation(stack, steps.evaluate, steps.model, writer, val, train)

@@ -3,10 +3,15 @@
 `mel_l1` compares log-mels (Vocos's reconstruction loss), `stft` is the multi-resolution
 STFT loss of Parallel WaveGAN (Yamamoto et al. 2020): spectral convergence plus
 log-magnitude L1 at several frame sizes. Magnitudes are floored before any square root or
-log, so a silent target or prediction gives finite values and gradients.
+log, so a silent target or prediction gives finite values and gradients. `phase` is
+APNet's (Ai & Ling 2023) anti-wrapping phase loss on the head's phases: magnitude losses
+leave the phase to be inferred, and it is what limits the copy synthesis's quality
+(measured: the xtts-train README).
 """
 
 from __future__ import annotations
+
+import math
 
 import tensorflow as tf
 
@@ -14,9 +19,10 @@ from xtts_audio import MelConfig, mel_spectrogram, stft
 from xtts_train.config import VocoderConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.losses import _check_weight
+from xtts_train.models.vocoder.model import synthesis_config
 from xtts_train.training.naming import name_scoped
 
-__all__ = ["log_mel_l1", "stft_loss", "vocoder_losses"]
+__all__ = ["anti_wrap", "log_mel_l1", "phase_loss", "stft_loss", "vocoder_losses"]
 
 # The log-mel floor: the `xtts` recipe's (Coqui's `log(clamp(x, min=1e-5))`).
 _MEL_FLOOR = 1e-5
@@ -102,6 +108,47 @@ def stft_loss(
     return tf.add_n(terms) / len(terms)
 
 
+def anti_wrap(x: tf.Tensor) -> tf.Tensor:
+    """|x| after wrapping into [-pi, pi]: the distance between two phases whose difference
+    is `x` (APNet's anti-wrapping function, `|x - 2 pi round(x / 2 pi)|`)."""
+    return tf.abs(x - 2 * math.pi * tf.round(x / (2 * math.pi)))
+
+
+@name_scoped("loss_phase")
+def phase_loss(phase_pred: tf.Tensor, audio_true: tf.Tensor, config: VocoderConfig) -> tf.Tensor:
+    """APNet's phase losses: the mean anti-wrapped error of the instantaneous phase, of the
+    group delay (its difference along frequency) and of the instantaneous angular
+    frequency (its difference along time), summed.
+
+    The recording's phases are its STFT at the head's own recipe (`synthesis_config`:
+    frame `i` centred on sample `i * hop`). Frames whose window reaches past the segment's
+    ends (`frame_length // (2 * hop)` each side, fewer if the segment is short) are left
+    out: there the STFT sees padding, not the recording.
+
+    Args:
+        phase_pred: float32 [B, F, frame_length // 2 + 1], `Vocoder.synthesis`'s `phase`.
+        audio_true: float [B, F * hop_length], the recording under those frames.
+        config: the vocoder's config.
+
+    Returns:
+        float32 scalar, 0 to 3 pi.
+    """
+    frames = phase_pred.shape[1]
+    true = stft(tf.cast(audio_true, tf.float32), synthesis_config(config))[:, :frames]
+    edge = min(config.frame_length // (2 * config.hop_length), max(frames - 2, 0) // 2)
+    pred, true = phase_pred[:, edge : frames - edge], tf.math.angle(true)[:, edge : frames - edge]
+    instantaneous = tf.reduce_mean(anti_wrap(pred - true))
+    group_delay = tf.reduce_mean(anti_wrap(_diff(pred, axis=2) - _diff(true, axis=2)))
+    frequency = tf.reduce_mean(anti_wrap(_diff(pred, axis=1) - _diff(true, axis=1)))
+    return instantaneous + group_delay + frequency
+
+
+def _diff(x: tf.Tensor, *, axis: int) -> tf.Tensor:
+    """Neighbour differences along `axis` of a rank-3 tensor (one fewer along it)."""
+    n = x.shape[axis]
+    return tf.gather(x, tf.range(1, n), axis=axis) - tf.gather(x, tf.range(n - 1), axis=axis)
+
+
 def vocoder_losses(
     audio_pred: tf.Tensor,
     audio_true: tf.Tensor,
@@ -110,6 +157,8 @@ def vocoder_losses(
     *,
     mel_weight: float | tf.Tensor | None = None,
     stft_weight: float | tf.Tensor | None = None,
+    phase_pred: tf.Tensor | None = None,
+    phase_weight: float | tf.Tensor | None = None,
 ) -> dict[str, tf.Tensor]:
     """The vocoder's training objective.
 
@@ -118,12 +167,16 @@ def vocoder_losses(
         audio_true: float [B, S], the recording the mel was computed from, aligned.
         mel_config: the audio recipe (`mel_l1`'s mel).
         config: the vocoder config (`mel_weight`, `stft_weight`, `stft_resolutions`).
-        mel_weight, stft_weight: the weights in `loss`; default the config's (a compiled
-            step passes them as scalar tensors, so changing them needs no retrace).
+        mel_weight, stft_weight, phase_weight: the weights in `loss`; default the
+            config's (a compiled step passes them as scalar tensors, so changing them
+            needs no retrace).
+        phase_pred: float32 [B, F, bins], the head's phases (`Vocoder.synthesis`); with
+            it the phase loss is computed too.
 
     Returns:
-        float32 scalars `loss` (`mel_weight * mel_l1 + stft_weight * stft`), `mel_l1`
-        (`log_mel_l1`) and `stft` (`stft_loss`).
+        float32 scalars `loss` (`mel_weight * mel_l1 + stft_weight * stft`, plus
+        `phase_weight * phase` with `phase_pred`), `mel_l1` (`log_mel_l1`), `stft`
+        (`stft_loss`) and, with `phase_pred`, `phase` (`phase_loss`).
 
     Raises:
         ConfigError: the two waveforms' shapes differ or are not [B, S], or a negative
@@ -131,8 +184,10 @@ def vocoder_losses(
     """
     mel_weight = config.mel_weight if mel_weight is None else mel_weight
     stft_weight = config.stft_weight if stft_weight is None else stft_weight
-    _check_weight("mel_weight", mel_weight)
-    _check_weight("stft_weight", stft_weight)
+    phase_weight = config.phase_weight if phase_weight is None else phase_weight
+    for name, weight in (("mel_weight", mel_weight), ("stft_weight", stft_weight),
+                         ("phase_weight", phase_weight)):  # fmt: skip
+        _check_weight(name, weight)
     pred_shape, true_shape = audio_pred.shape, audio_true.shape
     if pred_shape.rank != 2 or pred_shape != true_shape:
         raise ConfigError(
@@ -145,4 +200,7 @@ def vocoder_losses(
         "stft": stft_loss(audio_pred, audio_true, resolutions=resolutions, sample_rate=rate),
     }
     loss = mel_weight * parts["mel_l1"] + stft_weight * parts["stft"]
+    if phase_pred is not None:
+        parts["phase"] = phase_loss(phase_pred, audio_true, config)
+        loss += phase_weight * parts["phase"]
     return {"loss": loss, **parts}

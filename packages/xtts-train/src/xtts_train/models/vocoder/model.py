@@ -150,11 +150,28 @@ class Vocoder(keras.Model):
         Raises:
             ConfigError: not rank 3, no frames, or another `n_mels` than the config's.
         """
+        return self.synthesis(mel)["audio"]
+
+    def synthesis(self, mel: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Mel frames → waveform, with the head's phases (what the phase loss reads).
+
+        Args:
+            mel: float [B, F, n_mels], as `call`'s.
+
+        Returns:
+            `audio` float32 [B, F * hop_length] (`call`'s output) and `phase` float32
+            [B, F, frame_length // 2 + 1]: each frame's predicted STFT phase.
+
+        Raises:
+            ConfigError: as `call`.
+        """
         _check_mel(mel, self.config)
         x = (tf.cast(mel, tf.float32) - self.config.mel_mean) / self.config.mel_std
         hidden = self.backbone(x)  # (B, F, D), compute dtype
-        spectrum = head_spectrum(self.head(hidden))  # (B, F, bins) complex64
-        return synthesize(spectrum, self.config)  # (B, F * hop)
+        head = self.head(hidden)  # (B, F, 2 * bins) float32
+        spectrum = head_spectrum(head)  # (B, F, bins) complex64
+        phase = tf.split(tf.cast(head, tf.float32), 2, axis=-1)[1]  # (B, F, bins)
+        return {"audio": synthesize(spectrum, self.config), "phase": phase}  # (B, F * hop)
 
     @property
     def receptive_frames(self) -> int:
