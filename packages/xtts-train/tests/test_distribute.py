@@ -18,26 +18,34 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 """
 
 
-def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
-    workdir = tmp_path / "mirrored"
-    evaluate = ["train.eval_every=5", "train.eval_batches=1", "data.val_fraction=0.25"]
-    result = train_cli("fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
-                       *as_cli([*ONE_SHAPE, *MICRO, *evaluate]), "--strategy", "mirrored",
-                       "--steps", "10", prelude=TWO_CPUS)  # fmt: skip
+def _mirrored_fit(data, workdir, overrides: list[str], *, steps: int, every: int) -> list[dict]:
+    """`fit --strategy mirrored` on two logical CPUs with an eval every `every` steps:
+    asserts one program, two replicas, learning, a checkpoint at `steps` and finite
+    validation losses; returns the metrics lines."""
+    evaluate = [f"train.eval_every={every}", "train.eval_batches=1", "data.val_fraction=0.25"]
+    result = train_cli("fit", "--data", str(data), "--workdir", str(workdir), "--quiet",
+                       *as_cli([*overrides, *evaluate]), "--strategy", "mirrored",
+                       "--steps", str(steps), prelude=TWO_CPUS)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["replicas"] == 2
     assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 1
     assert summary["retraces_after_warmup"] == 0
-    assert summary["steps"] == 10
+    assert summary["steps"] == steps
     lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     train = [line for line in lines if "loss" in line]
     assert train[-1]["loss"] < train[0]["loss"]  # the all-reduced updates train the model
-    assert latest_step(workdir) == 10
+    assert latest_step(workdir) == steps
     val = [line for line in lines if "val_loss" in line]
-    assert [line["step"] for line in val] == [5, 10]
+    assert [line["step"] for line in val] == [every, 2 * every]
     assert all(math.isfinite(line["val_loss"]) for line in val)
-    for line in val:  # free-running decoding of validation utterances at every eval
+    return lines
+
+
+def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
+    workdir = tmp_path / "mirrored"
+    lines = _mirrored_fit(cache, workdir, [*ONE_SHAPE, *MICRO], steps=10, every=5)
+    for line in (line for line in lines if "val_loss" in line):  # free-running decoding
         assert line["val_free_duration_ratio"] > 0
         assert 0 <= line["val_free_alignment"] <= 1
         assert 0 <= line["sentences_alignment"] <= 1
@@ -56,20 +64,5 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
 
 def test_mirrored_trains_the_vocoder_on_two_logical_cpu_devices(audio_cache, tmp_path):
     workdir = tmp_path / "mirrored-vocoder"
-    evaluate = ["train.eval_every=6", "train.eval_batches=1", "data.val_fraction=0.25"]
-    result = train_cli("fit", "--data", str(audio_cache), "--workdir", str(workdir), "--quiet",
-                       *as_cli([*VOCODER, *evaluate]), "--strategy", "mirrored",
-                       "--steps", "12", prelude=TWO_CPUS)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary = json.loads((workdir / "summary.json").read_text())
-    assert summary["task"] == "vocoder"
-    assert summary["replicas"] == 2
-    assert summary["traces"] == summary["compiled_shapes"] == summary["spec_shapes"] == 1
-    assert summary["retraces_after_warmup"] == 0
-    lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-    train = [line for line in lines if "loss" in line]
-    assert train[-1]["loss"] < train[0]["loss"]  # the all-reduced updates train it
-    assert latest_step(workdir) == 12
-    val = [line for line in lines if "val_loss" in line]
-    assert [line["step"] for line in val] == [6, 12]
-    assert all(math.isfinite(line["val_loss"]) for line in val)
+    _mirrored_fit(audio_cache, workdir, VOCODER, steps=12, every=6)
+    assert json.loads((workdir / "summary.json").read_text())["task"] == "vocoder"
