@@ -24,6 +24,7 @@ def test_demo_runs_the_whole_stack(tmp_path):
     assert (run / "demo.wav").stat().st_size > 1000
     assert (run / "demo.png").read_bytes()[:4] == b"\x89PNG"
     assert "held-out 8 sentences it never saw" in out
+    assert "audio by Griffin-Lim" in out
     assert "pairing" in out
     assert len(list((run / "held-out").glob("*.truth.wav"))) == 8
     assert len(list((run / "held-out").glob("*.wav"))) == 16

@@ -100,7 +100,8 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
         f"speech   {speech.wav} ({speech.seconds:.2f} s, "
         f"{'ended by its stop token' if speech.stopped else 'no stop token'}, alignment score "
         f"{speech.alignment:.2f}, DTW distance to the ground truth {distance:.2f}) and "
-        f"{speech.png} (its mel and attention, the ground truth's mel)",
+        f"{speech.png} (its mel and attention, the ground truth's mel); audio by "
+        f"{'Griffin-Lim' if vocoder is None else f'the vocoder {vocoder}'}",
         f"total    {time.perf_counter() - started:.0f} s, peak RSS {summary['peak_rss_mb']:.0f} MB",
     ])  # fmt: skip
 
