@@ -152,15 +152,9 @@ class Waveforms:
             self._vocoding = Vocoding(network, compiler=stack.train.compiler)
             self._silence = silence_feature(stack.audio)
 
-    @property
-    def name(self) -> str:
-        """What makes the audio, for reports: the vocoder run's path or Griffin-Lim's."""
-        if self.vocoder is None:
-            return f"Griffin-Lim ({self.griffin_lim_iters} iterations)"
-        return f"the vocoder {self.vocoder}"
-
     def __call__(self, features: np.ndarray) -> tf.Tensor:
-        """float32 [frames * hop] in [-1, 1] of features float32 [frames, n_mels]."""
+        """float32 [samples] in [-1, 1] of features float32 [frames, n_mels]: `frames * hop`
+        samples from the vocoder, Griffin-Lim's own count without one."""
         if self._vocoding is None:
             return to_waveform(features, self.audio, n_iter=self.griffin_lim_iters)
         wave = self._vocoding(np.asarray(features, np.float32), silence=self._silence)
