@@ -18,14 +18,15 @@ tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfigur
 """
 
 
-def _mirrored_fit(data, workdir, overrides: list[str], *, steps: int, every: int) -> list[dict]:
+def _mirrored_fit(data, workdir, overrides: list[str], *, steps: int, every: int,
+                  extra: tuple[str, ...] = ()) -> list[dict]:  # fmt: skip
     """`fit --strategy mirrored` on two logical CPUs with an eval every `every` steps:
     asserts one program, two replicas, learning, a checkpoint at `steps` and finite
     validation losses; returns the metrics lines."""
     evaluate = [f"train.eval_every={every}", "train.eval_batches=1", "data.val_fraction=0.25"]
     result = train_cli("fit", "--data", str(data), "--workdir", str(workdir), "--quiet",
                        *as_cli([*overrides, *evaluate]), "--strategy", "mirrored",
-                       "--steps", str(steps), prelude=TWO_CPUS)  # fmt: skip
+                       "--steps", str(steps), *extra, prelude=TWO_CPUS)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((workdir / "summary.json").read_text())
     assert summary["replicas"] == 2
@@ -64,5 +65,9 @@ def test_mirrored_on_two_logical_cpu_devices(cache, tmp_path):
 
 def test_mirrored_trains_the_vocoder_on_two_logical_cpu_devices(audio_cache, tmp_path):
     workdir = tmp_path / "mirrored-vocoder"
-    _mirrored_fit(audio_cache, workdir, VOCODER, steps=12, every=6)
+    _mirrored_fit(audio_cache, workdir, VOCODER, steps=12, every=6,
+                  extra=("--profile-steps", "3:4"))  # fmt: skip
     assert json.loads((workdir / "summary.json").read_text())["task"] == "vocoder"
+    profiles = list((workdir / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(profiles) == 1  # --profile-steps holds for the vocoder task too
+    assert profiles[0].stat().st_size > 0
