@@ -144,13 +144,7 @@ def _add_evaluate(commands) -> None:
         metavar="CACHE_OR_CORPUS",
         help="feature cache or corpus with the run's audio and text settings",
     )
-    p.add_argument(
-        "--split", choices=("val", "all"), default="val",
-        help="val: the utterances the run's data.val_fraction held out of training "
-        "(default); all: every row, for a corpus the run never saw",
-    )  # fmt: skip
-    p.add_argument("--n", type=int, help="the first N utterances by id (default: all)")
-    p.add_argument("--step", type=int, help="the checkpoint of this step (default: the last)")
+    _add_selection(p)
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="write DIR/<id>.wav (synthesised) and DIR/<id>.truth.wav (the "
                    "recording's own mel through the same vocoder or Griffin-Lim)")  # fmt: skip
@@ -176,17 +170,23 @@ def _add_vocode(commands) -> None:
                    help="a cache built with data.keep_audio=true, or a corpus, with the run's "
                    "audio settings")  # fmt: skip
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for the WAVs")
-    p.add_argument(
-        "--split", choices=("val", "all"), default="val",
-        help="val: the utterances the run's data.val_fraction held out (default); all: every "
-        "row, for a corpus the run never saw",
-    )  # fmt: skip
-    p.add_argument("--n", type=int, help="the first N utterances by id (default: all)")
-    p.add_argument("--step", type=int, help="the checkpoint of this step (default: the last)")
+    _add_selection(p)
     p.add_argument("--griffin-lim-iters", type=int, default=60,
                    help="iterations of the Griffin-Lim baseline (default: 60)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_selection(p) -> None:
+    """`--split`, `--n` and `--step`: which utterances, and which checkpoint, a command of
+    held-out audio (`evaluate`, `vocode`) reads."""
+    p.add_argument(
+        "--split", choices=("val", "all"), default="val",
+        help="val: the utterances the run's data.val_fraction held out of training "
+        "(default); all: every row, for a corpus the run never saw",
+    )  # fmt: skip
+    p.add_argument("--n", type=int, help="the first N utterances by id (default: all)")
+    p.add_argument("--step", type=int, help="the checkpoint of this step (default: the last)")
 
 
 def _add_export(commands) -> None:

@@ -21,12 +21,11 @@ from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.runs.evaluation import dtw_distance
 from xtts_train.runs.held_out import evaluate
-from xtts_train.runs.loading import load_run_config
 from xtts_train.synthesize import synthesize
 from xtts_train.training.process import StartupClock, format_startup
 from xtts_train.training.trainer import fit
 from xtts_train.training.warmup import cache_use
-from xtts_train.vocode import check_same_audio
+from xtts_train.vocode import check_vocoder
 
 __all__ = ["DEMO_SETTINGS", "DEMO_TEXT", "run_demo"]
 
@@ -64,7 +63,7 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
                                      f"train.steps={steps}"])  # fmt: skip
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
     if vocoder is not None:  # a misfit is refused before the corpus, cache and training
-        check_same_audio(Path(vocoder), load_run_config(Path(vocoder), "vocoder"), run, stack)
+        check_vocoder(Path(vocoder), run, stack)
     held_out = workdir / "held-out"
     tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
     with clock.part("data"):  # the corpus and cache count as the run's data start-up

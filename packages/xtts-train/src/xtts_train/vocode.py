@@ -72,15 +72,21 @@ def check_same_audio(vocoder: Path, vocoder_stack: StackConfig, run: Path,
         )
 
 
-def check_vocoder(vocoder: Path, run: Path) -> None:
+def check_vocoder(vocoder: Path, run: Path, run_stack: StackConfig | None = None) -> None:
     """Refuse, from their configs alone, a vocoder run that cannot voice `run`'s features.
+
+    Args:
+        vocoder: the vocoder run.
+        run: the text-to-mel run (named in the message).
+        run_stack: its config, when the caller has it (None: read from `run`).
 
     Raises:
         XttsTrainError: `vocoder` is not a vocoder run, `run` not a text-to-mel run, or
             their audio settings differ (`check_same_audio`).
     """
-    check_same_audio(vocoder, load_run_config(vocoder, "vocoder"), run,
-                     load_run_config(run, "text_to_mel"))  # fmt: skip
+    if run_stack is None:
+        run_stack = load_run_config(run, "text_to_mel")
+    check_same_audio(vocoder, load_run_config(vocoder, "vocoder"), run, run_stack)
 
 
 class Vocoding:
@@ -147,7 +153,7 @@ class Waveforms:
         self.vocoder = None if vocoder is None else Path(vocoder)
         self._vocoding = None
         if self.vocoder is not None:
-            check_vocoder(self.vocoder, Path(run))
+            check_vocoder(self.vocoder, Path(run), stack)
             _, network = load_vocoder(self.vocoder)
             self._vocoding = Vocoding(network, compiler=stack.train.compiler)
             self._silence = silence_feature(stack.audio)
