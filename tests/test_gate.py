@@ -5,7 +5,9 @@ continuous` runs.
 asv runs the benchmark suite of the working tree against each commit's installed project,
 so the regression is planted in the toy project (`toy.py`, copied into each commit's
 environment: no build, so each asv run takes seconds); the gate code under test is the
-same that runs on this repository.
+same that runs on this repository. The toy reports its step's time as a number
+(`track_step_ms`, judged lower-is-better like a `time_*` benchmark) rather than sleeping:
+a sleep's wall time on a loaded machine would make the verdict depend on the load.
 """
 
 from __future__ import annotations
@@ -24,22 +26,17 @@ from xtts_bench.gate import COUNT, COUNTS, GateConfig, Measurement, regressions,
 SUITE_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 PROJECT = """
-import time
-
+STEP_MS = {step_ms}
 TRACES = {traces}
 SAMPLES_PER_S = {rate}
-
-
-def step():
-    time.sleep({sleep})
 """
 
 SUITE = """
 import toy
 
 
-def time_step():
-    toy.step()
+def track_step_ms():
+    return toy.STEP_MS
 
 
 def track_traces():
@@ -64,11 +61,9 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-# A step of 100 ms: the wake-up delay of a sleep on a busy 2-core machine (milliseconds)
-# stays well inside the 1.1 factor, so an unchanged step is not a "regression".
-def _commit(repo: Path, message: str, *, traces: int = 2, sleep: float = 0.1,
+def _commit(repo: Path, message: str, *, step_ms: float = 100.0, traces: int = 2,
             rate: float = 1000.0) -> str:  # fmt: skip
-    (repo / "toy.py").write_text(PROJECT.format(traces=traces, sleep=sleep, rate=rate))
+    (repo / "toy.py").write_text(PROJECT.format(step_ms=step_ms, traces=traces, rate=rate))
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "--allow-empty", "-m", message)
     return _git(repo, "rev-parse", "HEAD")
@@ -96,14 +91,14 @@ def repo(tmp_path) -> Path:
 
 
 def _gate(repo: Path, **kwargs) -> tuple[int, str]:
-    # One sample per benchmark (asv compares them by the factor alone): fast, and enough to
-    # tell 1 ms from 30 ms.
+    # One sample per benchmark (asv compares them by the factor alone): fast.
     config = GateConfig(machine="gate-test", extra=("--quick",), **kwargs)
     return run_gate(config, repo=repo)
 
 
-def test_gate_passes_an_unchanged_suite_and_a_throughput_gain(repo):
-    _commit(repo, "faster pipeline", rate=2000.0)  # higher is better: not a regression
+def test_gate_passes_a_slowdown_within_the_factor_and_a_throughput_gain(repo):
+    # 100 -> 105 ms is 5%, under the 1.1 factor; higher samples/s is better: no regression.
+    _commit(repo, "faster pipeline", step_ms=105.0, rate=2000.0)
     code, verdict = _gate(repo)
     assert code == 0, verdict
     assert verdict.startswith("gate passed")
@@ -111,12 +106,12 @@ def test_gate_passes_an_unchanged_suite_and_a_throughput_gain(repo):
 
 
 def test_gate_fails_a_planted_slowdown(repo):
-    _commit(repo, "slower step", sleep=0.3)
+    _commit(repo, "slower step", step_ms=300.0)
     code, verdict = _gate(repo)
     assert code == 1
-    assert "benchmarks_toy.time_step: " in verdict
-    assert "(worse)" in verdict
+    assert "benchmarks_toy.track_step_ms: 100 -> 300 (worse)" in verdict
     assert "track_traces" not in verdict
+    assert "track_samples_per_s" not in verdict
 
 
 def test_gate_fails_a_throughput_drop(repo):
@@ -143,15 +138,17 @@ def test_regressions_by_kind_of_benchmark():
     base = {"a.track_traces": _m(3), "b.track_compiled_shapes(16)": _m(2),
             "c.time_step": _m(1.0), "d.track_device_utilization_20ms": _m(0.9),
             "e.time_other": _m(1.0), "f.time_changed": _m(1.0),
-            "g.track_padding_efficiency": _m(0.8)}  # fmt: skip
+            "g.track_padding_efficiency": _m(0.8), "i.time_slower": _m(0.1)}  # fmt: skip
     head = {"a.track_traces": _m(2), "b.track_compiled_shapes(16)": _m(4),
             "c.time_step": _m(1.05), "d.track_device_utilization_20ms": _m(0.7),
             "e.time_other": _m(None), "f.time_changed": _m(9.0, "v2"),
-            "g.track_padding_efficiency": _m(0.95), "h.track_traces": _m(9)}  # fmt: skip
+            "g.track_padding_efficiency": _m(0.95), "h.track_traces": _m(9),
+            "i.time_slower": _m(0.3)}  # fmt: skip
     assert regressions(base, head, 1.1) == [
         "b.track_compiled_shapes(16): 2 -> 4 (count grew)",
         "d.track_device_utilization_20ms: 0.9 -> 0.7 (worse)",
         "e.time_other: failed at head (ran at base: 1)",
+        "i.time_slower: 0.1 -> 0.3 (worse)",
     ]
 
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from xtts_bench import startup
+from xtts_bench.cli import main
+from xtts_bench.errors import SettingsError
 from xtts_bench.settings import StartupBenchConfig
 from xtts_bench.startup import format_startup_table, project_cold
 
@@ -59,3 +62,41 @@ def test_table_names_every_run_and_the_warm_ratio():
 def test_settings_are_checked(fields, message):
     with pytest.raises(ValueError, match=message):
         StartupBenchConfig(**fields)
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"workloads": ("demo",), "utterances": 50},
+     r"StartupBenchConfig.utterances: expected the 'default' workload .*utterances=50"),
+    ({"workloads": ("demo",), "corpus": "CORPUS"},
+     r"StartupBenchConfig.corpus: expected the 'default' workload .*corpus='.*'"),
+    ({"corpus": "CORPUS", "utterances": 50},
+     r"StartupBenchConfig.utterances: expected it only without a corpus .*utterances=50"),
+])  # fmt: skip
+def test_a_corpus_or_utterances_no_workload_reads_are_refused(tmp_path, fields, message):
+    fields = {**fields, **({"corpus": tmp_path} if "corpus" in fields else {})}
+    with pytest.raises(SettingsError, match=message):
+        StartupBenchConfig(**fields)
+
+
+class WrittenError(Exception):
+    """Raised by a stand-in `write_demo_corpus`: the corpus a workload asked for, before its cache and its fits (minutes) run."""
+
+
+def test_utterances_size_the_default_workloads_corpus(tmp_path, monkeypatch):
+    def write(corpus, *, n, **kw):
+        raise WrittenError(corpus.parent.name, n)
+
+    monkeypatch.setattr("xtts_data.write_demo_corpus", write)
+    for utterances, expected in ((None, 300), (40, 40)):
+        bench = StartupBenchConfig(workloads=("default",), utterances=utterances)
+        assert bench.synthetic_utterances == expected
+        with pytest.raises(WrittenError) as written:
+            startup._workload(bench, "default", tmp_path / "default")
+        assert written.value.args == ("default", expected)
+
+
+def test_the_cli_refuses_utterances_beside_a_corpus_in_one_line(tmp_path, capsys):
+    assert main(["startup", "--corpus", str(tmp_path), "--utterances", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xtts-bench startup: error: StartupBenchConfig.utterances: ")
+    assert err.count("\n") == 1, err

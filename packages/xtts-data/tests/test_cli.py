@@ -97,6 +97,20 @@ def test_doctor_plain_output_has_a_verdict(cache, config, capsys):
     assert "python ops         none" in out
 
 
+def test_doctor_takes_the_caches_feature_settings(cache, tmp_path, capsys):
+    # A config silent on them takes the cache's; one that disagrees is named, exit 2.
+    agrees = tmp_path / "agrees.yaml"
+    agrees.write_text("data: {batch_size: 4, num_buckets: 3, cond_frames: 24}\n")
+    assert main(["doctor", str(cache), "--config", str(agrees), "--batches", "3"]) == 0
+    capsys.readouterr()
+    disagrees = tmp_path / "disagrees.yaml"
+    disagrees.write_text("data: {batch_size: 4, cond_frames: 24, trim_top_db: 20}\n")
+    assert main(["doctor", str(cache), "--config", str(disagrees)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "data.trim_top_db: the cache was built with None, the config gives 20" in err
+
+
 def test_demo_corpus_writes_an_ljspeech_layout(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo-corpus", str(out), "--n", "3", "--max-seconds", "1.5"]) == 0

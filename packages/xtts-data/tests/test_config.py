@@ -392,3 +392,56 @@ def test_an_audio_section_without_a_preset_says_what_it_needs(tmp_path):
 def test_malformed_overrides_are_named(override, match):
     with pytest.raises(ConfigError, match=match):
         read_stack({"data": {"policy": "fixed"}}, [override])
+
+
+# --- a cache's build settings (read_stack(built=...)) ----------------------------------
+
+
+def _built(audio: MelConfig, data: DataConfig):
+    """What a cache's manifest records of its build (`manifest.CacheSettings`)."""
+    return dataclasses.make_dataclass("Built", ["audio", "data"])(
+        audio.to_dict(), data.cache_settings()
+    )
+
+
+BUILT_AUDIO = MelConfig.from_preset("xtts", n_mels=64)
+BUILT_DATA = DataConfig(trim_top_db=30.0, max_seconds=12.0, keep_audio=True,
+                        text=TextConfig(cleaners="basic"))  # fmt: skip
+
+
+def test_a_config_silent_on_features_takes_the_caches():
+    audio, data = load_config(None, ["data.batch_size=4"], built=_built(BUILT_AUDIO, BUILT_DATA))
+    assert audio == BUILT_AUDIO
+    assert data == dataclasses.replace(BUILT_DATA, batch_size=4)
+
+
+def test_a_config_that_agrees_with_the_cache_is_accepted(tmp_path):
+    path = write_yaml(tmp_path, "audio: {preset: xtts, n_mels: 64}\n"
+                                "data: {trim_top_db: 30, text: {cleaners: basic}}\n")  # fmt: skip
+    audio, data = load_config(path, built=_built(BUILT_AUDIO, BUILT_DATA))
+    assert (audio, data.trim_top_db, data.text.cleaners) == (BUILT_AUDIO, 30.0, "basic")
+    assert data.max_seconds == 12.0  # not given: the cache's
+
+
+@pytest.mark.parametrize(
+    ("override", "named"),
+    [
+        ("data.trim_top_db=20", "data.trim_top_db: the cache was built with 30.0, the config gives 20"),
+        ("data.trim_top_db=null", "data.trim_top_db: the cache was built with 30.0, the config gives None"),
+        ("data.text.cleaners=full", "data.text.cleaners: the cache was built with 'basic', the config gives 'full'"),
+        ("audio.n_mels=80", "audio.n_mels: the cache was built with 64, the config gives 80"),
+    ],
+)  # fmt: skip
+def test_a_feature_setting_that_disagrees_with_the_cache_is_named(override, named):
+    with pytest.raises(ConfigError, match=re.escape(named)) as caught:
+        load_config(None, [override], built=_built(BUILT_AUDIO, BUILT_DATA))
+    assert "\n" not in str(caught.value)
+
+
+def test_waveforms_are_not_a_disagreement():
+    # A cache with waveforms serves a config without them; a config asking for them of a
+    # cache without is refused where the cache is opened (with how to rebuild it).
+    with_audio = _built(BUILT_AUDIO, BUILT_DATA)
+    assert not load_config(None, ["data.keep_audio=false"], built=with_audio)[1].keep_audio
+    without = _built(BUILT_AUDIO, dataclasses.replace(BUILT_DATA, keep_audio=False))
+    assert load_config(None, ["data.keep_audio=true"], built=without)[1].keep_audio

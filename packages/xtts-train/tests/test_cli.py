@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+
+import pytest
 import yaml
 from train_helpers import MICRO, OVERRIDES, as_cli, train_cli
 
+import xtts_data as xd
+from xtts_train import demo
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
+from xtts_train.training.compiler import resolve
 
 
 def test_demo_runs_the_whole_stack(tmp_path):
@@ -18,7 +24,8 @@ def test_demo_runs_the_whole_stack(tmp_path):
     out = done.stdout
     assert "0 retraces" in out
     assert "built 1/1: train" in out
-    assert "graph executor, first run" in out  # auto, on a CPU
+    built = {"graph": "graph executor, first run", "xla": "XLA, compiled in"}
+    assert built[resolve("auto", "train")] in out  # auto: the graph executor on a CPU, XLA on a GPU
     run = tmp_path / "demo" / "run"
     assert yaml.safe_load((run / "config.yaml").read_text())["model"]["d_model"] == 32
     assert (run / "demo.wav").stat().st_size > 1000
@@ -26,6 +33,7 @@ def test_demo_runs_the_whole_stack(tmp_path):
     assert "held-out 8 sentences it never saw" in out
     assert "audio by Griffin-Lim" in out
     assert "pairing" in out
+    assert len(xd.read_corpus(tmp_path / "demo" / "corpus").rows) == 24  # --utterances
     assert len(list((run / "held-out").glob("*.truth.wav"))) == 8
     assert len(list((run / "held-out").glob("*.wav"))) == 16
 
@@ -94,3 +102,63 @@ def test_demo_refuses_a_vocoder_of_other_audio_settings_before_building(tmp_path
     assert main(["demo", "--workdir", str(workdir), "--vocoder", str(vocoder)]) == 2
     assert "audio.hop_length: vocoder 200, text-to-mel 256" in capsys.readouterr().err
     assert not (workdir / "corpus").exists()
+
+
+def _demo_corpus(workdir, reused):
+    """A demo corpus of 10 utterances in `workdir`, or (`reused="cache"`) only the feature
+    cache the demo builds from it."""
+    corpus = workdir / ("corpus" if reused == "corpus" else "gone")
+    xd.write_demo_corpus(corpus, n=10, min_seconds=0.4, max_seconds=1.6)
+    if reused == "cache":
+        stack = load_stack_config(None, list(demo.DEMO_SETTINGS))
+        xd.prepare(corpus, workdir / "cache", audio=stack.audio, data=stack.data)
+
+
+@pytest.mark.parametrize("reused", ["corpus", "cache"])
+def test_demo_refuses_utterances_other_than_the_corpus_it_reuses(tmp_path, capsys, reused):
+    workdir = tmp_path / "demo"
+    _demo_corpus(workdir, reused)
+    assert main(["demo", "--workdir", str(workdir), "--utterances", "20"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"in {workdir / reused} (10 utterances, reused), received: --utterances 20" in err
+    assert not (workdir / "run").exists()
+    assert (workdir / "corpus").exists() == (reused == "corpus")  # nothing written
+
+
+class FittedError(Exception):
+    """Raised by a stand-in `fit`: reached: the corpus and cache the demo trains on are in place."""
+
+
+@pytest.mark.parametrize("given", [[], ["--utterances", "10"]])
+def test_demo_reuses_a_corpus_of_the_size_asked_for(tmp_path, monkeypatch, given):
+    workdir = tmp_path / "demo"
+    _demo_corpus(workdir, "corpus")
+
+    def fit(*args, **kwargs):
+        raise FittedError
+
+    monkeypatch.setattr(demo, "fit", fit)
+    with pytest.raises(FittedError):
+        main(["demo", "--workdir", str(workdir), *given])
+    counts = xd.FeatureCache.open(workdir / "cache").manifest.counts
+    assert counts.ok + counts.skipped == 10
+
+
+def test_fit_refuses_a_feature_setting_the_cache_was_not_built_with(cache, tmp_path, capsys):
+    workdir = tmp_path / "run"
+    args = ["fit", "--data", str(cache), "--workdir", str(workdir)]
+    assert main([*args, "--set", "data.trim_top_db=25"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "data.trim_top_db: the cache was built with None, the config gives 25" in err
+    assert not workdir.exists()
+
+
+def test_fit_and_check_take_the_feature_settings_from_the_cache(cache):
+    stack = load_stack_config(None, ["data.batch_size=2"], cache=cache)
+    built = json.loads((cache / "manifest.json").read_text())["settings"]
+    assert stack.audio.to_dict() == built["audio"]
+    assert stack.data.cache_settings() == built["data"]
+    assert stack.data.batch_size == 2
+    assert stack.model.n_mels == stack.vocoder.n_mels == stack.audio.n_mels

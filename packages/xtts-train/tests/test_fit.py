@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shutil
@@ -53,13 +54,28 @@ def test_outputs_of_a_run(run):
     assert len(by_shape) == 2
     assert sum(entry["steps"] for entry in by_shape.values()) == 30
     assert summary["replicas"] == 1
-    assert summary["device_utilization"] is None
-    assert "no GPU" in summary["device_utilization_note"]
+    assert_device_utilization(summary)
     assert sorted(p.name for p in (workdir / "checkpoints").glob("*.index")) == [
         "ckpt-10.index", "ckpt-20.index", "ckpt-30.index",
     ]  # fmt: skip
     assert list((workdir / "tensorboard").glob("events.out.tfevents.*"))
     assert "model" in (workdir / "config.yaml").read_text()
+
+
+def assert_device_utilization(summary: dict) -> None:
+    """The summary's device utilization: none without a GPU (the default environment,
+    tensorflow-cpu), NVML's figure with one (`hatch run cuda:test`), or why not."""
+    utilization, note = summary["device_utilization"], summary["device_utilization_note"]
+    if not tf.config.list_physical_devices("GPU"):
+        assert utilization is None
+        assert "no GPU" in note
+    elif importlib.util.find_spec("pynvml") is None:  # no gpu extra (nvidia-ml-py)
+        assert utilization is None
+        assert "NVML failed" in note
+        assert "nvidia-ml-py" in note
+    else:
+        assert note is None
+        assert utilization is None or 0 <= utilization <= 1  # None: no sample in the run
 
 
 def test_start_up_figures(run):

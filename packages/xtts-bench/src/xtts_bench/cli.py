@@ -343,8 +343,9 @@ def _add_startup(commands) -> None:
                          help="workloads to run (repeatable; default: both)")  # fmt: skip
     startup.add_argument("--corpus", type=pathlib.Path,
                          help="the default workload's corpus (default: synthetic)")  # fmt: skip
-    startup.add_argument("--utterances", type=int, default=t.utterances,
-                         help="clips of the synthetic corpus (default: %(default)s)")  # fmt: skip
+    startup.add_argument("--utterances", type=int,
+                         help=f"clips of the default workload's synthetic corpus, without "
+                         f"--corpus (default: {t.synthetic_utterances})")  # fmt: skip
     startup.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 

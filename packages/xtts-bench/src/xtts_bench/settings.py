@@ -293,15 +293,18 @@ class StartupBenchConfig:
     """Settings of `xtts-bench startup`.
 
     Attributes:
-        workloads: `demo` (the demo's training) and/or `default` (the default config).
+        workloads: `demo` (the demo's training: its own corpus) and/or `default` (the
+            default config).
         corpus: the `default` workload's corpus (any layout `xtts-data prepare` reads);
             None: a synthetic corpus of `utterances` clips of 1-10 s.
-        utterances, seed: of that synthetic corpus.
+        utterances, seed: of that synthetic corpus (`utterances` None: 300); `utterances`
+            only without a corpus, and `corpus` or `utterances` only with the `default`
+            workload (nothing else reads them).
     """
 
     workloads: tuple[str, ...] = ("demo", "default")
     corpus: Path | None = None
-    utterances: int = 300
+    utterances: int | None = None
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -311,13 +314,38 @@ class StartupBenchConfig:
                 f"StartupBenchConfig.workloads: expected some of ('demo', 'default'), "
                 f"received: workloads={self.workloads!r}"
             )
-        if isinstance(self.utterances, bool) or not isinstance(self.utterances, int) \
-                or self.utterances < 1:  # fmt: skip
+        if self.utterances is not None and (isinstance(self.utterances, bool)
+                or not isinstance(self.utterances, int) or self.utterances < 1):  # fmt: skip
             raise SettingsError(f"StartupBenchConfig.utterances: expected an int >= 1, "
                                 f"received: utterances={self.utterances!r}")  # fmt: skip
         if self.corpus is not None and not Path(self.corpus).is_dir():
             raise SettingsError(f"StartupBenchConfig.corpus: expected a corpus folder, "
                                 f"received: corpus={str(self.corpus)!r}")  # fmt: skip
+        self._check_corpus_use()
+
+    def _check_corpus_use(self) -> None:
+        """`corpus` and `utterances` are the `default` workload's: neither is dropped."""
+        corpus = None if self.corpus is None else str(self.corpus)
+        given = {"corpus": corpus, "utterances": self.utterances}
+        given = {name: value for name, value in given.items() if value is not None}
+        received = ", ".join(f"{name}={value!r}" for name, value in given.items())
+        if given and "default" not in self.workloads:
+            raise SettingsError(
+                f"StartupBenchConfig.{' and '.join(given)}: expected the 'default' workload "
+                f"(the demo workload writes its own corpus), received: "
+                f"workloads={self.workloads!r}, {received}; run --workload default too or "
+                f"drop them"
+            )
+        if len(given) == 2:
+            raise SettingsError(
+                f"StartupBenchConfig.utterances: expected it only without a corpus (it sizes "
+                f"the synthetic one), received: {received}; drop --utterances or --corpus"
+            )
+
+    @property
+    def synthetic_utterances(self) -> int:
+        """Clips of the `default` workload's synthetic corpus."""
+        return 300 if self.utterances is None else self.utterances
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -78,7 +78,7 @@ def _workload(bench: StartupBenchConfig, name: str, work: pathlib.Path):
         if name == "demo":  # as `xtts-train demo` writes it
             xd.write_demo_corpus(corpus, n=96, min_seconds=0.4, max_seconds=1.6)
         else:
-            xd.write_demo_corpus(corpus, n=bench.utterances, min_seconds=1.0,
+            xd.write_demo_corpus(corpus, n=bench.synthetic_utterances, min_seconds=1.0,
                                  max_seconds=10.0, seed=bench.seed)  # fmt: skip
     xd.prepare(corpus, work / "cache", audio=stack.audio, data=stack.data)
     return work / "cache", settings

@@ -113,7 +113,9 @@ def _add_doctor(commands) -> None:
         "--set data.keep_audio=true).",
     )
     p.add_argument("source", type=Path, help="cache folder, or corpus folder / filelist")
-    p.add_argument("--config", type=Path, help="YAML with `audio` and `data` sections")
+    p.add_argument("--config", type=Path,
+                   help="YAML with `audio` and `data` sections (of a cache: only the batching "
+                   "keys; its feature settings are the cache's)")  # fmt: skip
     p.add_argument(
         "--segments",
         action="store_true",
@@ -217,10 +219,13 @@ def _run_verify(args) -> int:
 def _run_doctor(args) -> int:
     from xtts_data.config import load_config
     from xtts_data.doctor import diagnose, plot
+    from xtts_data.manifest import MANIFEST, Manifest
     from xtts_data.pipeline import make_dataset
     from xtts_data.segments import make_segment_dataset
 
-    audio, data = load_config(args.config)
+    cache = (args.source / MANIFEST).is_file()  # a corpus has no build settings
+    built = Manifest.read(args.source).settings if cache else None
+    audio, data = load_config(args.config, built=built)
     make = make_segment_dataset if args.segments else make_dataset
     pipeline = make(args.source, data, args.split, audio=audio, repeat=True)
     report = diagnose(pipeline, batches=args.batches, device_ms=args.device_ms)

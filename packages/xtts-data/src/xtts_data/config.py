@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import yaml
 
@@ -21,7 +21,7 @@ from xtts_audio.frozen_config import FrozenConfig
 from xtts_data.errors import ConfigError
 from xtts_data.text import TextConfig
 
-__all__ = ["DataConfig", "load_config", "read_stack"]
+__all__ = ["BuiltSettings", "DataConfig", "differences", "load_config", "read_stack"]
 
 Policy = Literal["fixed", "buckets"]
 
@@ -183,8 +183,9 @@ class DataConfig(FrozenConfig):
 
 
 def load_config(
-    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = ()
-) -> tuple[MelConfig, DataConfig]:
+    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
+    built: BuiltSettings | None = None,
+) -> tuple[MelConfig, DataConfig]:  # fmt: skip
     """The `audio` and `data` sections of a stack config (see `read_stack`).
 
     `audio` takes `MelConfig.from_dict` fields (e.g. `preset: xtts` plus overrides) and
@@ -194,20 +195,23 @@ def load_config(
     Args:
         source: a YAML file, the mapping it holds, or `None` for all defaults.
         overrides: `section.key=value` settings applied on top (as `--set`).
+        built: the settings a cache was built with (see `read_stack`).
 
     Raises:
-        ConfigError: unreadable file, unknown section or field, a malformed override, or
-            an invalid value (an `audio` one as xtts_audio's `ConfigError`).
+        ConfigError: unreadable file, unknown section or field, a malformed override, an
+            invalid value (an `audio` one as xtts_audio's `ConfigError`), or a setting
+            that disagrees with `built`.
     """
-    sections = read_stack(source, overrides)
+    sections = read_stack(source, overrides, built=built)
     audio = MelConfig.from_dict(sections["audio"], section="audio")
     data = DataConfig.from_dict(sections["data"], section="data")
     return audio, data
 
 
 def read_stack(
-    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = ()
-) -> dict[str, dict[str, Any]]:
+    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
+    built: BuiltSettings | None = None,
+) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Every section of a stack config as a plain dict, defaults filled, overrides applied.
 
     The one reader of stack configs: `load_config`, `xtts_train.load_stack_config` and
@@ -216,13 +220,22 @@ def read_stack(
     so `--set audio.n_mels=64` changes the default recipe. Override values are YAML
     (`train.steps=200`, `data.text.languages=[en, fa]`); dotted keys reach nested sections.
 
+    With `built`, the settings a cache was built with (its manifest's `settings`), the
+    cache is where the feature settings come from: what the source and overrides leave
+    out of them is the cache's (the whole `audio` recipe, and the data settings of
+    `DataConfig.cache_settings`: `text.*`, `trim_top_db`, `max_seconds`, `keep_audio`),
+    and one they give that disagrees with the cache's is an error naming it. So `prepare`
+    takes the settings once, and what reads the cache needs no second copy of them.
+
     Args:
         source: a YAML file, the mapping it holds, or `None` for all defaults.
         overrides: `section.key=value` settings, applied in order.
+        built: `{"audio": MelConfig.to_dict(), "data": DataConfig.cache_settings()}` of a
+            cache's build (`Manifest.settings`), or None.
 
     Raises:
-        ConfigError: unreadable file, unknown section, a section that is not a mapping, or
-            a malformed override.
+        ConfigError: unreadable file, unknown section, a section that is not a mapping, a
+            malformed override, or a feature setting that disagrees with `built`.
     """
     label = f"{source}" if isinstance(source, str | Path) else "stack config"
     values = _read_yaml(source) if isinstance(source, str | Path) else source or {}
@@ -236,9 +249,63 @@ def read_stack(
             raise ConfigError(f"{label}: section {name!r} must be a mapping, received: {section!r}")
     sections = {name: copy.deepcopy(dict(values.get(name) or _DEFAULTS.get(name) or {}))
                 for name in SECTIONS}  # fmt: skip
+    given = {name: copy.deepcopy(dict(values.get(name) or {})) for name in SECTIONS}
     for override in overrides:
         _apply(sections, override)
+        _apply(given, override)
+    if built is not None:
+        _adopt_built(sections, given, built)
     return sections
+
+
+class BuiltSettings(Protocol):
+    """What `read_stack` reads of a cache's build settings (`manifest.CacheSettings`)."""
+
+    audio: dict[str, Any]
+    data: dict[str, Any]
+
+
+def _adopt_built(sections: dict[str, dict[str, Any]], given: dict[str, dict[str, Any]],
+                 built: BuiltSettings) -> None:  # fmt: skip
+    """Fill `sections`' feature settings that `given` leaves out from `built`; refuse the
+    given ones that disagree with it (the `read_stack` contract)."""
+    if not given["audio"]:
+        sections["audio"] = copy.deepcopy(built.audio)
+    data, wanted_text = sections["data"], dict(given["data"].get("text") or {})
+    for key, value in built.data.items():
+        if key == "text":
+            data["text"] = {**copy.deepcopy(value), **wanted_text}
+        elif key not in given["data"]:
+            data[key] = copy.deepcopy(value)
+    audio = MelConfig.from_dict(sections["audio"], section="audio").to_dict()
+    settings = DataConfig.from_dict(data, section="data").cache_settings()
+    # Waveforms are extra, not other features: a cache with them serves a caller without
+    # them, and one that asks for them of a cache without is refused where it is opened.
+    settings.pop("keep_audio", None)
+    have = {**built.data}
+    have.pop("keep_audio", None)
+    diffs = differences({"audio": built.audio, "data": have}, {"audio": audio, "data": settings},
+                        labels=("the cache was built with", "the config gives"))  # fmt: skip
+    if diffs:
+        raise ConfigError(
+            f"the config disagrees with the cache it reads ({'; '.join(diffs[:3])}): leave "
+            f"the setting out (the cache's is used) or rebuild the cache with it "
+            f"(`xtts-data prepare --overwrite`)"
+        )
+
+
+def differences(have: Any, want: Any, prefix: str = "", *,
+                labels: tuple[str, str] = ("cache has", "requested")) -> list[str]:  # fmt: skip
+    """`"key.path: <labels[0]> <have>, <labels[1]> <want>"` for every leaf of two nested
+    dicts that differs (keys sorted), the way settings mismatches are named."""
+    if isinstance(have, dict) and isinstance(want, dict):
+        out = []
+        for key in sorted(set(have) | set(want)):
+            out += differences(have.get(key), want.get(key), f"{prefix}{key}.", labels=labels)
+        return out
+    if have != want:
+        return [f"{prefix.rstrip('.')}: {labels[0]} {have!r}, {labels[1]} {want!r}"]
+    return []
 
 
 def _read_yaml(path: str | Path) -> Any:

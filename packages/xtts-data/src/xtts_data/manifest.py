@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from xtts_audio import MelConfig
-from xtts_data.config import DataConfig
+from xtts_data.config import DataConfig, differences
 from xtts_data.errors import CacheError
 from xtts_data.text import Tokenizer
 
@@ -458,7 +458,7 @@ def check_manifest(path: Path, manifest: Manifest) -> Tokenizer:
     if settings_hash(settings) != manifest.settings_hash:
         built = path / "build.json"
         labels = ("built with", "manifest says")
-        diffs = (_differences(read_json(built)["settings"], settings, labels=labels)
+        diffs = (differences(read_json(built)["settings"], settings, labels=labels)
                  if built.exists() else [])  # fmt: skip
         named = "; ".join(diffs[:5]) or "no build.json to compare with"
         _fail(path, f"manifest.json's settings were changed after the build ({named})")
@@ -510,20 +510,8 @@ def _check_settings(path: Path, settings: CacheSettings, *, audio: MelConfig | N
         want["data"] = {**data.cache_settings(), **({"keep_audio": True} if has_audio else {})}
     if settings_hash(have) == settings_hash(want):
         return
-    diffs = _differences(have, want)
+    diffs = differences(have, want)
     raise CacheError(
         f"{path} was built with other settings than requested ({'; '.join(diffs[:5])}); "
         f"rebuild it with `xtts-data prepare --overwrite` or use a new --out folder"
     )
-
-
-def _differences(have: Any, want: Any, prefix: str = "", *,
-                 labels: tuple[str, str] = ("cache has", "requested")) -> list[str]:  # fmt: skip
-    if isinstance(have, dict) and isinstance(want, dict):
-        out = []
-        for key in sorted(set(have) | set(want)):
-            out += _differences(have.get(key), want.get(key), f"{prefix}{key}.", labels=labels)
-        return out
-    if have != want:
-        return [f"{prefix.rstrip('.')}: {labels[0]} {have!r}, {labels[1]} {want!r}"]
-    return []

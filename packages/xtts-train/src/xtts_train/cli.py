@@ -51,8 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     fit_parser.add_argument("--workdir", type=Path, required=True, metavar="RUN",
                             help="run folder: metrics, checkpoints, summary")  # fmt: skip
     fit_parser.add_argument(
-        "--config", type=Path, help="YAML with sections audio, data, model, train, vocoder"
-    )
+        "--config", type=Path,
+        help="YAML with sections model, train, vocoder and data's batching settings; the "
+        "audio recipe and the feature settings (data.text, trim_top_db, max_seconds) are "
+        "the cache's, and a value given here that disagrees with them is an error",
+    )  # fmt: skip
     fit_parser.add_argument(
         "--task", choices=TASKS,
         help="the network to train (same as --set train.task=...; default: text_to_mel)",
@@ -97,7 +100,7 @@ def _add_check(commands) -> None:
     )  # fmt: skip
     p.add_argument("--data", type=Path, required=True, metavar="CACHE")
     p.add_argument("--config", type=Path,
-                   help="YAML with sections audio, data, model, train, vocoder")  # fmt: skip
+                   help="YAML config, as fit's (the feature settings are the cache's)")  # fmt: skip
     p.add_argument("--task", choices=TASKS,
                    help="the network whose step is checked (default: text_to_mel)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
@@ -227,7 +230,8 @@ def _add_demo(commands) -> None:
     p.add_argument("--workdir", type=Path, default=Path("xtts-demo"),
                    help="folder for corpus, cache and run (default: %(default)s)")  # fmt: skip
     p.add_argument("--steps", type=int, default=600, help="training steps (default: 600)")
-    p.add_argument("--utterances", type=int, default=96, help="demo corpus size (default: 96)")
+    p.add_argument("--utterances", type=int, help="demo corpus size (default: 96; a corpus "
+                   "reused from --workdir must be this size)")  # fmt: skip
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="speak the held-out sentences and the demo sentence through this "
                    "vocoder run (fit --task vocoder, the demo's audio settings) instead of "
@@ -275,7 +279,7 @@ def _run_fit(args) -> int:
     from xtts_train.config import load_stack_config
     from xtts_train.training.trainer import fit
 
-    stack = load_stack_config(args.config, args.set)
+    stack = load_stack_config(args.config, args.set, cache=args.data)
     train = stack.train
     if args.steps is not None:
         train = dataclasses.replace(train, steps=args.steps)
@@ -295,7 +299,7 @@ def _run_check(args) -> int:
     from xtts_train.check import check
     from xtts_train.config import load_stack_config
 
-    stack = load_stack_config(args.config, args.set)
+    stack = load_stack_config(args.config, args.set, cache=args.data)
     if args.task is not None:
         stack = dataclasses.replace(stack, train=dataclasses.replace(stack.train, task=args.task))
     report = check(stack, args.data, repeats=args.repeats)

@@ -15,6 +15,7 @@ from xtts_audio import MelConfig
 from xtts_audio.frozen_config import FrozenConfig
 from xtts_data import DataConfig
 from xtts_data.config import load_config, read_stack
+from xtts_data.manifest import Manifest
 from xtts_train.errors import ConfigError
 
 __all__ = [
@@ -395,8 +396,9 @@ class StackConfig(FrozenConfig):
 
 
 def load_stack_config(
-    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = ()
-) -> StackConfig:
+    source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
+    cache: str | Path | None = None,
+) -> StackConfig:  # fmt: skip
     """Read a stack config (or defaults) and apply `section.key=value` overrides.
 
     Reading and overrides are `xtts_data.config.read_stack`'s: values of overrides are
@@ -405,16 +407,26 @@ def load_stack_config(
     the source has no `audio` section. A `model` section without a preset starts from
     `tiny`; the model's `n_mels` follows the audio's.
 
+    With `cache` (what `fit` and `check` train on), the feature settings come from the
+    cache's manifest: the audio recipe and the data settings it was built with fill what
+    the source and overrides leave out, and a value they give that disagrees is an error.
+
     Args:
         source: a YAML file (e.g. a run's `config.yaml`), the mapping it holds, or `None`.
         overrides: `section.key=value` settings, applied in order after the source.
+        cache: a feature cache folder whose build settings the config takes, or None.
 
     Raises:
-        ConfigError: unreadable file, unknown section or key, malformed override, or an
-            invalid value (the message names the field).
+        ConfigError: unreadable file, unknown section or key, malformed override, an
+            invalid value (the message names the field), or a feature setting that
+            disagrees with `cache`'s (naming the key and both values).
+        CacheError: `cache` is not a feature cache (no readable manifest.json).
     """
+    if cache is not None:  # the config's own errors first, then the cache's
+        load_stack_config(source, overrides)
+    built = None if cache is None else Manifest.read(cache).settings
     try:  # xtts_data's and xtts_audio's ConfigError: the same meaning here
-        sections = read_stack(source, overrides)
+        sections = read_stack(source, overrides, built=built)
         audio, data = load_config(sections)
     except ValueError as error:
         raise ConfigError(str(error)) from None

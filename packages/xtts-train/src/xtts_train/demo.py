@@ -41,15 +41,17 @@ DEMO_SETTINGS = (
 )  # fmt: skip
 
 _SECONDS = dict(min_seconds=0.4, max_seconds=1.6)  # the demo corpus's utterance lengths
+_UTTERANCES = 96  # the demo corpus's size
 _HELD_OUT = 8  # sentences of the demo language the run never sees, scored at the end
 
 
-def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
+def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int | None = None,
              overrides: Sequence[str] = (), vocoder: str | Path | None = None) -> str:  # fmt: skip
     """Run the demo in `workdir` (reusing a corpus or cache already there); returns the
-    closing summary. `overrides` are `SECTION.KEY=VALUE` settings over `DEMO_SETTINGS`;
-    `vocoder`, a vocoder run of the demo's audio settings, speaks instead of Griffin-Lim
-    (checked before anything is built)."""
+    closing summary. `utterances` sizes a new corpus (None: 96); a corpus or cache reused
+    must be of that size. `overrides` are `SECTION.KEY=VALUE` settings over
+    `DEMO_SETTINGS`; `vocoder`, a vocoder run of the demo's audio settings, speaks instead
+    of Griffin-Lim (both checked before anything is built)."""
     workdir = Path(workdir)
     started, clock = time.perf_counter(), StartupClock()
     # The demo language's eval sentences, recorded in the run's config.yaml: the demo runs
@@ -62,13 +64,15 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
     stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, *overrides,
                                      f"train.steps={steps}"])  # fmt: skip
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
+    _check_reused_size(corpus, cache, utterances)
     if vocoder is not None:  # a misfit is refused before the corpus, cache and training
         check_vocoder(Path(vocoder), run, stack)
     held_out = workdir / "held-out"
     tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
     with clock.part("data"):  # the corpus and cache count as the run's data start-up
         if not (corpus / "metadata.csv").exists():
-            xd.write_demo_corpus(corpus, n=utterances, progress=True, **_SECONDS)
+            size = _UTTERANCES if utterances is None else utterances
+            xd.write_demo_corpus(corpus, n=size, progress=True, **_SECONDS)
         if not (cache / "manifest.json").exists():
             result = xd.prepare(corpus, cache, audio=stack.audio, data=stack.data, progress=True)
             tqdm.tqdm.write(xd.format_summary(result))
@@ -103,6 +107,27 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int = 96,
         f"{'Griffin-Lim' if vocoder is None else f'the vocoder {vocoder}'}",
         f"total    {time.perf_counter() - started:.0f} s, peak RSS {summary['peak_rss_mb']:.0f} MB",
     ])  # fmt: skip
+
+
+def _check_reused_size(corpus: Path, cache: Path, utterances: int | None) -> None:
+    """A corpus (or, without one, a cache) already in the work dir is reused: an
+    `utterances` it was not written with is refused rather than dropped."""
+    if utterances is None:
+        return
+    if (corpus / "metadata.csv").exists():
+        found = xd.read_corpus(corpus)
+        where, size = corpus, len(found.rows) + len(found.skipped)
+    elif (cache / "manifest.json").exists():
+        counts = xd.FeatureCache.open(cache).manifest.counts
+        where, size = cache, counts.ok + counts.skipped
+    else:
+        return
+    if size != utterances:
+        raise ConfigError(
+            f"Expected --utterances to be the size of the demo corpus already in {where} "
+            f"({size} utterances, reused), received: --utterances {utterances}; leave out "
+            f"--utterances to reuse it, or give a new --workdir"
+        )
 
 
 def _ground_truth(text: str, stack: StackConfig) -> np.ndarray:
