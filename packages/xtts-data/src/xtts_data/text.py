@@ -439,6 +439,15 @@ class Tokenizer:
                 chars.append(self._symbols[index - offset])
         return "".join(chars)
 
+    def token_ids(self) -> dict[str, int]:
+        """Every token's id by name: `<pad>`, `<eos>`, `<lang:TAG>` for each language
+        token, and each symbol (one character, so no name is another's). Two vocabularies
+        share a token where they share its name (how a run's embeddings carry over to a
+        grown vocabulary)."""
+        ids = {_PAD: self.PAD, _EOS: self.EOS}
+        ids.update({f"<lang:{tag}>": i for tag, i in self._language_ids.items()})
+        return ids | self._ids
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready description (reserved tokens, languages, symbols): round-trips
         `from_dict`."""

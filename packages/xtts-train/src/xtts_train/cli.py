@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     fit_parser.add_argument("--steps", type=int, help="total steps (same as --set train.steps=N)")
     fit_parser.add_argument(
+        "--init-from", type=Path, metavar="RUN",
+        help="start from the last checkpoint's weights of RUN, a run of the same task and "
+        "model sizes (fine-tuning), with a fresh optimizer and schedule; a grown vocabulary "
+        "keeps the embeddings of its old tokens (same as --set train.init_from=RUN; read "
+        "when the run starts: a resumed run goes on from its own checkpoint)",
+    )  # fmt: skip
+    fit_parser.add_argument(
         "--allow-retrace", action="store_true",
         help="warn instead of stopping when a batch shape was not compiled",
     )  # fmt: skip
@@ -111,15 +118,24 @@ def _add_synthesize(commands) -> None:
     p = commands.add_parser(
         "synthesize", parents=_common(), help="speak a text with a trained run",
         description="Decode a mel for TEXT with the run's last checkpoint (one compiled "
-        "program: fixed frame buffer and stop token), turn it into audio with a vocoder run "
-        "(--vocoder) or Griffin-Lim, and write OUT (WAV) and OUT with .png (the mel).",
+        "program: a static frame buffer, sized from the text unless --max-frames, and the "
+        "stop token), turn it into audio with a vocoder run (--vocoder) or Griffin-Lim, and "
+        "write OUT (WAV), OUT with .png (the mel and attention) and, with --save-mel, OUT "
+        "with .npy (the mel).",
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run folder")
     p.add_argument("--text", required=True)
     p.add_argument("--out", type=Path, required=True, help="WAV file to write")
     p.add_argument("--reference", type=Path,
                    help="voice to condition on (default: the run's reference clip)")  # fmt: skip
-    p.add_argument("--max-frames", type=int, default=400, help="decoding buffer (default: 400)")
+    p.add_argument("--max-frames", type=int, metavar="N",
+                   help="decoding buffer in mel frames; speech longer is cut (default: sized "
+                   "from the text, 0.5 s + 0.15 s per symbol at the run's frame rate, at most "
+                   "the run's data.max_seconds)")  # fmt: skip
+    p.add_argument("--save-mel", action="store_true",
+                   help="also write the decoded mel, the frames turned into audio, as OUT "
+                   "with .npy: float32 [frames, n_mels] in the run's feature scale (its "
+                   "config.yaml audio section; see the xtts-train README)")  # fmt: skip
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="a vocoder run (fit --task vocoder) trained with this run's audio "
                    "settings (default: Griffin-Lim)")  # fmt: skip
@@ -289,6 +305,8 @@ def _run_fit(args) -> int:
         train = dataclasses.replace(train, strategy=args.strategy)
     if args.task is not None:
         train = dataclasses.replace(train, task=args.task)
+    if args.init_from is not None:
+        train = dataclasses.replace(train, init_from=str(args.init_from))
     summary = fit(dataclasses.replace(stack, train=train), args.data, args.workdir,
                   progress=not args.quiet, profile_steps=args.profile_steps)  # fmt: skip
     print(json.dumps(summary, indent=1))
@@ -312,15 +330,16 @@ def _run_synthesize(args) -> int:
 
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames, language=args.language,
-                        vocoder=args.vocoder)  # fmt: skip
+                        vocoder=args.vocoder, save_mel=args.save_mel)  # fmt: skip
     if result.unknown:
         shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
         print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "
               f"the text became {result.text!r}", file=sys.stderr)  # fmt: skip
     ending = "the stop token" if result.stopped else "a length limit (no stop token in range)"
-    print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames, ended by "
-          f"{ending}, alignment score {result.alignment:.2f}) and {result.png} (mel and "
-          f"attention)")  # fmt: skip
+    mel = f", {result.npy} (the mel)" if result.npy is not None else ""
+    print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames of a "
+          f"{result.max_frames}-frame buffer, ended by {ending}, alignment score "
+          f"{result.alignment:.2f}){mel} and {result.png} (mel and attention)")  # fmt: skip
     return 0
 
 

@@ -306,6 +306,10 @@ class TrainConfig(FrozenConfig):
         task: the network the run trains: `text_to_mel` (`TextToMel` on the bucketed
             text/mel batches) or `vocoder` (`Vocoder` on random aligned mel/audio segments
             of a cache built with `data.keep_audio`).
+        init_from: a run folder of the same task and model sizes whose last checkpoint's
+            weights the run starts from (fine-tuning), with a fresh optimizer and schedule
+            (`xtts_train.runs.init_from`). Read when the run starts; a resumed run goes on
+            from its own checkpoint. None: fresh weights.
     """
 
     error_type = ConfigError
@@ -338,8 +342,12 @@ class TrainConfig(FrozenConfig):
     compile_workers: int = 0
     compiler: str = "auto"
     task: str = "text_to_mel"
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
+        if self.init_from is not None and not (isinstance(self.init_from, str)
+                                               and self.init_from.strip()):  # fmt: skip
+            self._fail("init_from", self.init_from, "a run folder, or null")
         for name in ("steps", "grad_accum", "log_every", "eval_batches", "checkpoint_every",
                      "keep_checkpoints", "max_nonfinite"):  # fmt: skip
             value = getattr(self, name)

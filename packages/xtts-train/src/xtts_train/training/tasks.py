@@ -94,6 +94,11 @@ class Task:
         """The values of `loss_settings`, from `loss_config`."""
         return {name: float(getattr(self.loss_config, name)) for name in self.loss_settings}
 
+    def token_tables(self) -> list[keras.Variable]:
+        """The model's weights indexed by token id in their first axis (none by default):
+        `fit --init-from` carries them over token by token."""
+        return []
+
     def seed_states(self) -> list[tf.Variable]:
         """The model's dropout seed states, which Keras keeps out of its checkpoint."""
         return dropout.seed_states(self.model)
@@ -165,6 +170,9 @@ class TextToMelTask(Task):
         batch["token_mask"] = tf.tile(tf.one_hot(0, signature["tokens"].shape[1])[None], [b, 1])
         batch["tokens"] = tf.cast(batch["token_mask"], tf.int32) * 2
         return batch
+
+    def token_tables(self):
+        return [self.model.text_encoder.embedding.embeddings]  # (vocab_size, D)
 
     def describe(self):
         return self.model.describe()

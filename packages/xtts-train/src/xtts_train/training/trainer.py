@@ -43,6 +43,7 @@ from xtts_data.files import folder_lock
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
+from xtts_train.runs.init_from import StartFrom, init_source
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
 from xtts_train.training._loop_parts import (
@@ -152,6 +153,10 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
     # the same command with smaller sizes may follow), as `build_steps` refuses them
     # before it compiles.
     task.check_memory(stack, train.spec)
+    source = None  # the weights a new run starts from; a resumed one goes on from its own
+    if stack.train.init_from and not start:
+        with kept_dtype_policy():  # checked before the work dir is written to
+            source = StartFrom(stack, init_source(stack.train.init_from, stack))
     writer.write_config(stack)
     writer.write_tokenizer(opened.path, opened.tokenizer)
     with kept_dtype_policy():  # leave the process as it was
@@ -159,6 +164,8 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
             speaks = stack.train.eval_every > 0 and task.speaks_sentences
             sentences = _eval_sentences(stack, opened.tokenizer) if speaks else ()
             run = _Run(stack, train, val, writer, progress, strategy, sentences)
+            if source is not None:
+                source.copy_into(run.task, opened.tokenizer)
         profiler = Profiler(profile_steps, writer.workdir / "tensorboard")
         return run.train(start, clock, profiler)
 
