@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -20,9 +21,11 @@ from train_helpers import OVERRIDES, as_cli, cli_env
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
+from xtts_train.config import load_stack_config
 from xtts_train.export import export
-from xtts_train.models.text_to_mel.decoding import Decoding
-from xtts_train.runs.media import decoded_frames
+from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames
+from xtts_train.runs.loading import load_run_config
+from xtts_train.runs.media import decoded_frames, to_waveform
 from xtts_train.synthesize import load_reference, load_run, synthesize
 from xtts_train.vocode import Vocoding, load_vocoder, silence_feature
 
@@ -185,8 +188,54 @@ def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
     assert audio.shape[0] > 1000
     assert float(tf.math.reduce_std(audio)) > 0.01  # not silence
     assert result.png.read_bytes()[:4] == b"\x89PNG"
-    assert 1 <= result.frames <= 48
+    assert 1 <= result.frames <= result.max_frames == 48  # a given buffer is kept
     assert 0.0 <= result.alignment <= 1.0
+
+
+def test_synthesize_save_mel_writes_the_frames_turned_into_audio(run, tmp_path, capsys):
+    _, workdir = run
+    out = tmp_path / "speech.wav"
+    assert main(["synthesize", "--run", str(workdir), "--text", "Fine day.", "--out", str(out),
+                 "--max-frames", "48", "--save-mel"]) == 0  # fmt: skip
+    line = capsys.readouterr().out
+    frames = int(re.search(r"(\d+) frames of a 48-frame buffer", line)[1])
+    mel = np.load(out.with_suffix(".npy"))
+    assert str(out.with_suffix(".npy")) in line
+    stack = load_run_config(workdir, "text_to_mel")
+    assert mel.dtype == np.float32
+    assert mel.shape == (frames, stack.audio.n_mels)
+    # The WAV is Griffin-Lim (seeded) of exactly these frames, up to 16-bit rounding.
+    wave = tf.audio.decode_wav(tf.io.read_file(str(out)))[0][:, 0].numpy()
+    np.testing.assert_allclose(wave, to_waveform(mel, stack.audio).numpy(), atol=1e-3)
+
+
+def test_synthesize_sizes_its_buffer_from_the_text_unless_given(run, tmp_path):
+    _, workdir = run
+    short = synthesize(workdir, "Hi.", tmp_path / "short.wav")
+    longer = synthesize(workdir, "Fine day.", tmp_path / "long.wav")
+    assert short.max_frames < longer.max_frames
+    assert short.npy is None
+    assert not (tmp_path / "short.npy").exists()
+    stack = load_run_config(workdir, "text_to_mel")
+    for result in (short, longer):
+        assert result.frames <= result.max_frames
+        assert result.max_frames % stack.data.pad_multiple == 0
+
+
+@pytest.mark.parametrize("overrides", [[], ["data.pad_multiple=3", "model.reduction_factor=2"]])
+def test_a_text_sized_buffer_holds_the_measured_rate_within_the_longest_utterance(overrides):
+    stack = load_stack_config(None, overrides)
+    rate = stack.audio.sample_rate / stack.audio.hop_length  # frames per second
+    sizes = [text_buffer_frames(n, stack) for n in range(1, 400)]
+    assert sizes == sorted(sizes)
+    multiple = 6 if overrides else stack.data.pad_multiple
+    assert all(size % multiple == 0 for size in sizes)
+    longest = stack.data.max_seconds * rate
+    for n, size in enumerate(sizes, 1):  # the slowest measured past 1 s: 0.120 s per symbol
+        assert size >= min(0.120 * n * rate, longest)
+    assert longest <= sizes[-1] < longest + multiple + 1  # capped at data.max_seconds
+    capped = dataclasses.replace(stack, data=dataclasses.replace(stack.data, max_frames=120))
+    assert text_buffer_frames(300, capped) == -(-120 // multiple) * multiple
 
 
 def test_synthesize_needs_a_trained_run(tmp_path):

@@ -1,13 +1,15 @@
 """`synthesize`: text → mel with the trained model (compiled decoding) → waveform.
 
-Decoding is the model's `infer`: a fixed `max_frames` buffer, the stop token, one XLA
-program, no per-frame Python. The mel becomes audio through a trained vocoder run
-(`vocoder`), else xtts-audio's Griffin-Lim.
+Decoding is the model's `infer`: a static `max_frames` buffer, sized from the text before
+compiling (`text_buffer_frames`) unless given, the stop token, one XLA program, no
+per-frame Python. The mel becomes audio through a trained vocoder run (`vocoder`), else
+xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vocoder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -17,9 +19,10 @@ from matplotlib.figure import Figure
 
 import xtts_audio as xa
 from xtts_data import Tokenizer, load_audio
+from xtts_data.files import write_bytes_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import Decoding, text_ids
+from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames, text_ids
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.runs.loading import load_run_config, restore_weights
 from xtts_train.runs.media import decoded_frames
@@ -30,7 +33,7 @@ __all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesi
 
 @dataclasses.dataclass(frozen=True)
 class Synthesis:
-    """What `synthesize` wrote: the WAV, the mel picture, and how long the speech is."""
+    """What `synthesize` wrote: the WAV, the mel picture (and `.npy`), how long the speech is."""
 
     wav: Path
     png: Path
@@ -39,8 +42,10 @@ class Synthesis:
     stopped: bool  # the stop token ended it (not max_frames or the two-frames-per-symbol floor)
     alignment: float  # `alignment_score` of the decoding's attention over its frames and text
     mel: np.ndarray  # float32 [frames, n_mels]: what was turned into the WAV
+    max_frames: int  # the decoding buffer: given, or sized from the text (`text_buffer_frames`)
     text: str = ""  # what the text became (cleaned; IPA with phonemes)
     unknown: dict[str, int] = dataclasses.field(default_factory=dict)  # characters left out
+    npy: Path | None = None  # `mel` as written by `save_mel`
 
 
 def load_run(workdir: str | Path, *, step: int | None = None,
@@ -68,11 +73,13 @@ def load_run(workdir: str | Path, *, step: int | None = None,
 
 
 def synthesize(workdir: str | Path, text: str, out: str | Path, *,
-               reference: str | Path | None = None, max_frames: int = 400,
+               reference: str | Path | None = None, max_frames: int | None = None,
                griffin_lim_iters: int = 32,
                truth: np.ndarray | None = None, language: str | None = None,
-               vocoder: str | Path | None = None) -> Synthesis:  # fmt: skip
-    """Speak `text` with the run's model; writes `out` (WAV) and `out` with `.png`.
+               vocoder: str | Path | None = None,
+               save_mel: bool = False) -> Synthesis:  # fmt: skip
+    """Speak `text` with the run's model; writes `out` (WAV), `out` with `.png` and, with
+    `save_mel`, `out` with `.npy`.
 
     Args:
         workdir: the training run.
@@ -80,7 +87,9 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         out: the WAV file to write.
         reference: a WAV/FLAC/OGG of the voice to condition on; default: the reference
             clip saved by `fit` (a crop of a training utterance).
-        max_frames: the decoding buffer; speech longer than this is cut.
+        max_frames: the decoding buffer; speech longer than this is cut. None: sized from
+            the text's token count (`text_buffer_frames`: 0.5 s + 0.15 s per symbol at the
+            run's frame rate, at most the run's `data.max_seconds`).
         griffin_lim_iters: Griffin-Lim iterations.
         truth: float32 [frames, n_mels], a recording of `text` in the features' scale,
             drawn beside the synthesis in the picture.
@@ -88,6 +97,9 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             A multilingual run speaks it with that language's token.
         vocoder: a vocoder run (`fit --task vocoder`) trained on this run's features,
             which turns the mel into audio; None: Griffin-Lim.
+        save_mel: also write the decoded mel, exactly the frames turned into audio, to
+            `out` with `.npy`: float32 [frames, n_mels] in the run's feature scale (the
+            cache's: `xtts_audio.mel_features` of the run's `audio` settings).
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
@@ -101,6 +113,8 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
     ids = encoded.ids
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
+    if max_frames is None:
+        max_frames = text_buffer_frames(len(ids), stack)
     decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
                         compiler=stack.train.compiler)  # fmt: skip
     (decoded,) = decoding([ids], cond)
@@ -112,9 +126,18 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
     png = out.with_suffix(".png")
     plot_decoding(png, text, features, decoded.attention, truth)
+    npy = _save_mel(out.with_suffix(".npy"), features) if save_mel else None
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
     return Synthesis(out, png, frames, seconds, decoded.stopped, decoded.alignment, features,
-                     encoded.text, encoded.unknown)  # fmt: skip
+                     max_frames, encoded.text, encoded.unknown, npy)  # fmt: skip
+
+
+def _save_mel(path: Path, mel: np.ndarray) -> Path:
+    """Write float32 [frames, n_mels] `mel` to `path` (`.npy`), whole or not at all."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(mel, np.float32))
+    write_bytes_atomic(path, buffer.getvalue())
+    return path
 
 
 def load_reference(workdir: Path, stack: StackConfig,

@@ -9,12 +9,15 @@ compile-cache entry).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
 
+import xtts_audio as xa
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
+from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.alignment import alignment_score
 from xtts_train.models.text_to_mel.model import TextToMel
@@ -22,16 +25,73 @@ from xtts_train.training import compile_cache
 from xtts_train.training.compiler import resolve
 from xtts_train.training.memory import check_decoding_memory
 
-__all__ = ["TEXT_BUCKET", "Decoded", "Decoding", "Encoded", "buffer_frames", "text_ids"]
+__all__ = [
+    "TEXT_BUCKET",
+    "Decoded",
+    "Decoding",
+    "Encoded",
+    "buffer_frames",
+    "text_buffer_frames",
+    "text_ids",
+]
 
 # Token ids are padded to a multiple of this, so texts of similar length share a program.
 TEXT_BUCKET = 32
 FRAME_BUCKET = 32  # decoding buffers are a multiple of this
 
 
+# A text-sized buffer holds SECONDS_BASE + SECONDS_PER_SYMBOL x symbols of speech: every
+# utterance of the corpora measured (`text_buffer_frames`) fits with room to spare.
+SECONDS_PER_SYMBOL = 0.15
+SECONDS_BASE = 0.5
+
+
 def buffer_frames(longest: int) -> int:
     """A decoding buffer with room for twice `longest` frames, rounded up to 32."""
     return -(-2 * longest // FRAME_BUCKET) * FRAME_BUCKET
+
+
+def text_buffer_frames(symbols: int, stack: StackConfig) -> int:
+    """A decoding buffer for a text of `symbols` token ids, sized before decoding.
+
+    Room for `SECONDS_BASE` (0.5 s) + `SECONDS_PER_SYMBOL` (0.15 s) per symbol of speech at
+    the run's frame rate (`audio.sample_rate / audio.hop_length`, frames counted by
+    `xtts_audio.num_frames`), at most the longest utterance the run's cache kept
+    (`data.max_frames`, else `data.max_seconds`; neither: no cap), rounded up to a multiple
+    of `data.pad_multiple` and of the reduction factor. At 22050 Hz / hop 256: 12.9
+    frames per symbol and 43 more, 1,728 frames at most (`max_seconds` 20).
+
+    The bound, measured as frames / tokens (`<eos>` included) over caches of the default
+    audio settings: espeak-ng English (600 utterances of 14-74 symbols, letters or
+    phonemes) at most 7.8 frames per symbol (0.090 s), median 5.2-5.4; the demo corpus's
+    synthesiser (200 utterances of 1-10 s, 1 and 4 speakers) at most 9.5 (0.110 s),
+    median 7.3-7.5, trimmed at 40 dB, and 10.3 untrimmed (its padding silence kept); its
+    0.4-1.0 s utterances of 4-10 symbols (the tests' corpus) 7.5 trimmed and 16.8 (0.19 s)
+    untrimmed, where silence weighs more, which `SECONDS_BASE` covers. Every utterance
+    fits: the buffer is at least 1.35 times its frames (0.34 s or more to spare), and
+    the median one fills 32-59% of it. A text spoken slower is cut at the buffer, and its
+    decoding is reported as ended by the length limit.
+
+    Args:
+        symbols: token ids of the text (`<eos>` and a language token included).
+        stack: the run's config (`audio`, `data`, `model.reduction_factor`).
+
+    Returns:
+        Frames of the buffer, >= 1.
+    """
+    audio, data = stack.audio, stack.data
+    wanted = _speech_frames(SECONDS_BASE + SECONDS_PER_SYMBOL * symbols, audio)
+    if data.max_frames is not None:
+        wanted = min(wanted, data.max_frames)
+    elif data.max_seconds is not None:
+        wanted = min(wanted, _speech_frames(data.max_seconds, audio))
+    multiple = math.lcm(data.pad_multiple, stack.model.reduction_factor)
+    return max(1, -(-wanted // multiple)) * multiple
+
+
+def _speech_frames(seconds: float, audio: xa.MelConfig) -> int:
+    """Mel frames of `seconds` of audio."""
+    return int(xa.num_frames(math.ceil(seconds * audio.sample_rate), audio))
 
 
 @dataclasses.dataclass(frozen=True)
