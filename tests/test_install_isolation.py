@@ -1,10 +1,13 @@
-"""`pip install xtts-audio[cpu]` (or `[cuda]`, as `hatch run cuda:test` installs it) into an
-empty venv brings TF + NumPy and nothing else of ours."""
+"""Installs without hatch, into empty venvs: `pip install xtts-audio[cpu]` (or `[cuda]`, as
+`hatch run cuda:test` installs it) brings TF + NumPy and nothing else of ours; the root
+README's pip command for all four packages gives working console scripts."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import pathlib
+import shlex
 import subprocess
 import sys
 import venv
@@ -13,6 +16,12 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN = {"librosa", "soundfile", "scipy", "xtts-data", "xtts-train", "xtts-bench"}
+# Where each module is imported from, and the site-packages of the interpreter running it.
+WHERE = (
+    "import sys, sysconfig, importlib\n"
+    "for name in sys.argv[1:]: print(importlib.import_module(name).__file__)\n"
+    "print(sysconfig.get_paths()['purelib'])\n"
+)
 
 
 def installed_tensorflow() -> tuple[str, str, str]:
@@ -25,15 +34,58 @@ def installed_tensorflow() -> tuple[str, str, str]:
         return "cuda", "tensorflow", importlib.metadata.distribution("tensorflow").version
 
 
-@pytest.mark.slow
-def test_xtts_audio_installs_alone(tmp_path):
+def readme_install_command(extra: str) -> list[str]:
+    """The root README's `pip install ...` line whose xtts-audio extra is `extra`, as
+    arguments to pip (relative to the repository root).
+
+    Coupled to README.md, "Train on your own corpus": its CPU line (and, in the `cuda`
+    environment, its GPU line) is run here as written, so the README cannot name an
+    extra or a package that does not install. The line is found by its
+    `./packages/xtts-audio[<extra>]` requirement; there must be exactly one.
+    """
+    wanted = f"./packages/xtts-audio[{extra}]"
+    lines = [
+        line.strip() for line in (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.strip().startswith("pip install ") and wanted in line
+    ]  # fmt: skip
+    assert len(lines) == 1, (
+        f"Expected one README.md line `pip install ...{wanted}...`, received: {lines}"
+    )
+    return shlex.split(lines[0])[2:]
+
+
+def new_venv(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, str]:
+    """An empty venv under `tmp_path` and a pip constraints file that pins TensorFlow to
+    the version already here, so pip takes it from the local cache instead of a download:
+    (the venv's python, the constraints file, the pinned distribution)."""
     venv.create(tmp_path / "venv", with_pip=True)
-    python = tmp_path / "venv" / "bin" / "python"
-    extra, tensorflow, version = installed_tensorflow()
-    other = {"tensorflow-cpu": "tensorflow", "tensorflow": "tensorflow-cpu"}[tensorflow]
-    # Pin TensorFlow to the version already here so the test does not download a new one.
+    _, tensorflow, version = installed_tensorflow()
     pin = tmp_path / "constraints.txt"
     pin.write_text(f"{tensorflow}=={version}\n")
+    return tmp_path / "venv" / "bin" / "python", pin, tensorflow
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without the variables that could leak the source tree
+    or this environment's packages into the new venv's interpreter."""
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+
+
+def assert_imported_from_venv(imported: str, site_packages: str, venv_dir: pathlib.Path) -> None:
+    """Imported from the wheel pip installed in the new venv: not from this environment's
+    prefix, nor from the source tree (an editable install or a leaked path)."""
+    imported_path, venv_dir = pathlib.Path(imported).resolve(), venv_dir.resolve()
+    assert pathlib.Path(site_packages).resolve().is_relative_to(venv_dir), site_packages
+    assert imported_path.is_relative_to(pathlib.Path(site_packages).resolve()), imported
+    assert not imported_path.is_relative_to(pathlib.Path(sys.prefix).resolve()), imported
+    assert not imported_path.is_relative_to(ROOT / "packages"), imported
+
+
+@pytest.mark.slow
+def test_xtts_audio_installs_alone(tmp_path):
+    python, pin, tensorflow = new_venv(tmp_path)
+    extra, _, _ = installed_tensorflow()
+    other = {"tensorflow-cpu": "tensorflow", "tensorflow": "tensorflow-cpu"}[tensorflow]
     package = f"{ROOT / 'packages/xtts-audio'}[{extra}]"
     subprocess.run([python, "-m", "pip", "install", "-q", "-c", pin, package], check=True)
     listed = subprocess.run(
@@ -51,13 +103,35 @@ def test_xtts_audio_installs_alone(tmp_path):
         "print(sysconfig.get_paths()['purelib'])\n"
     )
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=tmp_path)  # fmt: skip
+                         cwd=tmp_path, env=clean_env())  # fmt: skip
     shape, imported, site_packages = out.stdout.strip().splitlines()[-3:]
     assert shape == "(87, 80)"
-    # Imported from the wheel pip installed in the new venv: not from this environment's
-    # prefix, nor from the source tree (an editable install or a leaked path).
-    imported, venv_dir = pathlib.Path(imported).resolve(), (tmp_path / "venv").resolve()
-    assert pathlib.Path(site_packages).resolve().is_relative_to(venv_dir), site_packages
-    assert imported.is_relative_to(pathlib.Path(site_packages).resolve()), imported
-    assert not imported.is_relative_to(pathlib.Path(sys.prefix).resolve()), imported
-    assert not imported.is_relative_to(ROOT / "packages"), imported
+    assert_imported_from_venv(imported, site_packages, tmp_path / "venv")
+
+
+@pytest.mark.slow
+def test_readme_install_command_gives_working_console_scripts(tmp_path):
+    extra, _, _ = installed_tensorflow()
+    requirements = readme_install_command(extra)
+    python, pin, _ = new_venv(tmp_path)
+    # Run from the repository root, as the README's `cd xtts` leaves a reader of it.
+    subprocess.run([python, "-m", "pip", "install", "-q", "-c", pin, *requirements],
+                   check=True, cwd=ROOT)  # fmt: skip
+    bin_dir = python.parent
+    for script in ("xtts-data", "xtts-train", "xtts-bench"):
+        done = subprocess.run([bin_dir / script, "--help"], capture_output=True, text=True,
+                              cwd=tmp_path, env=clean_env())  # fmt: skip
+        assert done.returncode == 0, (script, done.returncode, done.stderr[-2000:])
+        assert done.stdout.startswith(f"usage: {script}"), (script, done.stdout[:200])
+        # The script runs the venv's interpreter, not this environment's (pip writes its
+        # path on the first line, or on the third behind `#!/bin/sh` when it is long).
+        head = (bin_dir / script).read_text().splitlines()[:3]
+        assert any(str(bin_dir / "python") in line for line in head), (script, head)
+    assert (bin_dir / "tensorboard").exists()  # the README's third command
+    modules = ["xtts_audio", "xtts_data", "xtts_train", "xtts_bench"]
+    out = subprocess.run([python, "-c", WHERE, *modules], capture_output=True, text=True,
+                         check=True, cwd=tmp_path, env=clean_env())  # fmt: skip
+    *imported, site_packages = out.stdout.strip().splitlines()[-len(modules) - 1 :]
+    for name, path in zip(modules, imported, strict=True):
+        assert pathlib.Path(path).parent.name == name, (name, path)
+        assert_imported_from_venv(path, site_packages, tmp_path / "venv")

@@ -108,7 +108,7 @@ def test_doctor_takes_the_caches_feature_settings(cache, tmp_path, capsys):
     assert main(["doctor", str(cache), "--config", str(disagrees)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "data.trim_top_db: the cache was built with None, the config gives 20" in err
+    assert "data.trim_top_db: the cache was built with 40.0, the config gives 20" in err
 
 
 def test_demo_corpus_writes_an_ljspeech_layout(tmp_path, capsys):

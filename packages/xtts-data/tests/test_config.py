@@ -199,7 +199,7 @@ def test_cache_settings_are_the_feature_changing_fields():
     config = DataConfig()
     assert config.cache_settings() == {
         "text": TextConfig().to_dict(),
-        "trim_top_db": None,
+        "trim_top_db": 40.0,
         "max_seconds": 20.0,
     }
 

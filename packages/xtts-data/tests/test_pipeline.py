@@ -23,6 +23,7 @@ from xtts_data import (
     write_demo_corpus,
 )
 from xtts_data import pipeline as pipeline_module
+from xtts_data._audio_io import load_audio
 
 FIXED = dataclasses.replace(DATA, policy="fixed")
 
@@ -213,13 +214,18 @@ def wav_corpus(tmp_path_factory):
     return root
 
 
-def test_on_the_fly_mode_computes_the_same_features(wav_corpus):
-    pipeline = make_dataset(wav_corpus, FIXED, "all", audio=AUDIO)
+@pytest.mark.parametrize("trim", [None, 40.0])
+def test_on_the_fly_mode_computes_the_same_features(wav_corpus, trim):
+    # Trimmed as `prepare` trims (the header lengths only bound the trimmed ones).
+    config = dataclasses.replace(FIXED, trim_top_db=trim)
+    pipeline = make_dataset(wav_corpus, config, "all", audio=AUDIO)
     assert python_ops(pipeline.dataset) == []
-    expected = {}
+    expected, trimmed = {}, 0
     for wav in sorted((wav_corpus / "wavs").glob("*.wav")):
-        mel = mel_features(load_wav(str(wav))[0][:, 0], AUDIO).numpy()
+        mel = mel_features(load_audio(wav, AUDIO, trim_top_db=trim), AUDIO).numpy()
+        trimmed += len(mel) < len(mel_features(load_wav(str(wav))[0][:, 0], AUDIO))
         expected[len(mel)] = [*expected.get(len(mel), []), mel]
+    assert (trimmed > 0) == (trim is not None)  # the demo clips carry silence to trim
     batches = _epoch(pipeline)
     assert len(batches) == pipeline.batches_per_epoch == 16 // DATA.batch_size
     for batch in batches:

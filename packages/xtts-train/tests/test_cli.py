@@ -151,7 +151,7 @@ def test_fit_refuses_a_feature_setting_the_cache_was_not_built_with(cache, tmp_p
     assert main([*args, "--set", "data.trim_top_db=25"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "data.trim_top_db: the cache was built with None, the config gives 25" in err
+    assert "data.trim_top_db: the cache was built with 40.0, the config gives 25" in err
     assert not workdir.exists()
 
 

@@ -26,6 +26,7 @@ from xtts_audio import (
     resample,
     resampled_length,
     to_mono,
+    trim_silence,
 )
 from xtts_data import record
 from xtts_data._audio_io import load_audio
@@ -155,11 +156,9 @@ def _fields(fields: dict[str, tf.Tensor], with_audio: bool) -> dict[str, tf.Tens
 
 
 def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Source:
-    if config.trim_top_db is not None:
-        raise ConfigError(
-            "DataConfig.trim_top_db: silence trimming changes lengths, which the on-the-fly "
-            "pipeline must know before decoding; build a cache with `xtts-data prepare`"
-        )
+    # Lengths come from the WAV headers, before trimming: an upper bound of each trimmed
+    # utterance's frames (which the decoded element carries), so every utterance fits the
+    # shapes planned from them, with more padding than a cache's exact lengths give.
     transcripts = read_transcripts(corpus.rows, config.text)
     speakers = {name: i for i, name in enumerate(corpus.speakers)}
     rows, skipped = [], list(corpus.skipped) + list(transcripts.skipped)
@@ -197,6 +196,8 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
             lambda r=r: resample(wave, orig_sr=r, target_sr=audio.sample_rate) for r in rates
         ]
         wave = tf.switch_case(e["rate_index"], branches) if len(rates) > 1 else branches[0]()
+        if config.trim_top_db is not None:  # as `prepare` does, after resampling
+            wave = trim_silence(wave, top_db=config.trim_top_db)
         mel = mel_features(wave, audio)
         return {
             "split": e["split"],
@@ -214,7 +215,8 @@ def _corpus_source(corpus: Corpus, config: DataConfig, audio: MelConfig) -> Sour
 
     def load(indices: np.ndarray) -> list[dict[str, np.ndarray]]:
         return [
-            {"mel": mel_features(load_audio(rows[i][0].audio, audio), audio).numpy(),
+            {"mel": mel_features(load_audio(rows[i][0].audio, audio,
+                                            trim_top_db=config.trim_top_db), audio).numpy(),
              "tokens": np.asarray(rows[i][2], np.int32)}
             for i in indices
         ]  # fmt: skip

@@ -45,7 +45,12 @@ class DataConfig(FrozenConfig):
     Cache (part of the cache's settings hash when they change the features):
         text: text normalisation and symbol set (`TextConfig`).
         trim_top_db: trim leading/trailing audio quieter than this many dB below the
-            clip's peak before computing features; `None` keeps the audio whole.
+            clip's peak before computing features (`None` keeps the audio whole); at the
+            default, 40, the demo corpus's model (random silences around each clip) ended
+            92% of its held-out sentences by the stop token against 17% untrimmed, and on
+            600 espeak-ng clips (2,000 default steps) the held-out DTW distance was 2.35
+            against 2.58 untrimmed, the stop token ending all 24 either way (the xtts-train
+            README, "Defaults, measured").
         max_seconds: utterances longer than this (after trimming) are skipped and
             reported: one stray long clip would otherwise set the padded length of its
             bucket, or of every batch with `fixed`; `None` keeps every length.
@@ -97,7 +102,7 @@ class DataConfig(FrozenConfig):
     error_type = ConfigError
 
     text: TextConfig = dataclasses.field(default_factory=TextConfig)
-    trim_top_db: float | None = None
+    trim_top_db: float | None = 40.0
     max_seconds: float | None = 20.0
     shard_size: int = 256
     keep_audio: bool = False

@@ -52,9 +52,11 @@ def _parser() -> argparse.ArgumentParser:
                             help="run folder: metrics, checkpoints, summary")  # fmt: skip
     fit_parser.add_argument(
         "--config", type=Path,
-        help="YAML with sections model, train, vocoder and data's batching settings; the "
-        "audio recipe and the feature settings (data.text, trim_top_db, max_seconds) are "
-        "the cache's, and a value given here that disagrees with them is an error",
+        help="YAML with sections model, train, vocoder and data's batching settings (e.g. "
+        "a recipes/ file); model.preset defaults to tiny (~1.4M parameters, for a CPU; "
+        "small and base are for a GPU); the audio recipe and the feature settings "
+        "(data.text, trim_top_db, max_seconds) are the cache's, and a value given here "
+        "that disagrees with them is an error",
     )  # fmt: skip
     fit_parser.add_argument(
         "--task", choices=TASKS,

@@ -53,14 +53,14 @@ _COUNTS = (
 
 # Parameter counts with vocab 64 and 80 mels are checked by the tests.
 PRESETS: dict[str, dict[str, Any]] = {
-    # ~1.4M parameters: trains on a CPU, for tests and smoke runs.
-    "tiny": dict(
-        d_model=128, heads=2, ff_mult=2, text_convs=2, text_layers=2, conv_kernel=5,
-        cond_convs=2, cond_layers=1, cond_latents=4, decoder_layers=2, prenet_dim=128,
-        postnet_layers=3, postnet_channels=128, postnet_kernel=5,
+    # ~1.4M parameters: the defaults; trains on a CPU (the learning benchmarks' size).
+    "tiny": {},
+    # ~17M parameters: for a GPU (recipes/gpu-small.yaml).
+    "small": dict(
+        d_model=320, heads=5, ff_mult=4, text_convs=3, text_layers=3, conv_kernel=5,
+        cond_convs=2, cond_layers=2, cond_latents=16, decoder_layers=4, prenet_dim=256,
+        postnet_layers=5, postnet_channels=256, postnet_kernel=5,
     ),
-    # ~17M parameters: the defaults.
-    "small": {},
     # ~88M parameters: for a GPU.
     "base": dict(
         d_model=768, heads=12, ff_mult=4, text_convs=2, text_layers=3, conv_kernel=3,
@@ -72,7 +72,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ModelConfig(FrozenConfig):
-    """Sizes of a `TextToMel` model; the defaults are the `"small"` preset.
+    """Sizes of a `TextToMel` model; the defaults are the `"tiny"` preset (~1.4M
+    parameters, which trains on a CPU); `small` and `base` are for a GPU (`PRESETS`).
 
     Attributes:
         vocab_size: token ids are `0 .. vocab_size - 1` (set from the tokenizer).
@@ -120,20 +121,20 @@ class ModelConfig(FrozenConfig):
 
     vocab_size: int = 64
     n_mels: int = 80
-    d_model: int = 320
-    heads: int = 5
-    ff_mult: int = 4
-    text_convs: int = 3
-    text_layers: int = 3
+    d_model: int = 128
+    heads: int = 2
+    ff_mult: int = 2
+    text_convs: int = 2
+    text_layers: int = 2
     conv_kernel: int = 5
     cond_convs: int = 2
-    cond_layers: int = 2
-    cond_latents: int = 16
-    decoder_layers: int = 4
-    prenet_dim: int = 256
+    cond_layers: int = 1
+    cond_latents: int = 4
+    decoder_layers: int = 2
+    prenet_dim: int = 128
     prenet_dropout: float = 0.5
-    postnet_layers: int = 5
-    postnet_channels: int = 256
+    postnet_layers: int = 3
+    postnet_channels: int = 128
     postnet_kernel: int = 5
     dropout: float = 0.1
     reduction_factor: int = 1
@@ -269,6 +270,8 @@ class TrainConfig(FrozenConfig):
         steps: optimizer updates to reach (a resumed run continues to this total).
         learning_rate: peak rate of AdamW, reached after `warmup_steps` linear warm-up,
             then cosine decay to `learning_rate * min_lr_ratio` at `steps`.
+        warmup_steps: steps of linear warm-up from 0 to `learning_rate`.
+        min_lr_ratio: where the cosine decay ends at `steps`, as a share of `learning_rate`.
         weight_decay: AdamW decoupled weight decay.
         clip_norm: global gradient-norm clipping threshold.
         grad_accum: micro-batches per update, accumulated inside the compiled step (each
@@ -282,15 +285,22 @@ class TrainConfig(FrozenConfig):
             over the text, and the width of its diagonal band as a share of the text and
             frames (`xtts_train.models.text_to_mel.alignment`).
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
-        eval_every: steps between evals (0: never). Each eval speaks `eval_sentences`
-            free-running (the compiled `infer`): audio, mel and attention to TensorBoard,
+        eval_every: steps between evals (0: never); at the default, 500, the first two
+            evals of the tiny model on 600 espeak-ng clips cost 47 s together, their
+            programs' one-time compiles included, against about 8 minutes for 500 steps
+            on 2 CPU cores (the xtts-train README, "Defaults, measured"). Each eval
+            speaks `eval_sentences` free-running (the compiled `infer`): audio, mel and
+            attention to TensorBoard,
             their mean alignment score (`sentences_alignment`) to metrics.jsonl. With
             `data.val_fraction > 0` it also runs `eval_batches` validation batches (losses)
             and decodes the first utterances of one free-running, whose duration ratio and
             alignment score go to metrics.jsonl.
+        eval_batches: validation batches whose losses each eval reports (with
+            `data.val_fraction > 0`).
         eval_sentences: fixed texts synthesised at every eval (defaults: two Harvard
             sentences, English; the demo sets `xtts_data.DEMO_SENTENCES`, its language's).
-        checkpoint_every: steps between checkpoints; `keep_checkpoints` are kept.
+        checkpoint_every: steps between checkpoints.
+        keep_checkpoints: the newest checkpoints kept; older ones are deleted.
         allow_retrace: a trace after warm-up warns instead of stopping the run.
         max_nonfinite: consecutive skipped (non-finite) updates that stop the run.
         seed: weight initialisation and data shuffling seed.
@@ -328,7 +338,7 @@ class TrainConfig(FrozenConfig):
     guided_attention_weight: float = 10.0
     guided_attention_sigma: float = 0.2
     log_every: int = 10
-    eval_every: int = 0
+    eval_every: int = 500
     eval_batches: int = 8
     eval_sentences: tuple[str, ...] = (
         "The birch canoe slid on the smooth planks.",
@@ -413,7 +423,7 @@ def load_stack_config(
     parsed as YAML (`train.steps=200`, `data.policy=fixed`, `model.preset=tiny`,
     `data.text.cleaners=basic`), and `audio.*` overrides apply to the `xtts` preset when
     the source has no `audio` section. A `model` section without a preset starts from
-    `tiny`; the model's `n_mels` follows the audio's.
+    `ModelConfig`'s defaults, the `tiny` preset; the model's `n_mels` follows the audio's.
 
     With `cache` (what `fit` and `check` train on), the feature settings come from the
     cache's manifest: the audio recipe and the data settings it was built with fill what
@@ -438,7 +448,7 @@ def load_stack_config(
         audio, data = load_config(sections)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    model = ModelConfig.from_dict({"preset": "tiny", **sections["model"]}, section="model")
+    model = ModelConfig.from_dict(sections["model"], section="model")
     model = dataclasses.replace(model, n_mels=audio.n_mels)
     train = TrainConfig.from_dict(sections["train"], section="train")
     vocoder = VocoderConfig.from_dict(sections["vocoder"], section="vocoder")

@@ -33,11 +33,13 @@ DEMO_TEXT = "Dr. Ray was quiet."  # within the corpus's lengths (0.4–1.6 s), "
 
 # Short utterances and two buckets: the compiles and steps fit a CPU. Silence trimmed
 # (the demo corpus pads utterances with silence of random length, which no stop token
-# can predict); two frames per decoder step (measured: see the xtts-train README).
+# can predict); two frames per decoder step (measured: see the xtts-train README). No
+# evals inside the run: the demo speaks and scores its unseen sentences at the end.
 DEMO_SETTINGS = (
     "data.batch_size=8", "data.num_buckets=2", "data.cond_frames=32", "data.val_fraction=0.0",
     "data.trim_top_db=40", "model.reduction_factor=2", "train.warmup_steps=10",
     "train.learning_rate=0.002", "train.log_every=10", "train.checkpoint_every=50",
+    "train.eval_every=0",
 )  # fmt: skip
 
 _SECONDS = dict(min_seconds=0.4, max_seconds=1.6)  # the demo corpus's utterance lengths
