@@ -32,7 +32,7 @@ _USER_ERRORS = (XttsTrainError, XttsDataError, XttsAudioError)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xtts-train",
-        description="Train an XTTS-style text-to-mel model, or the vocoder that turns its "
+        description="Train the autoregressive text-to-mel model, or the vocoder that turns its "
         "mels into audio, on an xtts-data feature cache, with one compiled step per static "
         "batch shape.",
     )
