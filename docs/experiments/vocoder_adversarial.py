@@ -44,6 +44,16 @@ def _lrelu(x: tf.Tensor) -> tf.Tensor:
     return tf.nn.leaky_relu(x, 0.1)
 
 
+def _convolve(convs, post, x: tf.Tensor):
+    """A discriminator's conv stack: (score, every layer's output)."""
+    features = []
+    for conv in convs:
+        x = _lrelu(conv(x))
+        features.append(x)
+    x = post(x)
+    return x, [*features, x]
+
+
 class PeriodDiscriminator(keras.layers.Layer):
     """HiFi-GAN's sub-discriminator of one period: (B, S) → score, feature maps."""
 
@@ -60,12 +70,7 @@ class PeriodDiscriminator(keras.layers.Layer):
         pad = (-samples) % self.period
         x = tf.pad(x, [[0, 0], [0, pad]], mode="REFLECT")
         x = tf.reshape(x, [batch, (samples + pad) // self.period, self.period, 1])
-        features = []
-        for conv in self.convs:
-            x = _lrelu(conv(x))
-            features.append(x)
-        x = self.post(x)
-        return x, [*features, x]
+        return _convolve(self.convs, self.post, x)
 
 
 class ResolutionDiscriminator(keras.layers.Layer):
@@ -85,12 +90,7 @@ class ResolutionDiscriminator(keras.layers.Layer):
 
     def call(self, x: tf.Tensor):
         x = tf.abs(stft(x, self.recipe))[..., None]  # (B, T, bins, 1)
-        features = []
-        for conv in self.convs:
-            x = _lrelu(conv(x))
-            features.append(x)
-        x = self.post(x)
-        return x, [*features, x]
+        return _convolve(self.convs, self.post, x)
 
 
 def _parser() -> argparse.ArgumentParser:
