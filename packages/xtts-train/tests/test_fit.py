@@ -496,3 +496,34 @@ def test_a_decoding_buffer_too_large_for_memory_is_refused_before_it_runs(run, t
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert re.search(r"Expected max_frames <= \d+ on this machine, .*GiB", err[0])
+
+
+def _clip(path, seconds: float, rate: int, amplitude: float = 0.5):
+    import soundfile
+
+    t = np.arange(int(seconds * rate)) / rate
+    soundfile.write(path, (amplitude * np.sin(2 * np.pi * 220 * t)).astype(np.float32), rate)
+    return path
+
+
+def test_a_reference_of_another_rate_is_resampled_not_misread(run, tmp_path):
+    _, workdir = run
+    stack = load_run_config(workdir, "text_to_mel")
+    native = load_reference(workdir, stack, _clip(tmp_path / "a.wav", 1.0, 22050))
+    other = load_reference(workdir, stack, _clip(tmp_path / "b.wav", 1.0, 16000))
+    assert native.shape == other.shape == (stack.data.cond_frames, stack.audio.n_mels)
+    # The same tone either way (misread at 22050 Hz, a 16 kHz clip's tone would be 303 Hz).
+    assert np.mean(np.abs(native - other)) < 0.1
+
+
+@pytest.mark.parametrize(
+    ("seconds", "amplitude", "message"),
+    [(1.0, 0.0, r"is silent \(peak all zeros\)"), (1.0, 1e-4, r"is silent \(peak -7\d dBFS\)"),
+     (0.1, 0.5, r"data\.cond_frames=16: give a clip of at least 0\.17 s")],
+)  # fmt: skip
+def test_a_silent_or_short_reference_is_refused(run, tmp_path, seconds, amplitude, message):
+    _, workdir = run
+    stack = load_run_config(workdir, "text_to_mel")
+    clip = _clip(tmp_path / "r.wav", seconds, 22050, amplitude)
+    with pytest.raises(XttsTrainError, match=message):
+        load_reference(workdir, stack, clip)

@@ -30,6 +30,9 @@ from xtts_train.vocode import Waveforms
 
 __all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
 
+# A reference whose peak is under -60 dBFS holds no voice to condition on.
+_SILENT_PEAK = 10 ** (-60 / 20)
+
 
 @dataclasses.dataclass(frozen=True)
 class Synthesis:
@@ -142,11 +145,15 @@ def _save_mel(path: Path, mel: np.ndarray) -> Path:
 
 def load_reference(workdir: Path, stack: StackConfig,
                    reference: str | Path | None = None) -> np.ndarray:  # fmt: skip
-    """float32 [frames <= cond_frames, n_mels]: the mel of `reference` (an audio file), or
-    the run's saved reference clip (a crop of a training utterance) when None.
+    """float32 [cond_frames, n_mels]: the mel of `reference` (an audio file) as the cache's
+    references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`,
+    its first `cond_frames` frames), or the run's saved reference clip (a crop of a
+    training utterance) when None.
 
     Raises:
-        XttsTrainError: no `reference` given and the run saved none.
+        XttsTrainError: no `reference` given and the run saved none; a silent reference
+            (its peak under -60 dBFS); one shorter than `data.cond_frames` frames (naming
+            how many seconds it must last).
     """
     if reference is None:
         path = workdir / "reference.npy"
@@ -159,9 +166,23 @@ def load_reference(workdir: Path, stack: StackConfig,
                 f"{path} is damaged (a killed write?): pass --reference, or resume the run "
                 f"(`xtts-train fit` saves it again)"
             ) from None
-    wave = load_audio(Path(reference), stack.audio)
+    whole = load_audio(Path(reference), stack.audio)  # resampled to the run's rate
+    peak = float(np.max(np.abs(whole)))
+    if peak < _SILENT_PEAK:
+        loudness = f"{20 * np.log10(peak):.0f} dBFS" if peak > 0 else "all zeros"
+        raise XttsTrainError(f"{reference} is silent (peak {loudness}): give a clip of the "
+                             f"voice to speak in")  # fmt: skip
+    wave = load_audio(Path(reference), stack.audio, trim_top_db=stack.data.trim_top_db)
     mel = xa.mel_features(wave, stack.audio).numpy()
-    return mel[: stack.data.cond_frames]
+    need = stack.data.cond_frames
+    if len(mel) < need:
+        seconds = (need - 1) * stack.audio.hop_length / stack.audio.sample_rate
+        raise XttsTrainError(
+            f"{reference} gives {len(mel)} frames of voice (silence trimmed at "
+            f"{stack.data.trim_top_db} dB), the run conditions on data.cond_frames={need}: "
+            f"give a clip of at least {seconds:.2f} s of speech"
+        )
+    return mel[:need]
 
 
 def plot_decoding(path: Path, title: str, mel: np.ndarray, attention: np.ndarray,
