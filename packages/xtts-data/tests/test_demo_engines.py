@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from xtts_data._demo_engine import Bounds, Speech, voice
-from xtts_data._demo_espeak import ESPEAK_RATE, EspeakEngine, find_espeak
+from xtts_data._demo_espeak import (
+    ESPEAK_RATE,
+    VARIANTS,
+    Espeak,
+    EspeakEngine,
+    find_espeak,
+    voice_name,
+)
+from xtts_data._demo_espeak import speak as espeak_speak
 from xtts_data._demo_synth import SynthEngine, speak
 from xtts_data.text import TextConfig, normalize_text
 
@@ -109,6 +117,28 @@ def test_speak_starts_with_silence_and_is_peak_normalised():
 
     assert np.abs(pcm[: round(0.09 * SR)]).max() / 32767 < 0.01  # lead >= 0.1 s
     assert 0.45 < np.abs(pcm).max() / 32767 < 0.55
+
+
+def test_each_espeak_speaker_has_its_own_voice_variant():
+    names = [voice_name("en", voice(i)) for i in range(1 + len(VARIANTS))]
+    assert names[0] == "en-us"  # a one-speaker corpus: the language's own voice
+    assert len(set(names)) == len(names) >= 16
+    assert voice_name("fa", voice(2)) == "fa+f1"
+
+
+@needs_espeak
+def test_espeak_has_every_voice_variant(tmp_path):
+    # Each variant speaks, and differently from the plain voice (the same word, the same
+    # pitch and speed).
+    binary, word = find_espeak("en"), "garden"
+    plain = espeak_speak(Espeak(binary=binary, voice="en-us", pitch=50, speed=165), word,
+                  tmp_path / "plain.wav")  # fmt: skip
+    for variant in VARIANTS:
+        pcm = espeak_speak(Espeak(binary=binary, voice=f"en-us+{variant}", pitch=50, speed=165),
+                           word,
+                           tmp_path / f"{variant}.wav")  # fmt: skip
+        assert len(pcm) > ESPEAK_RATE // 10, variant
+        assert len(pcm) != len(plain) or not np.array_equal(pcm, plain), variant
 
 
 def test_espeak_engine_rate_is_espeak_ngs():

@@ -25,12 +25,14 @@ class Voice:
         f0: Hz, centre of the pitch range (95–235 Hz).
         formants: scale of every formant and noise band (vocal tract length).
         rate: speaking rate, 1 = table durations.
+        index: the speaker's number, `0 ..` (espeak-ng gives each its own voice variant).
     """
 
     name: str
     f0: float
     formants: float
     rate: float
+    index: int = 0
 
 
 def voice(index: int) -> Voice:
@@ -39,7 +41,7 @@ def voice(index: int) -> Voice:
     # higher formants, as with shorter vocal tracts.
     u = (0.3 + 0.618034 * index) % 1.0
     v = (0.5 + 0.754878 * index) % 1.0
-    return Voice(f"spk{index}", 95.0 + 140.0 * u, 0.92 + 0.22 * u, 0.85 + 0.3 * v)
+    return Voice(f"spk{index}", 95.0 + 140.0 * u, 0.92 + 0.22 * u, 0.85 + 0.3 * v, index)
 
 
 class Bounds(NamedTuple):

@@ -29,6 +29,7 @@ from xtts_data.text import TextConfig, normalize_text
 
 __all__ = [
     "ESPEAK_RATE",
+    "VARIANTS",
     "Espeak",
     "EspeakEngine",
     "english_utterance",
@@ -36,9 +37,15 @@ __all__ = [
     "sentence_utterance",
     "spoken_text",
     "spoken_words",
+    "voice_name",
 ]
 
 ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
+# espeak-ng's voice variants (`espeak-ng --voices=variant`), one per speaker after the
+# first, which speaks the language's own voice: male and female timbres, then the Klatt
+# synthesiser's and two character voices, so 16 speakers sound clearly apart.
+VARIANTS = ("m1", "f1", "m2", "f2", "m3", "f3", "m4", "f4", "m5", "f5", "m6", "m7", "klatt",
+            "croak", "grandma")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -83,7 +90,7 @@ class EspeakEngine:
             what the reader normalises) and int16 [fewest .. most] samples.
         """
         pitch = round(float(np.interp(voice.f0, [95.0, 235.0], [25.0, 75.0])))
-        name = espeak_voice(self.language)
+        name = voice_name(self.language, voice)
         espeak = Espeak(binary=self.binary, voice=name, pitch=pitch, speed=165 * voice.rate)
         with tempfile.TemporaryDirectory(prefix="xtts-espeak-") as scratch:
             wav = Path(scratch) / "speech.wav"  # espeak-ng writes only files
@@ -91,6 +98,16 @@ class EspeakEngine:
                 return Speech(*english_utterance(rng, espeak, bounds, wav))
             raw, pcm = sentence_utterance(rng, espeak, bounds, wav, self.language)
         return Speech(raw, "", pcm)
+
+
+def voice_name(language: str, voice: Voice) -> str:
+    """The espeak-ng voice of a demo speaker: the language's voice for speaker 0 (a
+    one-speaker corpus sounds as it always has), then that voice with `VARIANTS[i - 1]`
+    (`en-us+f1`), cycling past the last."""
+    name = espeak_voice(language)
+    if voice.index == 0:
+        return name
+    return f"{name}+{VARIANTS[(voice.index - 1) % len(VARIANTS)]}"
 
 
 def find_espeak(language: str) -> str:
