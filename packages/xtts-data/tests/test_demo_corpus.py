@@ -413,3 +413,30 @@ def test_cli_writes_a_persian_corpus(tmp_path, capsys):
     assert main([*args, "--min-seconds", "1", "--max-seconds", "3"]) == 0
     assert "wrote 1 utterances" in capsys.readouterr().out
     _sentences_of(_rows(out)[0][1], "fa")
+
+
+def test_held_out_voices_are_a_corpus_of_their_own(tmp_path):
+    corpus = write_demo_corpus(tmp_path / "c", n=8, speakers=4, held_out_speakers=1,
+                               min_seconds=0.3, max_seconds=0.5)  # fmt: skip
+    assert corpus.held_out == ("spk3",)
+    trained, held = read_corpus(tmp_path / "c"), read_corpus(tmp_path / "c" / "held-out")
+    assert trained.layout == held.layout == "ljspeech"
+    assert {r.speaker for r in trained.rows} == {"spk0", "spk1", "spk2"}
+    assert {r.speaker for r in held.rows} == {"spk3"}
+    assert len(trained.rows) + len(held.rows) == 8
+    assert {r.audio.parent for r in held.rows} == {tmp_path / "c" / "held-out" / "wavs"}
+
+
+@pytest.mark.parametrize("held_out", [-1, 4])
+def test_held_out_voices_leave_one_to_train_on(tmp_path, held_out):
+    with pytest.raises(ConfigError, match="held_out_speakers"):
+        write_demo_corpus(tmp_path / "c", n=8, speakers=4, held_out_speakers=held_out)
+    assert not (tmp_path / "c").exists()
+
+
+def test_cli_names_the_held_out_voices(tmp_path, capsys):
+    args = ["demo-corpus", str(tmp_path / "c"), "--n", "6", "--speakers", "3",
+            "--held-out-speakers", "2", "--min-seconds", "0.3", "--max-seconds", "0.5"]  # fmt: skip
+    assert main(args) == 0
+    assert "voices spk1, spk2 held out, in" in capsys.readouterr().out
+    assert (tmp_path / "c" / "held-out" / "metadata.csv").is_file()

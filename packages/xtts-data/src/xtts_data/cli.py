@@ -158,6 +158,10 @@ def _add_demo_corpus(commands) -> None:
     p.add_argument("out", type=Path, help="new (or empty) folder")
     p.add_argument("--n", type=_positive, default=200, help="utterances (default: 200)")
     p.add_argument("--speakers", type=_positive, default=1, help="speakers (default: 1)")
+    p.add_argument("--held-out-speakers", type=int, default=0, metavar="K",
+                   help="write the last K voices to OUT/held-out/ (a corpus of the same "
+                   "layout) instead of OUT: voices a model trained on OUT never heard "
+                   "(default: 0)")  # fmt: skip
     p.add_argument("--engine", choices=["synth", "espeak"], default="synth")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-seconds", type=float, default=1.0)
@@ -289,6 +293,7 @@ def _run_demo_corpus(args) -> int:
         args.out,
         n=args.n,
         speakers=args.speakers,
+        held_out_speakers=args.held_out_speakers,
         engine=args.engine,
         seed=args.seed,
         min_seconds=args.min_seconds,
@@ -299,7 +304,9 @@ def _run_demo_corpus(args) -> int:
     print(
         f"wrote {corpus.num_utterances} utterances ({corpus.total_seconds / 60:.1f} min, "
         f"{corpus.speakers} speaker(s)) to {corpus.path}"
-    )
+        + (f"; voices {', '.join(corpus.held_out)} held out, in {corpus.path / 'held-out'}"
+           if corpus.held_out else "")
+    )  # fmt: skip
     if args.language != "en":
         print(f"prepare it with: xtts-data prepare {corpus.path} --out CACHE --language "
               f"{args.language}")  # fmt: skip

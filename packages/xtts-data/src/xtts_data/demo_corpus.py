@@ -51,13 +51,16 @@ class DemoCorpus:
         path: corpus root, holding `metadata.csv` and `wavs/`.
         num_utterances: rows in `metadata.csv` (one wav each).
         total_seconds: summed duration of all wavs.
-        speakers: number of distinct speakers.
+        speakers: number of distinct speakers, held-out ones included.
+        held_out: the voices written to `path / "held-out"` instead (never trained on
+            when the corpus at `path` is), e.g. `("spk13", "spk14", "spk15")`.
     """
 
     path: Path
     num_utterances: int
     total_seconds: float
     speakers: int
+    held_out: tuple[str, ...] = ()
 
 
 def _target_durations(
@@ -177,6 +180,7 @@ def write_demo_corpus(
     seed: int = 0,
     sample_rate: int = 22050,
     speakers: int = 1,
+    held_out_speakers: int = 0,
     engine: Engine = "synth",
     min_seconds: float = 1.0,
     max_seconds: float = 10.0,
@@ -203,6 +207,9 @@ def write_demo_corpus(
         seed: same seed and arguments give byte-identical files.
         sample_rate: Hz; must be 22050 with `engine="espeak"`.
         speakers: number of speakers, at most `n`.
+        held_out_speakers: the last this many voices are written to `out/held-out/`,
+            a corpus of the same layout, not to `out`: voices a model trained on `out`
+            never heard (for voice-cloning checks). Fewer than `speakers`.
         engine: "synth" (built-in speech-like synthesiser) or "espeak" (espeak-ng, which
             must be installed; durations then follow the text, best effort within bounds).
         min_seconds: shortest utterance.
@@ -226,13 +233,16 @@ def write_demo_corpus(
             language, or fails.
     """
     _check(n, speakers, seed, engine, sample_rate, min_seconds, max_seconds)
+    _require(0 <= held_out_speakers < speakers, f"0 <= held_out_speakers < speakers={speakers}",
+             f"held_out_speakers={held_out_speakers}")  # fmt: skip
     _check_language(engine, language)
     backend = _engine(engine, sample_rate=sample_rate, language=language)  # before any file
     root = _empty_directory(out)
     seconds = (min_seconds, max_seconds)
     return _write_corpus(
-        root, engine=backend, n=n, seed=seed, speakers=speakers, seconds=seconds, progress=progress
-    )
+        root, engine=backend, n=n, seed=seed, speakers=speakers, held_out=held_out_speakers,
+        seconds=seconds, progress=progress,
+    )  # fmt: skip
 
 
 def _engine(engine: Engine, *, sample_rate: int, language: str) -> DemoEngine:
@@ -249,10 +259,12 @@ def _write_corpus(
     n: int,
     seed: int,
     speakers: int,
+    held_out: int,
     seconds: tuple[float, float],
     progress: bool,
 ) -> DemoCorpus:
-    """Utterances `0 .. n - 1` of `engine` into the empty corpus folder `root`.
+    """Utterances `0 .. n - 1` of `engine` into the empty corpus folder `root` (those of
+    the last `held_out` voices into `root/held-out`).
 
     Args:
         root: an empty folder holding an empty `wavs/`.
@@ -266,15 +278,22 @@ def _write_corpus(
     Returns:
         What was written.
     """
-    rows, samples, sr = [], 0, engine.sample_rate
+    rows, samples, sr = {root: [], root / "held-out": []}, 0, engine.sample_rate
+    if held_out:
+        (root / "held-out" / "wavs").mkdir(parents=True)
     for index in tqdm(range(n), desc="demo corpus", unit="utt", disable=not progress):
         uid, speaker = _utterance_id(index), voice(index % speakers)
+        folder = root / "held-out" if speaker.index >= speakers - held_out else root
         rng = np.random.default_rng([seed, index])
         speech = engine.utterance(rng, voice=speaker, bounds=_sample_bounds(rng, sr, *seconds))
-        _write_wav(root / "wavs" / f"{uid}.wav", speech.pcm, sr)
-        rows.append(_row(uid, speech.raw, speech.spoken, speaker.name if speakers > 1 else ""))
+        _write_wav(folder / "wavs" / f"{uid}.wav", speech.pcm, sr)
+        rows[folder].append(_row(uid, speech.raw, speech.spoken,
+                                 speaker.name if speakers > 1 else ""))  # fmt: skip
         samples += len(speech.pcm)
-    with open(root / "metadata.csv", "w", encoding="utf-8", newline="\n") as metadata:
-        metadata.writelines(row + "\n" for row in rows)
+    for folder, lines in rows.items():
+        if lines:
+            with open(folder / "metadata.csv", "w", encoding="utf-8", newline="\n") as metadata:
+                metadata.writelines(row + "\n" for row in lines)
     logger.info("Wrote %d demo utterances (%.1f s) to %s", n, samples / sr, root)
-    return DemoCorpus(root, n, samples / sr, speakers)
+    names = tuple(voice(i).name for i in range(speakers - held_out, speakers))
+    return DemoCorpus(root, n, samples / sr, speakers, names)
