@@ -259,9 +259,9 @@ def _write_corpus(
     n: int,
     seed: int,
     speakers: int,
-    held_out: int,
     seconds: tuple[float, float],
     progress: bool,
+    held_out: int = 0,
 ) -> DemoCorpus:
     """Utterances `0 .. n - 1` of `engine` into the empty corpus folder `root` (those of
     the last `held_out` voices into `root/held-out`).
@@ -274,6 +274,8 @@ def _write_corpus(
         speakers: utterance `index` goes to voice `index % speakers`.
         seconds: (min_seconds, max_seconds) of every utterance.
         progress: show a tqdm progress bar.
+        held_out: the last this many voices go to `root/held-out` (its own metadata.csv
+            and wavs/).
 
     Returns:
         What was written.
