@@ -134,7 +134,7 @@ def corpus_references(held_out: Path, ids: list[str]) -> list[str]:
 
 def check_corpus(held_out: Path) -> None:
     """Raises SettingsError unless `held_out` is a corpus (a cache keeps no words)."""
-    if (held_out / "manifest.json").is_file():
+    if xd.FeatureCache.is_cache(held_out):
         raise SettingsError(
             f"expected --held-out to be a corpus (metadata.csv or a filelist: the "
             f"recogniser needs the sentences' words), received the feature cache {held_out}"

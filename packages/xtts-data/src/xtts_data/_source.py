@@ -85,7 +85,7 @@ def open_source(
         source.check_settings(audio=audio, data=wanted)
         return _cache_source(source, config, with_audio)
     path = Path(source)
-    if (path / "manifest.json").is_file():
+    if FeatureCache.is_cache(path):
         return _cache_source(FeatureCache.open(path, audio=audio, data=wanted), config, with_audio)
     if with_audio:
         raise ConfigError(

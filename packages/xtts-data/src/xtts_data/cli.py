@@ -223,12 +223,12 @@ def _run_verify(args) -> int:
 def _run_doctor(args) -> int:
     from xtts_data.config import load_config
     from xtts_data.doctor import diagnose, plot
-    from xtts_data.manifest import MANIFEST, Manifest
+    from xtts_data.manifest import FeatureCache, Manifest
     from xtts_data.pipeline import make_dataset
     from xtts_data.segments import make_segment_dataset
 
-    cache = (args.source / MANIFEST).is_file()  # a corpus has no build settings
-    built = Manifest.read(args.source).settings if cache else None
+    # A corpus has no build settings.
+    built = Manifest.read(args.source).settings if FeatureCache.is_cache(args.source) else None
     audio, data = load_config(args.config, built=built)
     make = make_segment_dataset if args.segments else make_dataset
     pipeline = make(args.source, data, args.split, audio=audio, repeat=True)

@@ -387,6 +387,11 @@ class FeatureCache:
     audio: MelConfig
     tokenizer: Tokenizer
 
+    @staticmethod
+    def is_cache(path: str | Path) -> bool:
+        """Whether `path` is a feature cache folder (it holds a manifest.json), not a corpus."""
+        return (Path(path) / MANIFEST).is_file()
+
     @classmethod
     def open(
         cls, path: str | Path, *, audio: MelConfig | None = None, data: DataConfig | None = None

@@ -81,7 +81,7 @@ def read_utterances(source, config: DataConfig, split: str = "val", *,
         raise ConfigError(f"Expected split 'val' or 'all', received: split={split!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ConfigError(f"Expected limit an int >= 1 or None, received: limit={limit!r}")
-    if isinstance(source, FeatureCache) or (Path(source) / "manifest.json").is_file():
+    if isinstance(source, FeatureCache) or FeatureCache.is_cache(source):
         found = _from_cache(source, config, audio, with_audio)
     else:
         found = _from_corpus(Path(source), config, audio, tokenizer, with_audio)

@@ -75,7 +75,7 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int | None = 
         if not (corpus / "metadata.csv").exists():
             size = _UTTERANCES if utterances is None else utterances
             xd.write_demo_corpus(corpus, n=size, progress=True, **_SECONDS)
-        if not (cache / "manifest.json").exists():
+        if not xd.FeatureCache.is_cache(cache):
             result = xd.prepare(corpus, cache, audio=stack.audio, data=stack.data, progress=True)
             tqdm.tqdm.write(xd.format_summary(result))
     summary = fit(stack, cache, run, clock=clock)
@@ -119,7 +119,7 @@ def _check_reused_size(corpus: Path, cache: Path, utterances: int | None) -> Non
     if (corpus / "metadata.csv").exists():
         found = xd.read_corpus(corpus)
         where, size = corpus, len(found.rows) + len(found.skipped)
-    elif (cache / "manifest.json").exists():
+    elif xd.FeatureCache.is_cache(cache):
         counts = xd.FeatureCache.open(cache).manifest.counts
         where, size = cache, counts.ok + counts.skipped
     else:
