@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 
+import numpy as np
 import pytest
 import tensorflow as tf
 from data_helpers import AUDIO, DATA
@@ -14,7 +15,7 @@ from data_helpers import AUDIO, DATA
 from xtts_data import CacheError, CorpusError, LockError, prepare, write_demo_corpus
 from xtts_data.cli import main
 from xtts_data.doctor import time_batches
-from xtts_data.files import folder_lock, write_json_atomic
+from xtts_data.files import folder_lock, write_json_atomic, write_npy_atomic
 
 
 def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
@@ -55,6 +56,15 @@ def test_a_folder_that_is_a_file_is_an_error(tmp_path):
     with pytest.raises(LockError, match="is a file"), folder_lock(tmp_path / "x", purpose="t"):
         pass
     write_json_atomic(tmp_path / "y.json", {"a": 1})
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_array_is_written_whole_and_reads_back(tmp_path):
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    write_npy_atomic(tmp_path / "a.npy", array)
+    back = np.load(tmp_path / "a.npy")
+    assert back.dtype == np.float32
+    np.testing.assert_array_equal(back, array)
     assert not list(tmp_path.glob(".*.tmp"))
 
 

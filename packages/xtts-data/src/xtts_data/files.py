@@ -1,8 +1,8 @@
 """Files a cache or a run writes: atomically, with the process's permissions, and by one
 writer at a time.
 
-- `write_bytes_atomic` / `write_json_atomic`: the path is either the old file or the
-  complete new one (temp file, fsync, rename); a killed writer leaves at most a
+- `write_bytes_atomic` / `write_json_atomic` / `write_npy_atomic`: the path is either the
+  old file or the complete new one (temp file, fsync, rename); a killed writer leaves at most a
   `.{name}.*.tmp`, which `remove_stale_temp_files` clears at the next start.
 - `folder_lock`: one writer per cache folder or work dir. A second one gets a one-line
   `LockError` naming the holder's PID; a lock whose holder died is free again (the kernel
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import socket
@@ -21,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from xtts_data.errors import LockError
 
 __all__ = [
@@ -28,6 +31,7 @@ __all__ = [
     "remove_stale_temp_files",
     "write_bytes_atomic",
     "write_json_atomic",
+    "write_npy_atomic",
 ]
 
 LOCK_NAME = ".lock"
@@ -37,6 +41,14 @@ def write_json_atomic(path: Path, value: Any) -> None:
     """Write `value` as JSON so that `path` is either the old file or the complete new one."""
     text = json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
     write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_npy_atomic(path: Path, array: Any) -> None:
+    """Write `array` as `.npy` (`np.save`) so that `path` is either the old file or the
+    complete new one."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(array))
+    write_bytes_atomic(path, buffer.getvalue())
 
 
 def _file_mode() -> int:

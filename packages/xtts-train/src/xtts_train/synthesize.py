@@ -9,7 +9,6 @@ xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vo
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from matplotlib.figure import Figure
 
 import xtts_audio as xa
 from xtts_data import Tokenizer, load_audio
-from xtts_data.files import write_bytes_atomic
+from xtts_data.files import write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames, text_ids
@@ -129,18 +128,12 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
     png = out.with_suffix(".png")
     plot_decoding(png, text, features, decoded.attention, truth)
-    npy = _save_mel(out.with_suffix(".npy"), features) if save_mel else None
+    npy = out.with_suffix(".npy") if save_mel else None
+    if npy is not None:  # whole or not at all
+        write_npy_atomic(npy, np.asarray(features, np.float32))
     seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
     return Synthesis(out, png, frames, seconds, decoded.stopped, decoded.alignment, features,
                      max_frames, encoded.text, encoded.unknown, npy)  # fmt: skip
-
-
-def _save_mel(path: Path, mel: np.ndarray) -> Path:
-    """Write float32 [frames, n_mels] `mel` to `path` (`.npy`), whole or not at all."""
-    buffer = io.BytesIO()
-    np.save(buffer, np.asarray(mel, np.float32))
-    write_bytes_atomic(path, buffer.getvalue())
-    return path
 
 
 def load_reference(workdir: Path, stack: StackConfig,

@@ -23,7 +23,6 @@ counts once TensorFlow's `checkpoints/checkpoint` state names it (written after 
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
@@ -31,12 +30,11 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import numpy as np
 import tensorflow as tf
 import yaml
 
 import xtts_data as xd
-from xtts_data.files import remove_stale_temp_files, write_bytes_atomic
+from xtts_data.files import remove_stale_temp_files, write_bytes_atomic, write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.runs.loading import latest_step, step_of
@@ -200,9 +198,7 @@ class RunWriter:
         first utterance's `cond_mel` (float [batch, cond_frames, n_mels]) to its length."""
         path = self.workdir / "reference.npy"
         if not path.exists():
-            buffer = io.BytesIO()
-            np.save(buffer, batch["cond_mel"][0, : int(batch["cond_lengths"][0])].numpy())
-            write_bytes_atomic(path, buffer.getvalue())
+            write_npy_atomic(path, batch["cond_mel"][0, : int(batch["cond_lengths"][0])].numpy())
 
     def log(self, step: int, values: Mapping[str, float]) -> None:
         """Append `{"step": step, **values}` to metrics.jsonl, and the finite values to
