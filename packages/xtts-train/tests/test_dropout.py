@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 from xtts_train import ConfigError
-from xtts_train.models.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
+from xtts_train.models.attention import MultiHeadAttention
+from xtts_train.models.dropout import Dropout, keep_mask, quantized_rate
 
 
 @pytest.mark.parametrize(("rate", "expected"), [(0.0, 0.0), (0.1, 26 / 256), (0.5, 0.5),

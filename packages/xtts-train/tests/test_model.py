@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -334,14 +335,22 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
     assert np.array_equal(first, second) is not stochastic
 
 
-@pytest.mark.parametrize(("r", "max_frames"), [(1, 6), (2, 6), (3, 7)])
-def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames):
+@pytest.mark.parametrize(
+    ("r", "max_frames", "compiler"),
+    [(1, 6, None), (2, 6, None), (3, 7, None), (1, 40, "xla"), (2, 41, "graph")],
+)
+def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler):
+    # Each decoding step reads its past from the blocks' key/value caches; teacher forcing
+    # runs the decoder over the whole buffer at once (as decoding did before the caches).
     model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r)
     batch = make_batch(model.config)
     model(batch)
     model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    generated = model.infer(*args, max_frames=max_frames)
+    infer = functools.partial(model.infer, max_frames=max_frames)
+    if compiler is not None:
+        infer = tf.function(infer, jit_compile=compiler == "xla")
+    generated = infer(*args)
     assert generated["mel"].shape == (2, max_frames, 80)  # exactly the requested frames
     mask = tf.sequence_mask(generated["lengths"], max_frames, tf.float32)
     forced = model({**batch, "mel": generated["mel_before"], "mel_mask": mask})

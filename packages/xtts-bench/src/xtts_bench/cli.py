@@ -96,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_startup(commands)
     _add_learning(commands)
     _add_decode(commands)
+    _add_attention(commands)
     _add_wer(commands)
     _add_vocoder(commands)
     _add_peers(commands)
@@ -408,6 +409,37 @@ def _add_decode(commands) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_attention(commands) -> None:
+    p = commands.add_parser(
+        "attention", parents=[verbose_flag()],
+        help="training memory and step time of the dense vs the blocked self-attention",
+        description=(
+            "For every --frames and every --blocks value (model.attention_block; 0 is the "
+            "dense product), build fit's train step at one static shape in a fresh process, "
+            "warm it up, and report the median of --steps step times and the step's working "
+            "memory (TensorFlow's allocator peak over the timed steps less what was live "
+            "before them), each beside the dense product's, and the memory's growth per "
+            "frame count."
+        ),
+    )  # fmt: skip
+    p.add_argument(
+        "--frames",
+        default="256,512,1024",
+        help="decoder frames of the batches, comma-separated (default: %(default)s)",
+    )
+    p.add_argument(
+        "--blocks",
+        default="0,128",
+        help="model.attention_block values, comma-separated (default: %(default)s)",
+    )
+    _add_int_flags(p, [("--batch-size", 8, "rows of the batch"),
+                       ("--text-len", 64, "tokens of the batch"),
+                       ("--steps", 5, "timed steps (median)"),
+                       ("--threads", 2, "TensorFlow intra/inter-op threads")])  # fmt: skip
+    _add_overrides(p)
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_wer(commands) -> None:
     p = commands.add_parser(
         "wer", parents=[verbose_flag()],
@@ -632,6 +664,24 @@ def _run_decode(args) -> str | dict:
     return result if args.json else format_decode_table(result)
 
 
+def _run_attention(args) -> str | dict:
+    from xtts_bench.attention import format_attention_table, run_attention_benchmark
+
+    result = run_attention_benchmark(
+        frames=_int_list("--frames", args.frames), blocks=_int_list("--blocks", args.blocks),
+        batch_size=args.batch_size, text_len=args.text_len, steps=args.steps,
+        threads=args.threads, overrides=tuple(args.overrides),
+    )  # fmt: skip
+    return result if args.json else format_attention_table(result)
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    try:
+        return [int(item) for item in text.split(",")]
+    except ValueError:
+        raise SettingsError(f"{flag}: expected comma-separated ints, received: {text!r}") from None
+
+
 def _run_wer(args) -> str | dict:
     from xtts_bench.intelligibility import format_wer_table, run_wer_benchmark
 
@@ -667,7 +717,8 @@ def _run_peers(args) -> str | dict:
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "compiler": _run_compiler, "profile": _run_profile,
              "startup": _run_startup, "learning": _run_learning,
-             "decode": _run_decode, "wer": _run_wer, "vocoder": _run_vocoder,
+             "decode": _run_decode, "attention": _run_attention, "wer": _run_wer,
+             "vocoder": _run_vocoder,
              "peers": _run_peers}  # fmt: skip
 
 

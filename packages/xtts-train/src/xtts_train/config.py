@@ -96,6 +96,11 @@ class ModelConfig(FrozenConfig):
             benchmark's held-out sentences, 7 of 8 checkpoints of two runs decoded closer
             to the recordings without it (pairing 0.005-0.02 lower; see the README).
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
+        attention_block: queries per block of every self-attention in training (0: the
+            whole product at once). The dense product keeps each layer's `[B, heads, F, F]`
+            probabilities and dropout mask for the backward pass; in blocks, each block's
+            scores are recomputed in the backward pass instead (`tf.recompute_grad`), so the
+            memory grows linearly in F, and a causal block skips the keys after it.
         dropout: dropout of attention weights and residual branches while training.
             Every dropout rate is drawn from one random byte per element
             (`xtts_train.models.dropout`), so it is rounded to a multiple of 1/256 (0.1 → 0.1016).
@@ -137,6 +142,7 @@ class ModelConfig(FrozenConfig):
     postnet_channels: int = 128
     postnet_kernel: int = 5
     dropout: float = 0.1
+    attention_block: int = 0
     reduction_factor: int = 1
     infer_window_back: int = 1
     infer_window_ahead: int = 0
@@ -149,7 +155,7 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 self._fail(name, value, "an int >= 1")
-        for name in ("infer_window_back", "infer_window_ahead"):
+        for name in ("infer_window_back", "infer_window_ahead", "attention_block"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")

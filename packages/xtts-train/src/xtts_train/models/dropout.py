@@ -22,7 +22,14 @@ import tensorflow as tf
 
 from xtts_train.errors import ConfigError
 
-__all__ = ["Dropout", "MultiHeadAttention", "keep_mask", "quantized_rate", "seed_states"]
+__all__ = [
+    "Dropout",
+    "keep_mask",
+    "next_seed",
+    "quantized_rate",
+    "seed_states",
+    "seeded_keep_mask",
+]
 
 _LEVELS = 256  # one byte per element
 
@@ -42,17 +49,29 @@ def keep_mask(shape: tf.TensorShape | list[int], rate: float,
               seed_generator: keras.random.SeedGenerator) -> tf.Tensor:  # fmt: skip
     """Which elements dropout keeps: bool `shape` (static), each False with probability
     `quantized_rate(rate)`; moves `seed_generator` by one."""
+    with tf.name_scope("dropout_mask"):
+        return seeded_keep_mask(shape, rate, next_seed(seed_generator))
+
+
+def next_seed(seed_generator: keras.random.SeedGenerator) -> tf.Tensor:
+    """The next stateless seed int32 [2] of `seed_generator` (which moves by one)."""
+    seed = seed_generator.next()
+    if seed.dtype != tf.int32:  # stateless ops want int32 seeds under XLA (as Keras does)
+        seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+    return seed
+
+
+def seeded_keep_mask(shape: tf.TensorShape | list[int], rate: float,
+                     seed: tf.Tensor) -> tf.Tensor:  # fmt: skip
+    """`keep_mask` from a stateless seed int32 [2]: the same seed draws the same mask, which
+    a recomputed block of attention needs (`xtts_train.models.attention`)."""
     shape = tf.TensorShape(shape)
     count = shape.num_elements()
-    with tf.name_scope("dropout_mask"):
-        seed = seed_generator.next()
-        if seed.dtype != tf.int32:  # stateless ops want int32 seeds under XLA (as Keras does)
-            seed = tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
-        words = tf.random.stateless_uniform([-(-count // 4)], seed, minval=None, maxval=None,
-                                            dtype=tf.uint32)  # fmt: skip
-        bytes_ = tf.reshape(tf.bitcast(words, tf.uint8), [-1])[:count]  # (4 * words,) → (N,)
-        threshold = tf.constant(round(quantized_rate(rate) * _LEVELS), tf.uint8)
-        return tf.reshape(bytes_ >= threshold, shape)
+    words = tf.random.stateless_uniform([-(-count // 4)], seed, minval=None, maxval=None,
+                                        dtype=tf.uint32)  # fmt: skip
+    bytes_ = tf.reshape(tf.bitcast(words, tf.uint8), [-1])[:count]  # (4 * words,) → (N,)
+    threshold = tf.constant(round(quantized_rate(rate) * _LEVELS), tf.uint8)
+    return tf.reshape(bytes_ >= threshold, shape)
 
 
 class Dropout(keras.layers.Layer):
@@ -78,13 +97,3 @@ class Dropout(keras.layers.Layer):
         keep = keep_mask(inputs.shape, self.rate, self.seed_generator)
         scale = tf.cast(1.0 / (1.0 - quantized_rate(self.rate)), inputs.dtype)
         return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
-
-
-class MultiHeadAttention(keras.layers.MultiHeadAttention):
-    """Keras's multi-head attention whose attention-probability dropout is `Dropout`."""
-
-    def _build_attention(self, rank: int) -> None:
-        rate, self._dropout = self._dropout, 0.0
-        super()._build_attention(rank)  # its own dropout at rate 0: no seed generator
-        self._dropout = rate
-        self._dropout_layer = Dropout(rate, dtype=self.dtype_policy)

@@ -12,7 +12,7 @@ TensorFlow-free: the estimates are arithmetic on the config and the static shape
 from __future__ import annotations
 
 import itertools
-import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from xtts_data.host import physical_memory
@@ -48,20 +48,25 @@ _RUNTIME_BYTES = 512 * 2**20
 
 def decoding_bytes(config: ModelConfig, max_frames: int, batch_size: int = 1, *,
                    text_len: int = 0) -> int:  # fmt: skip
-    """The largest memory terms of a compiled decoding: every step runs the decoder over the
-    whole buffer, so its self-attention holds heads x steps² float32 scores (logits and
-    softmax) per row, steps = max_frames / r. 100,000 frames of the tiny model (r = 1):
-    149 GiB, as measured when it was tried (158 GiB). With `text_len` tokens, the text
-    encoder's heads x text_len² scores and the cross-attention's heads x steps x text_len
-    are added (0: the text's share left out)."""
+    """The largest memory terms of a compiled decoding, linear in the buffer: every decoder
+    block's key/value cache (2 x d_model per step, steps = max_frames / r) and its keys and
+    values of the memory (2 x d_model per token and speaker latent), the frame, stop and
+    attention buffers and the postnet's channels per frame. The text adds the text
+    encoder's heads x text_len² scores (logits and softmax; `text_len` 0: the text's share
+    left out). 100,000 frames of the tiny model: 0.2 GiB (before the key/value cache, each
+    step recomputed the whole buffer: 149 GiB estimated, 158 GiB when it was tried)."""
     steps = -(-max_frames // config.reduction_factor)
-    text = text_len * (text_len + steps)
-    return 2 * _FLOAT * config.heads * (steps * steps + text) * batch_size
+    frames = steps * config.reduction_factor
+    memory = text_len + config.cond_latents
+    blocks = 2 * config.decoder_layers * config.d_model * (steps + memory)
+    buffers = frames * (config.n_mels + 1 + config.postnet_channels) + steps * memory
+    text = 2 * config.heads * text_len * text_len
+    return _FLOAT * batch_size * (blocks + buffers + text)
 
 
 def check_decoding_memory(config: ModelConfig, max_frames: int, batch_size: int = 1, *,
                           text_len: int = 0, text_name: str = "text_len") -> None:  # fmt: skip
-    """Refuse a decoding whose attention would not fit in half of physical memory.
+    """Refuse a decoding that would not fit in half of physical memory (`decoding_bytes`).
 
     Args:
         text_len: static token length of the decoded rows (0: not checked); `text_name`
@@ -75,24 +80,32 @@ def check_decoding_memory(config: ModelConfig, max_frames: int, batch_size: int 
     needed = decoding_bytes(config, max_frames, batch_size, text_len=text_len)
     if needed <= memory // 2:
         return
-    per_score = 2 * _FLOAT * config.heads * batch_size
-    steps = -(-max_frames // config.reduction_factor)
-    room = memory // 2 // per_score - steps * steps  # text scores that fit beside the buffer
-    if room >= 0:  # the buffer alone fits: the text is too long
-        limit = (math.isqrt(steps * steps + 4 * room) - steps) // 2
+    if decoding_bytes(config, max_frames, batch_size) <= memory // 2:  # the text is too long
+        limit = _largest(lambda t: decoding_bytes(config, max_frames, batch_size, text_len=t)
+                         <= memory // 2)  # fmt: skip
         raise ConfigError(
             f"Expected {text_name} <= {limit} tokens on this machine, received: "
-            f"{text_name}={text_len} (decoding would need about {needed / 2**30:,.0f} GiB for "
-            f"the attention over the text, more than half of the {memory / 2**30:.0f} GiB "
-            f"here); decode a shorter text"
+            f"{text_name}={text_len} (decoding would need about {needed / 2**30:,.0f} GiB, "
+            f"more than half of the {memory / 2**30:.0f} GiB here); decode a shorter text"
         )
-    limit = math.isqrt(memory // 2 // per_score) * config.reduction_factor
+    limit = _largest(lambda f: decoding_bytes(config, f, batch_size) <= memory // 2)
     raise ConfigError(
         f"Expected max_frames <= {limit} on this machine, received: max_frames="
-        f"{max_frames} (decoding would need about {needed / 2**30:,.0f} GiB for the "
-        f"decoder's attention over its buffer, more than half of the "
-        f"{memory / 2**30:.0f} GiB here)"
+        f"{max_frames} (decoding would need about {needed / 2**30:,.0f} GiB for its "
+        f"buffers and key/value caches, more than half of the {memory / 2**30:.0f} GiB here)"
     )
+
+
+def _largest(fits: Callable[[int], bool]) -> int:
+    """The largest n >= 0 with `fits(n)`, for `fits` true at 0 and monotone."""
+    high = 1
+    while fits(high):
+        high *= 2
+    low = high // 2  # fits(low), not fits(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(middle) else (low, middle)
+    return low
 
 
 def training_bytes(config: ModelConfig, batch: int, text: int, frames: int, *,

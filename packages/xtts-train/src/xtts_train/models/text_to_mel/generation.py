@@ -1,12 +1,15 @@
 """`TextToMel`'s autoregressive decoding loop: a `tf.while_loop` over a fixed-size frame
 buffer, so that `TextToMel.infer` compiles with XLA at static shapes.
 
-Step `t` runs the decoder over the whole buffer (causal, so later steps do not matter) and
-writes frames `t*r .. t*r + r - 1` (r = `reduction_factor`); the loop ends when every
-utterance has stopped. With the inference window on (`ModelConfig.infer_window_ahead`),
-step `t` attends only to the text symbols around the furthest alignment peak of the steps
-before it (and to every speaker latent). The prenet's dropout is off unless
-`ModelConfig.infer_prenet_dropout`, so the same inputs decode to the same frames.
+Step `t` runs the decoder at position `t` alone (`Decoder.step`): every block keeps the
+keys and values of the positions before in a fixed-size cache (written in place,
+`dynamic_update_slice`), so a step costs the same at the end of a long buffer as at its
+start, and decoding is linear in the frames. Step `t` writes frames `t*r .. t*r + r - 1`
+(r = `reduction_factor`); the loop ends when every utterance has stopped. With the
+inference window on (`ModelConfig.infer_window_ahead`), step `t` attends only to the text
+symbols around the furthest alignment peak of the steps before it (and to every speaker
+latent). The prenet's dropout is off unless `ModelConfig.infer_prenet_dropout`, so the
+same inputs decode to the same frames.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import tensorflow as tf
+from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.config import ModelConfig
-from xtts_train.models.text_to_mel.frames import groups, per_frame, step_inputs
+from xtts_train.models.text_to_mel.frames import groups, per_frame
 from xtts_train.models.text_to_mel.layers import Decoder
 
 __all__ = ["Heads", "generate", "stop_lengths"]
@@ -31,11 +35,9 @@ def generate(
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """Decode `max_frames` frames from the decoder's memory.
 
-    The buffers hold `steps * r` frames; step `t` writes frames `t*r .. t*r + r - 1` and
-    ends the loop for an utterance when any of them has stop probability > 0.5. With the
-    inference window on, `masks` (B, steps, S) holds each step's key mask: row `t` is set
-    from the focus before step `t` runs and kept after, so re-running the decoder over the
-    buffer shows every past step the keys it had.
+    The buffers hold `steps * r` frames; step `t` reads the last frame of group `t - 1`
+    (zeros at step 0), writes frames `t*r .. t*r + r - 1` and ends the loop for an
+    utterance when any of them has stop probability > 0.5.
 
     Args:
         decoder: the model's decoder (built).
@@ -57,27 +59,30 @@ def generate(
     keep = decoder.prenet_keep(batch, steps, dropout=config.infer_prenet_dropout)
     windowed = config.infer_window_ahead > 0
     window = _window(config, memory, memory_mask, text_len)
+    caches, memory_kvs = decoder.start(memory, steps)
 
-    def step(t, frames, probs, attention, masks, focus, done):
-        at_t = tf.one_hot(t, steps)[None]  # (1, steps)
-        in_group = tf.repeat(at_t, r, axis=1)  # (1, steps * r): the frames step t writes
-        if windowed:
-            masks = tf.where(at_t[:, :, None] > 0, window(focus), masks)
-        hidden, align = decoder(step_inputs(frames, r), memory, masks, keep)
-        now = tf.reshape(t, [1])
-        group, logits = heads(tf.gather(hidden, now, axis=1), r)  # (B, r, M), (B, r)
+    def step(t, frame, frames, probs, attention, caches, focus, done):
+        mask = window(focus) if windowed else memory_mask  # (B, 1, S)
+        keep_t = tf.gather(keep, tf.reshape(t, [1]), axis=2)  # (2, B, 1, P)
+        hidden, row, caches = decoder.step(frame, t, keep_t, caches, memory_kvs, mask)
+        group, logits = heads(hidden, r)  # (B, r, M), (B, r)
         prob = tf.sigmoid(logits)  # (B, r)
-        frames = frames + in_group[:, :, None] * tf.tile(group, [1, steps, 1])
-        probs = probs + in_group * tf.tile(prob, [1, steps])
-        row = tf.gather(align, now, axis=1)  # (B, 1, S)
-        attention = attention + at_t[:, :, None] * row
+        frames = dynamic_update_slice(frames, group, [0, t * r, 0])
+        probs = dynamic_update_slice(probs, prob, [0, t * r])
+        attention = dynamic_update_slice(attention, row, [0, t, 0])
         peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
         stopped = tf.reduce_any(prob > 0.5, axis=1)
-        return (t + 1, frames, probs, attention, masks, tf.maximum(focus, peak),
-                done | stopped)  # fmt: skip
+        return (t + 1, group[:, -1:], frames, probs, attention, caches,
+                tf.maximum(focus, peak), done | stopped)  # fmt: skip
 
-    start = _start(config, memory, memory_mask, batch=batch, steps=steps, windowed=windowed)
-    _, frames, probs, attention, *_ = tf.while_loop(
+    count, width = steps * r, memory.shape[1]
+    start = (
+        tf.constant(0), tf.zeros([batch, 1, config.n_mels]),
+        tf.zeros([batch, count, config.n_mels]), tf.zeros([batch, count]),
+        tf.zeros([batch, steps, width]), caches,
+        tf.zeros([batch], tf.int32), tf.zeros([batch], tf.bool),
+    )  # fmt: skip
+    _, _, frames, probs, attention, *_ = tf.while_loop(
         lambda t, *state: ~tf.reduce_all(state[-1]), step, start,
         maximum_iterations=steps,
     )  # fmt: skip
@@ -104,23 +109,3 @@ def _window(config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor,
         return (near | (keys >= text_len))[:, None, :] & memory_mask
 
     return window
-
-
-def _start(config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor, *, batch: int,
-           steps: int, windowed: bool) -> tuple[tf.Tensor, ...]:  # fmt: skip
-    """The loop's first state: step 0, empty buffers of `steps * r` frames, the key
-    masks (one per step when windowed, (B, steps, S); else `memory_mask`), focus 0, and
-    no utterance done."""
-    masks = memory_mask
-    if windowed:
-        masks = tf.tile(memory_mask, [1, steps, 1])  # (B, steps, S)
-    count = steps * config.reduction_factor
-    return (
-        tf.constant(0),
-        tf.zeros([batch, count, config.n_mels]),
-        tf.zeros([batch, count]),
-        tf.zeros([batch, steps, memory.shape[1]]),
-        masks,
-        tf.zeros([batch], tf.int32),
-        tf.zeros([batch], tf.bool),
-    )

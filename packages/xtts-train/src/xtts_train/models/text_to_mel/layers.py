@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
+from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
-from xtts_train.models.dropout import Dropout, MultiHeadAttention, keep_mask, quantized_rate
+from xtts_train.models.attention import MultiHeadAttention
+from xtts_train.models.dropout import Dropout, keep_mask, quantized_rate
 
 if TYPE_CHECKING:
     from xtts_train.config import ModelConfig
@@ -29,11 +31,12 @@ __all__ = [
 ]
 
 
-def positions(x: tf.Tensor) -> tf.Tensor:
-    """Sinusoidal position encodings for the static length of `x` (B, T, D) → (1, T, D)."""
+def positions(x: tf.Tensor, start: tf.Tensor | int = 0) -> tf.Tensor:
+    """Sinusoidal position encodings of positions `start ..` for the static length of `x`
+    (B, T, D) → (1, T, D)."""
     length, dim = tf.shape(x)[1], x.shape[-1]
     half = dim // 2
-    steps = tf.cast(tf.range(length), tf.float32)[:, None]  # (T, 1)
+    steps = tf.cast(tf.range(length) + start, tf.float32)[:, None]  # (T, 1)
     freqs = tf.exp(-math.log(10000.0) * tf.range(half, dtype=tf.float32) / half)[None, :]
     angles = steps * freqs  # (T, D/2)
     table = tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
@@ -71,13 +74,20 @@ class LazyLayer(keras.layers.Layer):
 
 
 class Block(LazyLayer):
-    """Pre-norm transformer block: self-attention, optional cross-attention, feed-forward."""
+    """Pre-norm transformer block: self-attention (causal: each position sees the ones
+    before it), optional cross-attention, feed-forward. The self-attention is computed
+    `config.attention_block` queries at a time in training (`models.attention`)."""
 
-    def __init__(self, config: ModelConfig, *, cross: bool = False, **kwargs: Any) -> None:
+    def __init__(self, config: ModelConfig, *, cross: bool = False, causal: bool = False,
+                 **kwargs: Any) -> None:  # fmt: skip
         super().__init__(**kwargs)
         d, heads = config.d_model, config.heads
+        self.causal = causal
         self.self_norm = keras.layers.LayerNormalization(epsilon=1e-5)
-        self.self_attn = MultiHeadAttention(heads, d // heads, dropout=config.dropout)
+        self.self_attn = MultiHeadAttention(
+            heads, d // heads, dropout=config.dropout, block=config.attention_block,
+            causal=causal,
+        )  # fmt: skip
         self.cross_norm = keras.layers.LayerNormalization(epsilon=1e-5) if cross else None
         self.cross_attn = (
             MultiHeadAttention(heads, d // heads, dropout=config.dropout) if cross else None
@@ -87,7 +97,7 @@ class Block(LazyLayer):
         self.ff_out = keras.layers.Dense(d)
         self.drop = Dropout(config.dropout)
 
-    def call(self, x, *, self_mask=None, causal=False, memory=None, memory_mask=None,
+    def call(self, x, *, self_mask=None, memory=None, memory_mask=None,
              return_attention=False, training=False):  # fmt: skip
         """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S).
 
@@ -96,7 +106,7 @@ class Block(LazyLayer):
         """
         h = self.self_norm(x)
         h = self.self_attn(
-            h, h, attention_mask=self_mask, use_causal_mask=causal, training=training
+            h, h, attention_mask=self_mask, use_causal_mask=self.causal, training=training
         )
         x = x + self.drop(h, training=training)
         probs = None
@@ -108,6 +118,34 @@ class Block(LazyLayer):
         h = self.drop(self.ff_in(self.ff_norm(x)), training=training)
         x = x + self.drop(self.ff_out(h), training=training)  # (B, T, D)
         return (x, probs) if return_attention else x
+
+    def step(self, x, position, cache, memory_kv, memory_mask):
+        """One position of a causal cross-attending block in a decoding, its past read
+        from `cache` instead of recomputed: what `call` computes at `position`.
+
+        Args:
+            x: (B, 1, D), the block's input at `position` (int32 scalar).
+            cache: keys and values of the self-attention, head-major (B, N, P, H), P the
+                positions of the buffer; positions before `position` written.
+            memory_kv: the cross-attention's keys and values of the memory
+                (`MultiHeadAttention.keys_values`); memory_mask: bool (B, 1, S).
+
+        Returns:
+            (B, 1, D), the cross-attention probabilities (B, N, 1, S), and `cache` with
+            `position` written.
+        """
+        h = self.self_norm(x)
+        key, value = self.self_attn.keys_values(h)  # (B, N, 1, H)
+        at = [0, 0, position, 0]
+        keys, values = (dynamic_update_slice(c, new, at)
+                        for c, new in zip(cache, (key, value), strict=True))  # fmt: skip
+        seen = (tf.range(keys.shape[2]) <= position)[None, None, :]  # (1, 1, P)
+        out, _ = self.self_attn.attend(h, keys, values, seen)
+        x = x + out
+        out, probs = self.cross_attn.attend(self.cross_norm(x), *memory_kv, memory_mask)
+        x = x + out
+        x = x + self.ff_out(self.ff_in(self.ff_norm(x)))  # (B, 1, D)
+        return x, probs, (keys, values)
 
 
 class TextEncoder(LazyLayer):
@@ -192,7 +230,8 @@ class Decoder(LazyLayer):
         self.seed = keras.random.SeedGenerator()
         self.project = keras.layers.Dense(config.d_model)
         self.blocks = [
-            Block(config, cross=True, name=f"block_{i}") for i in range(config.decoder_layers)
+            Block(config, cross=True, causal=True, name=f"block_{i}")
+            for i in range(config.decoder_layers)
         ]
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
 
@@ -224,10 +263,49 @@ class Decoder(LazyLayer):
         memory = tf.cast(memory, x.dtype)
         attention = []
         for block in self.blocks:
-            x, probs = block(x, causal=True, memory=memory, memory_mask=memory_mask,
+            x, probs = block(x, memory=memory, memory_mask=memory_mask,
                              return_attention=True, training=training)  # fmt: skip
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
         return self.norm(x), tf.add_n(attention) / len(attention)
+
+    def start(self, memory: tf.Tensor, steps: int) -> tuple[list, list]:
+        """What a decoding of `steps` steps keeps between them (`step`): every block's
+        empty self-attention cache, zeros (B, N, steps, H) keys and values, and the
+        cross-attention's keys and values of `memory` (B, S, D), computed once."""
+        memory = tf.cast(memory, self.compute_dtype)
+        caches, memory_kvs = [], []
+        for block in self.blocks:
+            attn = block.self_attn
+            shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
+            caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
+            memory_kvs.append(block.cross_attn.keys_values(memory))
+        return caches, memory_kvs
+
+    def step(self, frame, position, keep, caches, memory_kvs, memory_mask):
+        """Decoding step `position` (int32 scalar): what `call` computes at that position,
+        each block's past read from its cache (`start`).
+
+        Args:
+            frame: (B, 1, M), the step's input (the last frame of the group before; zeros
+                at step 0); keep: the prenet's keep-masks of this step (2, B, 1, P).
+            caches, memory_kvs: as `start` returns them (the caches as the last step left
+                them); memory_mask: bool (B, 1, S), this step's key mask of the memory.
+
+        Returns:
+            hidden (B, 1, D), the alignment row float32 (B, 1, S) (as `call`'s), and the
+            caches with `position` written.
+        """
+        x = frame
+        for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
+            x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, 1, P)
+        x = self.project(x)  # (B, 1, D)
+        x = x + positions(x, position)
+        written, attention = [], []
+        for block, cache, memory_kv in zip(self.blocks, caches, memory_kvs, strict=True):
+            x, probs, cache = block.step(x, position, cache, memory_kv, memory_mask)
+            written.append(cache)
+            attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, 1, S)
+        return self.norm(x), tf.add_n(attention) / len(attention), written
 
 
 class Postnet(LazyLayer):
