@@ -1,12 +1,13 @@
 """Training memory and step time of the self-attention against the frames: the dense
 product beside query blocks recomputed in the backward pass (`model.attention_block`).
 
-For each frame count and each block setting, a fresh process (TensorFlow's thread pools
-and allocator statistics are per process) builds the train step as `fit` does
-(`build_steps`, one static shape of `batch_size` x `text_len` x frames), warms it up, runs
-one step untimed, then `steps` timed steps. The memory is the TensorFlow allocator's peak
-over the timed steps less what was live before them (weights, optimizer state, the batch):
-the step's own working memory (`tf.config.experimental.get_memory_info`).
+For each frame count, a fresh process (TensorFlow's thread pools are set once per process)
+builds one train step per block setting as `fit` does (`build_steps`, one static shape of
+`batch_size` x `text_len` x frames), warms each up and runs it once untimed, then times
+`steps` rounds, each running every setting once in turn, so the machine's noise falls on
+all of them alike. A step's memory is the TensorFlow allocator's peak during it less what
+was live before it (weights, optimizer state, the batch): its own working memory
+(`tf.config.experimental.get_memory_info`); the largest over the rounds is reported.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = ["format_attention_table", "run_attention_benchmark"]
 
 def run_attention_benchmark(
     *, frames: Sequence[int] = (256, 512, 1024), blocks: Sequence[int] = (0, 128),
-    batch_size: int = 8, text_len: int = 64, steps: int = 5, threads: int = 2,
+    batch_size: int = 8, text_len: int = 64, steps: int = 9, threads: int = 2,
     overrides: Sequence[str] = (),
 ) -> dict:  # fmt: skip
     """Every (frames, block) in its own process; returns one row each.
@@ -36,7 +37,7 @@ def run_attention_benchmark(
         frames: decoder frames of the batches; blocks: `model.attention_block` values
             (0: dense).
         batch_size, text_len: the rest of the batch shape.
-        steps: timed steps (median); threads: TensorFlow's intra- and inter-op threads.
+        steps: timed rounds (median); threads: TensorFlow's intra- and inter-op threads.
         overrides: `section.key=value` settings applied before `model.attention_block`.
 
     Raises:
@@ -52,35 +53,42 @@ def run_attention_benchmark(
     context = multiprocessing.get_context("spawn")
     rows = []
     for count in frames:
-        for block in blocks:
-            with context.Pool(1) as pool:
-                rows.append(pool.apply(_measure, (count, block, batch_size, text_len, steps,
-                                                  threads, tuple(overrides))))  # fmt: skip
+        with context.Pool(1) as pool:
+            rows += pool.apply(_measure, (count, tuple(blocks), batch_size, text_len, steps,
+                                          threads, tuple(overrides)))  # fmt: skip
     return {"batch_size": batch_size, "text_len": text_len, "threads": threads,
             "overrides": list(overrides), "rows": rows}  # fmt: skip
 
 
-def _measure(frames: int, block: int, batch_size: int, text_len: int, steps: int,
-             threads: int, overrides: tuple[str, ...]) -> dict:  # fmt: skip
-    """One (frames, block), in a fresh process."""
+def _measure(frames: int, blocks: tuple[int, ...], batch_size: int, text_len: int, steps: int,
+             threads: int, overrides: tuple[str, ...]) -> list[dict]:  # fmt: skip
+    """Every block setting at `frames`, in a fresh process, interleaved."""
     configure_threads(threads)
-    stack = load_stack_config(None, [*overrides, f"model.attention_block={block}"])
-    shape = xd.BatchShape(frames=frames, text_len=text_len, batch_size=batch_size)
-    spec = xd.DatasetSpec(shapes=(shape,), n_mels=stack.model.n_mels,
-                          cond_frames=stack.data.cond_frames)  # fmt: skip
+    compiled, stack = {}, None
+    for block in blocks:
+        stack = load_stack_config(None, [*overrides, f"model.attention_block={block}"])
+        shape = xd.BatchShape(frames=frames, text_len=text_len, batch_size=batch_size)
+        spec = xd.DatasetSpec(shapes=(shape,), n_mels=stack.model.n_mels,
+                              cond_frames=stack.data.cond_frames)  # fmt: skip
+        with kept_dtype_policy():
+            compiled[block] = build_steps(stack, spec)
+            compiled[block].warm_up(workers=1, defer_cached=False)
     batch = dummy_batch(stack.model, batch_size=batch_size, text_len=text_len, frames=frames,
                         cond_frames=stack.data.cond_frames)  # fmt: skip
-    with kept_dtype_policy():
-        compiled = build_steps(stack, spec)
-        compiled.warm_up(workers=1, defer_cached=False)
-        timed_step(compiled.train, batch, step=0)  # the first call after the warm-up
-        live = tf.config.experimental.get_memory_info("CPU:0")["current"]
-        tf.config.experimental.reset_memory_stats("CPU:0")
-        seconds = [timed_step(compiled.train, batch, step=0)[0] for _ in range(steps)]
-        peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-    return {"frames": frames, "block": block, "compiler": stack.train.compiler,
-            "step_ms": 1e3 * statistics.median(seconds), "step_mib": (peak - live) / 2**20,
-            "live_mib": live / 2**20}  # fmt: skip
+    seconds = {block: [] for block in blocks}
+    peaks = dict.fromkeys(blocks, 0)
+    for round_ in range(steps + 1):  # round 0: the first call after the warm-up, untimed
+        for block in blocks:
+            live = tf.config.experimental.get_memory_info("CPU:0")["current"]
+            tf.config.experimental.reset_memory_stats("CPU:0")
+            took = timed_step(compiled[block].train, batch, step=0)[0]
+            peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+            if round_:
+                seconds[block].append(took)
+                peaks[block] = max(peaks[block], peak - live)
+    return [{"frames": frames, "block": block, "compiler": stack.train.compiler,
+             "step_ms": 1e3 * statistics.median(seconds[block]),
+             "step_mib": peaks[block] / 2**20} for block in blocks]  # fmt: skip
 
 
 def format_attention_table(result: dict) -> str:

@@ -416,9 +416,10 @@ def _add_attention(commands) -> None:
         description=(
             "For every --frames and every --blocks value (model.attention_block; 0 is the "
             "dense product), build fit's train step at one static shape in a fresh process, "
-            "warm it up, and report the median of --steps step times and the step's working "
-            "memory (TensorFlow's allocator peak over the timed steps less what was live "
-            "before them), each beside the dense product's, and the memory's growth per "
+            "warm it up, and report the median step time over --steps rounds (every setting "
+            "once a round, interleaved) and the step's working memory (TensorFlow's "
+            "allocator peak during a step less what was live before it), each beside the "
+            "dense product's, and the memory's growth per "
             "frame count."
         ),
     )  # fmt: skip
@@ -434,7 +435,7 @@ def _add_attention(commands) -> None:
     )
     _add_int_flags(p, [("--batch-size", 8, "rows of the batch"),
                        ("--text-len", 64, "tokens of the batch"),
-                       ("--steps", 5, "timed steps (median)"),
+                       ("--steps", 9, "timed rounds (median)"),
                        ("--threads", 2, "TensorFlow intra/inter-op threads")])  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -20,6 +20,7 @@ from typing import Any
 
 import keras
 import tensorflow as tf
+from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.errors import ConfigError
 from xtts_train.models.dropout import Dropout, next_seed, quantized_rate, seeded_keep_mask
@@ -27,6 +28,7 @@ from xtts_train.models.dropout import Dropout, next_seed, quantized_rate, seeded
 __all__ = ["HEADS_FIRST", "MultiHeadAttention", "blocked_attention"]
 
 HEADS_FIRST = [0, 2, 1, 3]  # (B, T, N, H) <-> (B, N, T, H)
+Cache = tuple[tf.Tensor, tf.Tensor]  # head-major keys (B, N, P, H) and values (B, N, P, Hv)
 
 
 class MultiHeadAttention(keras.layers.MultiHeadAttention):
@@ -101,6 +103,46 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         probs = _probabilities(query, keys, mask[:, None])  # (B, N, Q, S)
         output = tf.transpose(tf.matmul(probs, values), HEADS_FIRST)  # (B, Q, N, Hv)
         return self._output_dense(output), probs
+
+    def attend_cached(self, query: tf.Tensor, cache: Cache,
+                      seen: tf.Tensor) -> tuple[tf.Tensor, Cache]:  # fmt: skip
+        """One new position of a causal self-attention against a cache of the positions
+        before it (no dropout): what `call` computes at that position.
+
+        The scores against the cache and against the new position's own key are taken
+        apart, and the cache is written only after it was read, so a compiled loop updates
+        it in place instead of copying it each step.
+
+        Args:
+            query: float [B, 1, D], the layer's input at the new position.
+            cache: head-major keys [B, N, P, H] and values [B, N, P, Hv] of the buffer.
+            seen: bool [B|1, 1, P], True at the cached positions before the new one, whose
+                index is the first False.
+
+        Returns:
+            The output [B, 1, D], and the cache with the new key and value written at
+            that index.
+        """
+        keys, values = cache
+        key, value = self.keys_values(query)  # (B, N, 1, H)
+        query = tf.transpose(self._query_dense(query), HEADS_FIRST)  # (B, N, 1, H)
+        query *= tf.cast(self._inverse_sqrt_key_dim, query.dtype)
+        mask = seen[:, None]  # (B|1, 1, 1, P)
+        past = tf.where(
+            mask, tf.matmul(query, keys, transpose_b=True), _large_negative(query.dtype)
+        )  # (B, N, 1, P)
+        now = tf.reduce_sum(query * key, axis=-1, keepdims=True)  # (B, N, 1, 1)
+        probs = tf.nn.softmax(tf.concat([past, now], axis=-1))  # (B, N, 1, P + 1)
+        past_probs = tf.where(mask, probs[..., :-1], tf.zeros((), probs.dtype))
+        output = tf.matmul(past_probs, values) + probs[..., -1:] * value  # (B, N, 1, Hv)
+        output = self._output_dense(tf.transpose(output, HEADS_FIRST))  # (B, 1, D)
+        # The writes depend on every read of the cache (through `after`, zero): without
+        # that XLA cannot order them, and copies the cache twice a step.
+        after = tf.zeros((), output.dtype) * output[0, 0, 0]
+        key, value = key + tf.cast(after, key.dtype), value + tf.cast(after, value.dtype)
+        at = [0, 0, tf.reduce_sum(tf.cast(seen[0, 0], tf.int32)), 0]
+        return output, (dynamic_update_slice(keys, key, at),
+                        dynamic_update_slice(values, value, at))  # fmt: skip
 
 
 def blocked_attention(

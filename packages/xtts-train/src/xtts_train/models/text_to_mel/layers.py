@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 import keras
 import tensorflow as tf
-from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.models.attention import MultiHeadAttention
 from xtts_train.models.dropout import Dropout, keep_mask, quantized_rate
@@ -134,18 +133,13 @@ class Block(LazyLayer):
             (B, 1, D), the cross-attention probabilities (B, N, 1, S), and `cache` with
             `position` written.
         """
-        h = self.self_norm(x)
-        key, value = self.self_attn.keys_values(h)  # (B, N, 1, H)
-        at = [0, 0, position, 0]
-        keys, values = (dynamic_update_slice(c, new, at)
-                        for c, new in zip(cache, (key, value), strict=True))  # fmt: skip
-        seen = (tf.range(keys.shape[2]) <= position)[None, None, :]  # (1, 1, P)
-        out, _ = self.self_attn.attend(h, keys, values, seen)
+        seen = (tf.range(cache[0].shape[2]) < position)[None, None, :]  # (1, 1, P)
+        out, cache = self.self_attn.attend_cached(self.self_norm(x), cache, seen)
         x = x + out
         out, probs = self.cross_attn.attend(self.cross_norm(x), *memory_kv, memory_mask)
         x = x + out
         x = x + self.ff_out(self.ff_in(self.ff_norm(x)))  # (B, 1, D)
-        return x, probs, (keys, values)
+        return x, probs, cache
 
 
 class TextEncoder(LazyLayer):
