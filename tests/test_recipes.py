@@ -18,10 +18,10 @@ from xtts_data.config import load_config
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.training import memory
+from xtts_train.training.build import build_steps
 from xtts_train.training.memory import check_training_memory
 from xtts_train.training.steps import kept_dtype_policy
 from xtts_train.training.tasks import task_class
-from xtts_train.training.trainer import build_steps
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 CPU_TINY = next(path for path in RECIPES if path.stem == "cpu-tiny")

@@ -92,6 +92,27 @@ def test_default_budget_gives_the_longest_bucket_batch_size():
     assert [s.batch_size for s in shapes] == [4 * 104 // 16, 4 * 104 // 40, 4]
 
 
+def test_batch_sizes_set_each_bucket_in_place_of_the_budget():
+    config = DataConfig(num_buckets=3, frame_budget=2080, batch_sizes=[40, 9, 3])
+    shapes = plan_shapes(np.array([16, 12, 40, 33, 100, 99]), np.ones(6, np.int64), config)
+    assert [(s.frames, s.batch_size) for s in shapes] == [(16, 40), (40, 9), (104, 3)]
+    assert config.batch_sizes == (40, 9, 3)  # a list from YAML is kept as a tuple
+    with pytest.raises(ConfigError, match=r"one size per bucket \(3: frames \[16, 40, 104\]\), received: batch_sizes=\[40, 9\]"):  # fmt: skip
+        plan_shapes(np.array([16, 40, 100]), np.ones(3, np.int64),
+                    DataConfig(num_buckets=3, batch_sizes=[40, 9]))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(batch_sizes=[4, 0]), dict(batch_sizes=[]), dict(batch_sizes=[3, 2.5]),
+     dict(batch_sizes=[4, 3], batch_multiple=2, batch_size=32),
+     dict(batch_sizes=[4], policy="fixed")],
+)  # fmt: skip
+def test_bad_batch_sizes_are_refused(overrides):
+    with pytest.raises(ConfigError, match="batch_sizes"):
+        DataConfig(**overrides)
+
+
 def test_configured_max_frames_is_kept_exactly_for_the_longest_bucket():
     config = DataConfig(num_buckets=3, batch_size=32, max_frames=99)
     shapes = plan_shapes(np.array([99, 50, 20]), np.array([5, 5, 5]), config)

@@ -79,7 +79,7 @@ def test_a_model_section_without_a_preset_starts_from_tiny(tmp_path):
         ("", ["model.layers=2"], r"^ModelConfig: unknown field\(s\) \['layers'\] in section model; known: \['vocab_size', "),
         ("", ["train.stepz=2"], r"^TrainConfig: unknown field\(s\) \['stepz'\] in section train; known: \['steps', "),
         ("", ["data.text.cleaner=basic"], r"^TextConfig: unknown field\(s\) \['cleaner'\] in section data\.text; known: "),
-        ("", ["model.preset=huge"], r"^ModelConfig\.from_preset: expected one of \['base', 'small', 'tiny'\], received: name='huge'$"),
+        ("", ["model.preset=huge"], r"^ModelConfig\.from_preset: expected one of \['base', 'small', 'tiny', 'xtts'\], received: name='huge'$"),
         ("", ["train.steps=0"], r"^TrainConfig\.steps: expected an int >= 1, received: steps=0$"),
         ("", ["train.compiler=jit"], r"^TrainConfig\.compiler: expected one of \('auto', 'xla', 'graph'\), received: compiler='jit'$"),
         ("", ["steps=3"], r"^Expected --set section\.key=value"),

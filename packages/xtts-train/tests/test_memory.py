@@ -53,14 +53,24 @@ def test_training_estimate_is_linear_in_batch():
 
 
 @pytest.mark.parametrize("r", [1, 2])
-def test_training_attention_is_quadratic_in_frames_and_text(r):
-    config = dataclasses.replace(TINY, reduction_factor=r)
+def test_dense_training_attention_is_quadratic_in_frames_and_text(r):
+    config = dataclasses.replace(TINY, reduction_factor=r, attention_block=0)
     frames = _second_difference(lambda f: _row(config, 64, f), 256)
     assert _second_difference(lambda f: _row(config, 64, f), 512) == 4 * frames
     # decoder self-attention: 4 copies x heads x (F / r)² per layer, second difference 2 x
     assert frames == 2 * 4 * config.heads * config.decoder_layers * (256 // r) ** 2 * 4
     text = _second_difference(lambda t: _row(config, t, 512), 64)
     assert _second_difference(lambda t: _row(config, t, 512), 128) == 4 * text
+
+
+def test_blocked_training_attention_is_linear_in_frames_past_the_block():
+    config = dataclasses.replace(TINY, attention_block=128)
+    assert _second_difference(lambda f: _row(config, 64, f), 256) == 0  # 256 .. 768 frames
+    # one block of scores at a time, against every key: grows with the frames
+    assert _row(config, 64, 1024) - _row(config, 64, 512) == pytest.approx(
+        2 * (_row(config, 64, 512) - _row(config, 64, 256)), rel=0.01)  # fmt: skip
+    dense = dataclasses.replace(TINY, attention_block=0)
+    assert _row(config, 64, 1024) < 0.6 * _row(dense, 64, 1024)
 
 
 def test_training_estimate_grows_with_the_model():
@@ -113,8 +123,8 @@ def test_training_check_names_the_largest_batch_that_fits(sixteen_gib):
 @pytest.mark.parametrize(
     ("config", "spec", "fix"),
     [
-        (TINY, _spec((1, 64, 100_000)), r"lower data.max_frames, data.max_text_len or data.cond_frames"),
-        (TINY, _spec((1, 64, 64), cond=100_000), r"lower data.max_frames, .*data.cond_frames"),
+        (TINY, _spec((1, 64, 10_000_000)), r"lower data.max_frames, data.max_text_len or data.cond_frames"),
+        (TINY, _spec((1, 64, 64), cond=10_000_000), r"lower data.max_frames, .*data.cond_frames"),
         (dataclasses.replace(TINY, d_model=65536, heads=4), _spec((1, 8, 8)), r"lower the model's sizes \(model.d_model"),
     ],
 )  # fmt: skip
@@ -163,7 +173,7 @@ def test_decoding_refuses_a_text_too_long_for_memory_before_compiling(sixteen_gi
     [
         (["data.batch_size=1000000"], "data.batch_size"),
         (["data.max_frames=10000000"], "data.max_frames"),  # buckets: a budget of 4 x that
-        (["data.policy=fixed", "data.max_frames=100000"], "data.max_frames"),
+        (["data.policy=fixed", "data.max_frames=2000000"], "data.max_frames"),
         (["model.d_model=65536", "model.heads=4"], "model.d_model"),
     ],
 )

@@ -13,7 +13,7 @@ import xtts_train
 EXPECTED = {
     "DEMO_SETTINGS", "PRESETS", "AdamW", "CompiledSteps", "ConfigError", "Decoding",
     "EvalReport", "FiniteGate", "LossScale", "ModelConfig", "RetraceError", "StackConfig",
-    "StepFunctions", "TextToMel", "TrainConfig", "Update", "XttsTrainError",
+    "StepFunctions", "Streaming", "TextToMel", "TrainConfig", "Update", "XttsTrainError",
     "accumulated_gradients", "adamw", "build_steps", "chain", "clip_by_global_norm",
     "dtw_distance", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "load_reference",
     "load_run", "load_stack_config", "masked_l1", "pairing_scores", "shape_of", "stop_loss",

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import yaml
 
 from xtts_data import Tokenizer
 from xtts_train.config import load_stack_config
@@ -50,6 +51,20 @@ def test_config_is_written_and_a_resume_with_another_model_is_refused(tmp_path):
     with pytest.raises(XttsTrainError, match=r"holds a run with another model config"):
         writer.write_config(load_stack_config(None, ["model.d_model=64"]))
     assert "d_model: 32" in (tmp_path / "config.yaml").read_text()  # left as it was
+
+
+def test_a_run_written_before_a_model_key_existed_resumes_with_its_default(tmp_path):
+    writer = RunWriter(tmp_path)
+    stack = load_stack_config(None, ["model.d_model=32"])
+    writer.write_config(stack)
+    older = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    del older["model"]["attention_block"]  # added later, with a default
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(older))
+    writer.write_config(stack)  # the same model: resumes
+    with pytest.raises(XttsTrainError, match=r"another model config"):
+        writer.write_config(
+            load_stack_config(None, ["model.d_model=32", "model.attention_block=0"])
+        )
 
 
 def test_tokenizer_is_copied_and_another_symbol_table_is_refused(tmp_path):

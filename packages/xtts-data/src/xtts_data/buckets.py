@@ -42,7 +42,7 @@ def plan_shapes(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> l
     `buckets`: at most `num_buckets` frame boundaries minimising total padded frames
     (dynamic programming over lengths rounded up to `pad_multiple`); each bucket's text
     length is its longest token sequence, rounded up; its batch size is
-    `frame_budget // frames`, rounded down to `batch_multiple`.
+    `frame_budget // frames`, rounded down to `batch_multiple`, or `batch_sizes`' entry.
 
     Args:
         frames: int [n] mel frames per utterance (already filtered to the maxima).
@@ -58,13 +58,21 @@ def plan_shapes(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> l
     if config.policy == "fixed":
         return [BatchShape(frames=max_frames, text_len=max_text, batch_size=config.batch_size)]
     budget = config.frame_budget or config.batch_size * max_frames
+    bounds = _boundaries(rounded, config.num_buckets)
+    if config.batch_sizes is not None and len(config.batch_sizes) != len(bounds):
+        raise ConfigError(
+            f"Expected data.batch_sizes with one size per bucket ({len(bounds)}: frames "
+            f"{bounds}), received: batch_sizes={list(config.batch_sizes)}"
+        )
     shapes = []
-    for bound in _boundaries(rounded, config.num_buckets):
+    for bound in bounds:
         in_bucket = assign(
             frames, [*shapes, BatchShape(frames=bound, text_len=0, batch_size=0)]
         ) == len(shapes)
         text_len = min(config.round_up(int(tokens[in_bucket].max())), max_text)
         size = budget // bound // config.batch_multiple * config.batch_multiple
+        if config.batch_sizes is not None:
+            size = config.batch_sizes[len(shapes)]
         if size < 1:
             raise ConfigError(
                 f"DataConfig.frame_budget: expected at least {bound * config.batch_multiple} "

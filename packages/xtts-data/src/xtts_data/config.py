@@ -72,6 +72,10 @@ class DataConfig(FrozenConfig):
             budget // its frames); `None` means `batch_size * max_frames`.
         batch_multiple: round every batch size down to a multiple of this (e.g. the
             number of replicas, so each gets an equal static share).
+        batch_sizes: the batch size of each bucket, shortest first, in place of
+            `frame_budget`'s (one per bucket the lengths give; `buckets` only). xtts-train
+            plans them to fill a memory budget (`train.memory_budget_gb`) and writes them
+            into its run's config.yaml.
         max_frames, max_text_len: longest utterance kept (longer ones are filtered and
             counted); `None` takes the longest in the data, rounded up to `pad_multiple`.
         pad_multiple: padded lengths are multiples of this.
@@ -111,6 +115,7 @@ class DataConfig(FrozenConfig):
     num_buckets: int = 8
     frame_budget: int | None = None
     batch_multiple: int = 1
+    batch_sizes: tuple[int, ...] | None = None
     max_frames: int | None = None
     max_text_len: int | None = None
     pad_multiple: int = 8
@@ -145,6 +150,7 @@ class DataConfig(FrozenConfig):
             self._fail(
                 "batch_size", self.batch_size, f"a multiple of batch_multiple={self.batch_multiple}"
             )
+        self._check_batch_sizes()
         if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
             self._fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
         if not isinstance(self.keep_audio, bool):
@@ -155,6 +161,18 @@ class DataConfig(FrozenConfig):
             self._fail("shuffle_buffer", self.shuffle_buffer, "an int >= 0")
         if self.service is not None and not str(self.service).startswith(("grpc://", "grpc+")):
             self._fail("service", self.service, "a dispatcher address like 'grpc://host:5050'")
+
+    def _check_batch_sizes(self) -> None:
+        sizes = self.batch_sizes
+        if sizes is None:
+            return
+        if not (isinstance(sizes, list | tuple) and sizes and all(_is_int(s) for s in sizes)
+                and all(s >= 1 and s % self.batch_multiple == 0 for s in sizes)):  # fmt: skip
+            expected = f"ints >= 1, multiples of batch_multiple={self.batch_multiple}, or None"
+            self._fail("batch_sizes", sizes, expected)
+        if self.policy != "buckets":
+            self._fail("batch_sizes", sizes, "None with policy 'fixed' (batch_size sets it)")
+        object.__setattr__(self, "batch_sizes", tuple(sizes))  # frozen, hashable
 
     def _check_positive(self, *names: str, optional: bool = False) -> None:
         for name in names:

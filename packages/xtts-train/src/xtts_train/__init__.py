@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from xtts_train.models.text_to_mel.decoding import Decoding
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+    from xtts_train.models.text_to_mel.streaming import Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
     from xtts_train.runs.evaluation import dtw_distance, pairing_scores
     from xtts_train.runs.held_out import EvalReport, evaluate
     from xtts_train.synthesize import load_reference, load_run
+    from xtts_train.training.build import build_steps
     from xtts_train.training.optim import AdamW, warmup_cosine
     from xtts_train.training.step_functions import StepFunctions
     from xtts_train.training.steps import (
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
         timed_step,
     )
     from xtts_train.training.tasks import Task, TextToMelTask, VocoderTask
-    from xtts_train.training.trainer import build_steps, fit
+    from xtts_train.training.trainer import fit
     from xtts_train.training.transforms import (
         FiniteGate,
         LossScale,
@@ -71,6 +73,7 @@ __all__ = [
     "RetraceError",
     "StackConfig",
     "StepFunctions",
+    "Streaming",
     "Task",
     "TextToMel",
     "TextToMelTask",
@@ -122,6 +125,7 @@ __getattr__, __dir__ = lazy_exports(
             "config",
         ),
         "Decoding": "models.text_to_mel.decoding",
+        "Streaming": "models.text_to_mel.streaming",
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
         **dict.fromkeys(["dtw_distance", "pairing_scores"], "runs.evaluation"),
@@ -139,7 +143,8 @@ __getattr__, __dir__ = lazy_exports(
             "training.steps",
         ),
         **dict.fromkeys(["load_reference", "load_run"], "synthesize"),
-        **dict.fromkeys(["build_steps", "fit"], "training.trainer"),
+        "build_steps": "training.build",
+        "fit": "training.trainer",
         **dict.fromkeys(
             [
                 "FiniteGate",

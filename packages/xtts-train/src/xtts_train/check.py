@@ -4,7 +4,13 @@ Builds the pipeline and the compiled steps as `fit` does, compiles every shape (
 trace and compile, cache hits), then draws an epoch of batches, and more until every
 shape has run `repeats` times, timing each step. A trace after warm-up (a shape traced
 twice, or one the spec did not list) fails the check: exit 1. Reports the time to the
-first step and its parts, and the peak memory.
+first step and its parts, and the peak memory. With `train.memory_budget_gb`, the
+buckets' batch sizes are planned first, from measured steps (`training.planner`), and the
+plan is printed.
+
+`estimate` (`check --estimate`) runs nothing: each bucket's estimated step memory
+(`training_bytes`) at the frame budget's batches and, with a budget, the batches planned
+from the estimates, for sizes too large to run here.
 """
 
 from __future__ import annotations
@@ -18,14 +24,16 @@ import xtts_data as xd
 from xtts_data.stats import cv
 from xtts_train.config import StackConfig
 from xtts_train.training import compile_cache
+from xtts_train.training.build import build_steps
 from xtts_train.training.compiler import choices
+from xtts_train.training.memory import parameter_count
+from xtts_train.training.planner import MemoryPlan, estimate_costs, measured_plan, plan_batches
 from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.training.steps import kept_dtype_policy, shape_of, timed_step
 from xtts_train.training.tasks import task_class
-from xtts_train.training.trainer import build_steps
 from xtts_train.training.warmup import WarmUp, cache_use
 
-__all__ = ["CheckReport", "check"]
+__all__ = ["CheckReport", "check", "estimate"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +53,7 @@ class CheckReport:
     cache: dict | None
     compiler: dict[str, str]
     task: str = "text_to_mel"
+    plan: MemoryPlan | None = None
 
     @property
     def compile_seconds(self) -> float:
@@ -67,7 +76,8 @@ class CheckReport:
             cache += f" ({self.cache['dir']})"
         c = self.compiler
         axes = "batch x frames x samples" if self.task == "vocoder" else "batch x text x frames"
-        lines = [f"task: {self.task}",
+        lines = [] if self.plan is None else [self.plan.format()]
+        lines += [f"task: {self.task}",
                  f"compiler: train {c['train']}, eval {c['eval']}, decode {c['decode']} "
                  f"(train.compiler={c['setting']} on {c['device']})",
                  f"built {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
@@ -114,6 +124,14 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
         train = dataclasses.replace(stack.train, allow_retrace=True)
         stack = dataclasses.replace(stack, model=model, train=train)
         pipeline = task_class(stack).pipeline(opened, stack.data, "train", repeat=True)
+    plan = None
+    if stack.train.memory_budget_gb is not None and stack.data.batch_sizes is None:
+        with clock.part("plan"):
+            plan = measured_plan(stack, pipeline.spec)
+        data = dataclasses.replace(stack.data, batch_sizes=plan.batch_sizes)
+        stack = dataclasses.replace(stack, data=data)
+        with clock.part("data"):
+            pipeline = task_class(stack).pipeline(opened, data, "train", repeat=True)
     with kept_dtype_policy():
         with clock.part("model"):
             steps = build_steps(stack, pipeline.spec)
@@ -141,4 +159,27 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
     return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
                        peak_rss_mb(), compile_cache.describe(),
                        choices(stack.train.compiler, stack.train.task),
-                       stack.train.task)  # fmt: skip
+                       stack.train.task, plan)  # fmt: skip
+
+
+def estimate(stack: StackConfig, cache: str | Path) -> str:
+    """Each bucket's estimated train-step memory at the frame budget's batch sizes and,
+    with `train.memory_budget_gb`, the batch sizes planned from those estimates; nothing
+    is built or run (`check --estimate`)."""
+    opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
+    model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
+    stack = dataclasses.replace(stack, model=model)
+    spec = task_class(stack).pipeline(opened, stack.data, "train", repeat=True).spec
+    costs = estimate_costs(stack, spec.shapes)
+    lines = [f"model: {model.d_model} wide, {model.decoder_layers} decoder layers, "
+             f"{model.heads} heads ({parameter_count(model) / 1e6:,.0f}M parameters); "
+             f"estimated step memory (float32, xtts_train.training.memory.training_bytes):",
+             f"{'batch x text x frames':<24}{'GiB':>8}"]  # fmt: skip
+    for shape, cost in zip(spec.shapes, costs, strict=True):
+        label = " x ".join(map(str, shape.key))
+        lines.append(f"{label:<24}{cost.bytes(shape.batch_size) / 2**30:>8.2f}")
+    if stack.train.memory_budget_gb is not None:
+        plan = plan_batches(costs, stack.train.memory_budget_gb, source="estimated",
+                            multiple=stack.data.batch_multiple)  # fmt: skip
+        lines.append(plan.format())
+    return "\n".join(lines)

@@ -114,6 +114,10 @@ def _add_check(commands) -> None:
                    help="the network whose step is checked (default: text_to_mel)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--repeats", type=int, default=2, help="steps per shape (default: 2)")
+    p.add_argument("--estimate", action="store_true",
+                   help="build and run nothing: print each bucket's estimated step memory "
+                   "and, with --set train.memory_budget_gb=N, the batch sizes planned for "
+                   "it (text_to_mel)")  # fmt: skip
 
 
 def _add_synthesize(commands) -> None:
@@ -123,7 +127,8 @@ def _add_synthesize(commands) -> None:
         "program: a static frame buffer, sized from the text unless --max-frames, and the "
         "stop token), turn it into audio with a vocoder run (--vocoder) or Griffin-Lim, and "
         "write OUT (WAV), OUT with .png (the mel and attention) and, with --save-mel, OUT "
-        "with .npy (the mel).",
+        "with .npy (the mel). With --stream, the mel is decoded and vocoded --chunk-frames "
+        "frames at a time and OUT grows as the audio arrives.",
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run folder")
     p.add_argument("--text", required=True)
@@ -144,6 +149,14 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--language", help="the text's language, a BCP-47 code such as fa or en "
                    "(default: the run's data.text.language); a multilingual run speaks "
                    "with that language's token")  # fmt: skip
+    p.add_argument("--stream", action="store_true",
+                   help="decode and vocode a chunk at a time, writing OUT as the audio arrives, "
+                   "and print the time to the first audio; each chunk costs its decoder "
+                   "steps and one vocoder window, never the frames before it (needs "
+                   "--vocoder: Griffin-Lim cannot stream)")  # fmt: skip
+    p.add_argument("--chunk-frames", type=int, metavar="N",
+                   help="mel frames of each streamed chunk, in the decoder and the vocoder "
+                   "(with --stream; default: 32)")  # fmt: skip
 
 
 def _add_evaluate(commands) -> None:
@@ -316,12 +329,18 @@ def _run_fit(args) -> int:
 
 
 def _run_check(args) -> int:
-    from xtts_train.check import check
+    from xtts_train.check import check, estimate
     from xtts_train.config import load_stack_config
 
     stack = load_stack_config(args.config, args.set, cache=args.data)
     if args.task is not None:
         stack = dataclasses.replace(stack, train=dataclasses.replace(stack.train, task=args.task))
+    if args.estimate:
+        if stack.train.task != "text_to_mel":
+            raise XttsTrainError(f"Expected --estimate with the text_to_mel task, received: "
+                                 f"train.task={stack.train.task}")  # fmt: skip
+        print(estimate(stack, args.data))
+        return 0
     report = check(stack, args.data, repeats=args.repeats)
     print(report.format())
     return 1 if report.retraced else 0
@@ -330,9 +349,18 @@ def _run_check(args) -> int:
 def _run_synthesize(args) -> int:
     from xtts_train.synthesize import synthesize
 
+    chunk = {}
+    if args.chunk_frames is not None:
+        if not args.stream:
+            raise XttsTrainError("--chunk-frames sizes the streamed chunks: pass --stream with it")
+        if args.chunk_frames < 1:
+            raise XttsTrainError(f"--chunk-frames: expected an int >= 1, received "
+                                 f"{args.chunk_frames}")  # fmt: skip
+        chunk = {"chunk_frames": args.chunk_frames}
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames, language=args.language,
-                        vocoder=args.vocoder, save_mel=args.save_mel)  # fmt: skip
+                        vocoder=args.vocoder, save_mel=args.save_mel, stream=args.stream,
+                        **chunk)  # fmt: skip
     if result.unknown:
         shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
         print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "
@@ -342,6 +370,9 @@ def _run_synthesize(args) -> int:
     print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames of a "
           f"{result.max_frames}-frame buffer, ended by {ending}, alignment score "
           f"{result.alignment:.2f}){mel} and {result.png} (mel and attention)")  # fmt: skip
+    if result.first_audio is not None:
+        print(f"streamed: first audio after {result.first_audio * 1000:.0f} ms (programs "
+              f"compiled beforehand)")  # fmt: skip
     return 0
 
 

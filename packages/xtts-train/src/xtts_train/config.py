@@ -67,6 +67,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         cond_convs=2, cond_layers=1, cond_latents=32, decoder_layers=5, prenet_dim=256,
         postnet_layers=5, postnet_channels=512, postnet_kernel=5,
     ),
+    # XTTS v2's GPT size (coqui-ai/TTS `xtts.py`: 30 layers, 1024 wide, 16 heads, 32
+    # Perceiver latents of the reference), each decoder layer with its cross-attention:
+    # ~690M parameters. For sizing (`xtts-train check --estimate`) and large GPUs.
+    "xtts": dict(
+        d_model=1024, heads=16, ff_mult=4, text_convs=3, text_layers=6, conv_kernel=5,
+        cond_convs=2, cond_layers=6, cond_latents=32, decoder_layers=30, prenet_dim=512,
+        postnet_layers=5, postnet_channels=512, postnet_kernel=5,
+    ),
 }  # fmt: skip
 
 
@@ -96,11 +104,14 @@ class ModelConfig(FrozenConfig):
             benchmark's held-out sentences, 7 of 8 checkpoints of two runs decoded closer
             to the recordings without it (pairing 0.005-0.02 lower; see the README).
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
-        attention_block: queries per block of every self-attention in training (0: the
-            whole product at once). The dense product keeps each layer's `[B, heads, F, F]`
-            probabilities and dropout mask for the backward pass; in blocks, each block's
-            scores are recomputed in the backward pass instead (`tf.recompute_grad`), so the
-            memory grows linearly in F, and a causal block skips the keys after it.
+        attention_block: queries per block of every self-attention longer than it (0: the
+            whole product at once, as Keras computes it). The dense product keeps each
+            layer's `[B, heads, F, F]` probabilities and dropout mask for the backward pass;
+            in blocks, each block's scores are recomputed in the backward pass instead
+            (`tf.recompute_grad`), so the memory grows linearly in F, and a causal block
+            skips the keys after it. Default 256, measured (`xtts-bench attention`, tiny,
+            batch 8): at 1,024 frames 0.54x the dense step's memory and 0.87x its time;
+            sequences of 256 or fewer run dense.
         dropout: dropout of attention weights and residual branches while training.
             Every dropout rate is drawn from one random byte per element
             (`xtts_train.models.dropout`), so it is rounded to a multiple of 1/256 (0.1 → 0.1016).
@@ -142,7 +153,7 @@ class ModelConfig(FrozenConfig):
     postnet_channels: int = 128
     postnet_kernel: int = 5
     dropout: float = 0.1
-    attention_block: int = 0
+    attention_block: int = 256
     reduction_factor: int = 1
     infer_window_back: int = 1
     infer_window_ahead: int = 0
@@ -322,6 +333,13 @@ class TrainConfig(FrozenConfig):
         task: the network the run trains: `text_to_mel` (`TextToMel` on the bucketed
             text/mel batches) or `vocoder` (`Vocoder` on random aligned mel/audio segments
             of a cache built with `data.keep_audio`).
+        memory_budget_gb: plan each bucket's batch size to fill this much memory (the
+            process's on a CPU, the device's on a GPU) instead of `data.frame_budget`:
+            `fit` and `check` measure real steps of every bucket in a fresh process
+            (`xtts_train.training.planner`) and train with the largest batches whose peak
+            stays within 90% of it; the run's config.yaml records them as
+            `data.batch_sizes`, which a resume reuses. `null`: the frame budget decides.
+            Text-to-mel runs only.
         init_from: a run folder of the same task and model sizes whose last checkpoint's
             weights the run starts from (fine-tuning), with a fresh optimizer and schedule
             (`xtts_train.runs.init_from`). Read when the run starts; a resumed run goes on
@@ -358,9 +376,16 @@ class TrainConfig(FrozenConfig):
     compile_workers: int = 0
     compiler: str = "auto"
     task: str = "text_to_mel"
+    memory_budget_gb: float | None = None
     init_from: str | None = None
 
     def __post_init__(self) -> None:
+        budget = self.memory_budget_gb
+        if budget is not None and not (_number(budget) and budget > 0):
+            self._fail("memory_budget_gb", budget, "a positive number of GiB, or null")
+        if budget is not None and self.task != "text_to_mel":
+            self._fail("memory_budget_gb", budget, "null for the vocoder (one segment shape: "
+                       "data.batch_size sets its batch)")  # fmt: skip
         if self.init_from is not None and not (isinstance(self.init_from, str)
                                                and self.init_from.strip()):  # fmt: skip
             self._fail("init_from", self.init_from, "a run folder, or null")

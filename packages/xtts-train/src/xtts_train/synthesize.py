@@ -4,16 +4,21 @@ Decoding is the model's `infer`: a static `max_frames` buffer, sized from the te
 compiling (`text_buffer_frames`) unless given, the stop token, one XLA program, no
 per-frame Python. The mel becomes audio through a trained vocoder run (`vocoder`), else
 xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vocoder.
+With `stream`, the mel is decoded and vocoded a chunk at a time (`Streaming`,
+`Waveforms.stream`) and the WAV grows as the audio arrives.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import time
+import wave
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
-import tensorflow as tf
 from matplotlib.figure import Figure
 
 import xtts_audio as xa
@@ -23,9 +28,10 @@ from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames, text_ids
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
 from xtts_train.runs.loading import load_run_config, restore_weights
 from xtts_train.runs.media import decoded_frames
-from xtts_train.vocode import Waveforms
+from xtts_train.vocode import STREAM_NEEDS_VOCODER, Waveforms
 
 __all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
 
@@ -48,6 +54,18 @@ class Synthesis:
     text: str = ""  # what the text became (cleaned; IPA with phonemes)
     unknown: dict[str, int] = dataclasses.field(default_factory=dict)  # characters left out
     npy: Path | None = None  # `mel` as written by `save_mel`
+    # Streamed: seconds from the start of decoding (programs compiled) to the first audio.
+    first_audio: float | None = None
+
+
+class _Spoken(NamedTuple):
+    """What decoding and vocoding gave, streamed or not."""
+
+    features: np.ndarray  # float32 [frames, n_mels]: what was turned into the WAV
+    attention: np.ndarray  # float32 [length, T]
+    stopped: bool
+    alignment: float
+    first_audio: float | None
 
 
 def load_run(workdir: str | Path, *, step: int | None = None,
@@ -78,8 +96,8 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                reference: str | Path | None = None, max_frames: int | None = None,
                griffin_lim_iters: int = 32,
                truth: np.ndarray | None = None, language: str | None = None,
-               vocoder: str | Path | None = None,
-               save_mel: bool = False) -> Synthesis:  # fmt: skip
+               vocoder: str | Path | None = None, save_mel: bool = False,
+               stream: bool = False, chunk_frames: int = CHUNK_FRAMES) -> Synthesis:  # fmt: skip
     """Speak `text` with the run's model; writes `out` (WAV), `out` with `.png` and, with
     `save_mel`, `out` with `.npy`.
 
@@ -102,38 +120,106 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         save_mel: also write the decoded mel, exactly the frames turned into audio, to
             `out` with `.npy`: float32 [frames, n_mels] in the run's feature scale (the
             cache's: `xtts_audio.mel_features` of the run's `audio` settings).
+        stream: decode and vocode `chunk_frames` frames at a time (`Streaming`,
+            `Waveforms.stream`), writing the WAV as the audio arrives; needs `vocoder`.
+            The mel is the unstreamed one up to float rounding, and the audio the
+            vocoder's of it with `chunk_frames`-frame windows.
+        chunk_frames: frames of each streamed chunk, in the decoder and the vocoder.
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
-            on, a text with none of the run's symbols, or a vocoder of other audio
-            settings (each named, both values).
+            on, a text with none of the run's symbols, a vocoder of other audio
+            settings (each named, both values), or `stream` without a vocoder.
     """
+    if stream and vocoder is None:  # before anything loads
+        raise XttsTrainError(STREAM_NEEDS_VOCODER)
     # First of all: a vocoder of other audio settings is refused before anything loads.
     waveforms = Waveforms(Path(workdir), load_run_config(Path(workdir), "text_to_mel"),
-                          vocoder=vocoder, griffin_lim_iters=griffin_lim_iters)  # fmt: skip
+                          vocoder=vocoder, griffin_lim_iters=griffin_lim_iters,
+                          chunk_frames=chunk_frames if stream else None)  # fmt: skip
     stack, model, tokenizer = load_run(workdir)
     encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
-    ids = encoded.ids
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
     if max_frames is None:
-        max_frames = text_buffer_frames(len(ids), stack)
-    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
-                        compiler=stack.train.compiler)  # fmt: skip
-    (decoded,) = decoding([ids], cond)
-    frames = int(decoded_frames(decoded.length, len(ids), max_frames, stack.audio))
-    features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale
-    wave = waveforms(features)
+        max_frames = text_buffer_frames(len(encoded.ids), stack)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tf.io.write_file(str(out), tf.audio.encode_wav(wave[:, None], stack.audio.sample_rate))
+    if stream:
+        streaming = Streaming(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+                              chunk_frames=chunk_frames, compiler=stack.train.compiler)  # fmt: skip
+        spoken = _speak_streamed(streaming, encoded.ids, cond, waveforms, out, stack)
+    else:
+        decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+                            compiler=stack.train.compiler)  # fmt: skip
+        spoken = _speak(decoding, encoded.ids, cond, waveforms, out, stack)
+    features = spoken.features
     png = out.with_suffix(".png")
-    plot_decoding(png, text, features, decoded.attention, truth)
+    plot_decoding(png, text, features, spoken.attention, truth)
     npy = out.with_suffix(".npy") if save_mel else None
     if npy is not None:  # whole or not at all
         write_npy_atomic(npy, np.asarray(features, np.float32))
-    seconds = frames * stack.audio.hop_length / stack.audio.sample_rate
-    return Synthesis(out, png, frames, seconds, decoded.stopped, decoded.alignment, features,
-                     max_frames, encoded.text, encoded.unknown, npy)  # fmt: skip
+    seconds = len(features) * stack.audio.hop_length / stack.audio.sample_rate
+    return Synthesis(out, png, len(features), seconds, spoken.stopped, spoken.alignment,
+                     features, max_frames, encoded.text, encoded.unknown, npy,
+                     spoken.first_audio)  # fmt: skip
+
+
+def _speak(decoding: Decoding, ids: list[int], cond: np.ndarray, waveforms: Waveforms,
+           out: Path, stack: StackConfig) -> _Spoken:  # fmt: skip
+    """Decode the whole mel, then turn it into the WAV `out`."""
+    (decoded,) = decoding([ids], cond)
+    frames = int(decoded_frames(decoded.length, len(ids), decoding.max_frames, stack.audio))
+    features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale
+    _write_wav(out, [waveforms(features).numpy()], stack.audio.sample_rate)
+    return _Spoken(features, decoded.attention, decoded.stopped, decoded.alignment, None)
+
+
+def _speak_streamed(streaming: Streaming, ids: list[int], cond: np.ndarray,
+                    waveforms: Waveforms, out: Path, stack: StackConfig) -> _Spoken:  # fmt: skip
+    """Decode and vocode a chunk at a time, the WAV `out` growing with each (programs
+    compiled before the clock starts)."""
+    # The frames `_speak` turns into sound: the decoded ones, at least decoded_frames' floor.
+    floor = int(decoded_frames(0, len(ids), streaming.max_frames, stack.audio))
+    mel = streaming(ids, cond, min_frames=floor)
+    waveforms.warm_up()
+    pieces: list[np.ndarray] = []
+    audio = waveforms.stream(_kept(mel, pieces))
+    first_audio = _write_wav(out, audio, stack.audio.sample_rate)
+    end = mel.ending
+    return _Spoken(np.concatenate(pieces), end.attention, end.stopped, end.alignment, first_audio)
+
+
+def _kept(chunks: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[np.ndarray]:
+    """`chunks`, each also appended to `kept` as it passes."""
+    for chunk in chunks:
+        kept.append(chunk)
+        yield chunk
+
+
+def _write_wav(path: Path, chunks: Iterable[np.ndarray], sample_rate: int) -> float | None:
+    """Writes audio chunks as a 16-bit mono WAV as they arrive: after each chunk `path` is
+    a whole WAV of the samples so far (its header rewritten), quantised as
+    `tf.audio.encode_wav` quantises.
+
+    Args:
+        path: the WAV file.
+        chunks: float32 [samples_i] each, in [-1, 1].
+        sample_rate: samples per second.
+
+    Returns:
+        Seconds from the call until the first chunk arrived (None: no chunk).
+    """
+    started, first = time.perf_counter(), None
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(sample_rate)
+        for chunk in chunks:
+            first = time.perf_counter() - started if first is None else first
+            scaled = np.asarray(chunk, np.float32) * 32768.0
+            rounded = np.trunc(scaled + np.copysign(0.5, scaled))  # C's roundf, as TF's
+            wav.writeframes(np.clip(rounded, -32768, 32767).astype("<i2").tobytes())
+    return first
 
 
 def load_reference(workdir: Path, stack: StackConfig,

@@ -50,6 +50,15 @@ def _model_section(stack: StackConfig) -> str:
     return "vocoder" if stack.train.task == "vocoder" else "model"
 
 
+def _filled(stack: StackConfig, section: str, value: object) -> object:
+    """A section of an earlier run's config.yaml with the defaults of keys added since
+    filled in (as `load_run_config` reads it), or the value itself when it does not parse."""
+    try:
+        return type(getattr(stack, section)).from_dict(value).to_dict()
+    except (ValueError, TypeError, AttributeError):
+        return value
+
+
 def logged_step(line: str) -> int | None:
     """The step of a metrics.jsonl line, or None for a line a kill cut short."""
     try:
@@ -135,7 +144,7 @@ class RunWriter:
                     f"{stack.train.task}; use a new --workdir for it"
                 )
             for section in ("audio", _model_section(stack)):
-                if before.get(section) != resolved[section]:
+                if _filled(stack, section, before.get(section)) != resolved[section]:
                     raise XttsTrainError(
                         f"{self.workdir} holds a run with another {section} config; resume it "
                         f"with the same settings or use a new --workdir"

@@ -26,7 +26,10 @@ __all__ = [
     "check_decoding_memory",
     "check_training_memory",
     "decoding_bytes",
+    "fixed_bytes",
+    "parameter_count",
     "physical_memory",
+    "row_bytes",
     "training_bytes",
 ]
 
@@ -141,7 +144,7 @@ def training_bytes(config: ModelConfig, batch: int, text: int, frames: int, *,
                         ("cond_frames", cond_frames)):  # fmt: skip
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"Expected {name} an int >= 1, received: {name}={value!r}")
-    return _fixed_bytes(config) + batch * _FLOAT * _row_floats(config, text, frames, cond_frames)
+    return fixed_bytes(config) + batch * row_bytes(config, text, frames, cond_frames)
 
 
 def check_training_memory(config: ModelConfig, spec: DatasetSpec) -> None:
@@ -161,7 +164,7 @@ def check_training_memory(config: ModelConfig, spec: DatasetSpec) -> None:
     if needed(largest) <= memory // 2:
         return
     b, t, f = largest.batch_size, largest.text_len, largest.frames
-    fixed = _fixed_bytes(config)
+    fixed = fixed_bytes(config)
     fits = max((memory // 2 - fixed) // _FLOAT // _row_floats(config, t, f, spec.cond_frames), 0)
     expected = (
         f"a batch of at most {fits} rows of {t} tokens x {f} frames"
@@ -191,9 +194,19 @@ def _what_to_lower(fits: int, model_too_large: bool) -> str:
     )
 
 
-def _fixed_bytes(config: ModelConfig) -> int:
+def row_bytes(config: ModelConfig, text: int, frames: int, cond_frames: int) -> int:
+    """What one row of a (text, frames) shape adds to a training step (`training_bytes`)."""
+    return _FLOAT * _row_floats(config, text, frames, cond_frames)
+
+
+def fixed_bytes(config: ModelConfig) -> int:
     """What a training step holds whatever its shape: the runtime, the parameters' copies."""
     return _RUNTIME_BYTES + _FLOAT * _PARAMETER_COPIES * _parameters(config)
+
+
+def parameter_count(config: ModelConfig) -> int:
+    """Trainable parameters of `TextToMel(config)`, from the sizes alone (nothing built)."""
+    return _parameters(config)
 
 
 def _parameters(config: ModelConfig) -> int:
@@ -225,11 +238,19 @@ def _row_floats(config: ModelConfig, text: int, frames: int, cond_frames: int) -
     def attention(queries: int, keys: int) -> int:
         return _SCORE_COPIES * h * queries * keys
 
+    def self_attention(length: int) -> int:
+        """Kept per layer: the dense scores, or in blocks (`model.attention_block`) none:
+        one block's are recomputed at a time (`blocked`, counted once below)."""
+        return 0 if _blocked(config, length) else attention(length, length)
+
+    blocked = max((attention(config.attention_block, n) for n in (text, cond_frames, steps)
+                   if _blocked(config, n)), default=0)  # fmt: skip
     blocks = (
-        config.text_layers * (attention(text, text) + text * per_position)
-        + config.cond_layers * (attention(cond_frames, cond_frames) + cond_frames * per_position)
-        + config.decoder_layers * (attention(steps, steps) + attention(steps, memory)
+        config.text_layers * (self_attention(text) + text * per_position)
+        + config.cond_layers * (self_attention(cond_frames) + cond_frames * per_position)
+        + config.decoder_layers * (self_attention(steps) + attention(steps, memory)
                                    + steps * (per_position + 6 * d) + 2 * memory * d)
+        + blocked
     )  # fmt: skip
     convs = 6 * d * (config.text_convs * text + config.cond_convs * cond_frames)
     pooling = attention(config.cond_latents, cond_frames)
@@ -237,3 +258,8 @@ def _row_floats(config: ModelConfig, text: int, frames: int, cond_frames: int) -
     postnet = 5 * config.postnet_channels * (config.postnet_layers - 1) * frames
     losses = 12 * config.n_mels * frames + 8 * frames * text  # mels; guided attention (F, T)
     return blocks + convs + pooling + prenet + postnet + losses
+
+
+def _blocked(config: ModelConfig, length: int) -> bool:
+    """Whether a self-attention over `length` positions runs in query blocks."""
+    return 0 < config.attention_block < length

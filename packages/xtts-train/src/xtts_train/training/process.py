@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 from xtts_audio.startup import process_age_seconds
 
-__all__ = ["StartupClock", "format_startup", "peak_rss_mb", "release_free_heap"]
+__all__ = ["StartupClock", "format_startup", "peak_rss_mb", "release_free_heap", "rss_bytes"]
 
 
 class StartupClock:
@@ -66,6 +66,15 @@ def peak_rss_mb() -> float:
     """The largest resident set size this process has had, in MiB."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
+
+
+def rss_bytes() -> int:
+    """This process's resident set size now, in bytes (Linux's /proc; the peak elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return int(peak_rss_mb() * 2**20)
 
 
 def release_free_heap() -> None:

@@ -54,6 +54,7 @@ from xtts_train.training._loop_parts import (
     print_built,
     run_summary,
 )
+from xtts_train.training.build import build_steps
 from xtts_train.training.distribute import (
     PEER_ERRORS,
     common_step,
@@ -63,13 +64,13 @@ from xtts_train.training.distribute import (
     worker_index,
 )
 from xtts_train.training.gpu import GpuMonitor
-from xtts_train.training.optim import AdamW
+from xtts_train.training.planner import batch_plan
 from xtts_train.training.process import StartupClock, format_startup
-from xtts_train.training.steps import CompiledSteps, kept_dtype_policy, shape_of
+from xtts_train.training.steps import kept_dtype_policy, shape_of
 from xtts_train.training.tasks import task_class
 from xtts_train.training.warmup import cache_use
 
-__all__ = ["build_steps", "fit", "format_summary_line", "latest_step", "make_optimizer"]
+__all__ = ["fit", "format_summary_line", "latest_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -145,9 +146,18 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
     keras.utils.set_random_seed(stack.train.seed)
     with clock.part("data"):
         train = task.pipeline(opened, data, "train", repeat=True)
+    if stack.train.memory_budget_gb is not None and data.batch_sizes is None:
+        with clock.part("plan"):
+            sizes = batch_plan(stack, train.spec, writer.workdir / "config.yaml", progress)
+        stack = dataclasses.replace(stack, data=dataclasses.replace(stack.data, batch_sizes=sizes))
+        data = dataclasses.replace(data, batch_sizes=sizes)
+        with clock.part("data"):
+            train = task.pipeline(opened, data, "train", repeat=True)
+    with clock.part("data"):
         val = None
         if stack.train.eval_every and stack.data.val_fraction:
-            unshuffled = dataclasses.replace(data, shuffle_buffer=0)
+            # Validation has buckets of its own: the frame budget sizes them.
+            unshuffled = dataclasses.replace(data, shuffle_buffer=0, batch_sizes=None)
             val = task.pipeline(opened, unshuffled, "val", repeat=True)
     # Sizes too large for this machine are refused before the work dir is written to (so
     # the same command with smaller sizes may follow), as `build_steps` refuses them
@@ -187,33 +197,6 @@ def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
             f"Expected profile steps FIRST:LAST with 1 <= FIRST <= LAST <= train.steps "
             f"({total}), received: {steps[0]}:{steps[1]}"
         )
-
-
-def make_optimizer(model: keras.Model) -> AdamW:
-    """AdamW for `model`'s trainable variables (the schedule and weight decay are the
-    compiled step's inputs: `CompiledSteps.hyper`)."""
-    return AdamW(model.trainable_variables)
-
-
-def build_steps(stack: StackConfig, spec, eval_spec=None,
-                strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
-    """The task's model (under the run's precision policy), AdamW, and their compiled steps.
-
-    Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
-    With a `strategy`, the model and optimizer variables are created in its scope.
-
-    Args:
-        spec, eval_spec: the static shapes of the task's batches (`train.task`): an
-            `xtts_data.DatasetSpec` for `text_to_mel`, a `SegmentSpec` for `vocoder`.
-    """
-    task = task_class(stack)
-    task.check_memory(stack, spec)  # before any compile: a step that fits
-    keras.mixed_precision.set_global_policy(stack.train.precision)
-    keras.utils.set_random_seed(stack.train.seed)
-    with strategy.scope() if strategy is not None else contextlib.nullcontext():
-        built = task.build(stack)
-        optimizer = make_optimizer(built.model)
-    return CompiledSteps(built, optimizer, spec, stack.train, eval_spec, strategy)
 
 
 class _Run:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -30,7 +30,10 @@ __all__ = [
     "Decoded",
     "Decoding",
     "Encoded",
+    "Ending",
     "buffer_frames",
+    "decoding_inputs",
+    "ending",
     "text_buffer_frames",
     "text_ids",
 ]
@@ -135,6 +138,33 @@ def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str,
 
 
 @dataclasses.dataclass(frozen=True)
+class Ending:
+    """How one row's decoding ended.
+
+    Attributes:
+        length: decoded frames: the stop token's frame + 1, or `max_frames`.
+        stopped: the stop token fired inside the buffer.
+        attention: float32 [length, T] the alignment head over the row's real tokens.
+        alignment: `alignment_score` of `attention`.
+    """
+
+    length: int
+    stopped: bool
+    attention: np.ndarray
+    alignment: float
+
+
+def ending(result: Mapping[str, np.ndarray], i: int, symbols: int) -> Ending:
+    """Row `i` of a decoding's `lengths` int32 [B], `stop_probs` float32 [B, F] and
+    `attention` float32 [B, F, T] (`TextToMel.infer`'s), its text `symbols` tokens long."""
+    length = int(result["lengths"][i])
+    attention = result["attention"][i, :length, :symbols]  # (F, T) real frames and tokens
+    score = alignment_score(attention[None], tf.ones([1, symbols]), tf.ones([1, length]))
+    stopped = bool(result["stop_probs"][i, length - 1] > 0.5)
+    return Ending(length, stopped, attention, float(score[0]))
+
+
+@dataclasses.dataclass(frozen=True)
 class Decoded:
     """One decoded row.
 
@@ -212,7 +242,8 @@ class Decoding:
 
     def _decode(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[Decoded]:
         """1 .. batch_size rows through the program of their text bucket."""
-        inputs = self._inputs(rows, reference)
+        inputs = decoding_inputs(rows, reference, batch_size=self.batch_size,
+                                 cond_frames=self.cond_frames)  # fmt: skip
         text = inputs[0].shape[1]
         if text not in self._programs:
             check_decoding_memory(self.model.config, self.max_frames, self.batch_size,
@@ -224,31 +255,38 @@ class Decoding:
             result = {k: v.numpy() for k, v in self._programs[text](*inputs).items()}
         return [self._row(result, i, len(ids)) for i, ids in enumerate(rows)]
 
-    def _inputs(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[tf.Tensor]:
-        """tokens int32 (B, T), token_mask (B, T), cond_mel (B, C, M), cond_lengths (B,)."""
-        longest = max(len(ids) for ids in rows)
-        text = -(-longest // TEXT_BUCKET) * TEXT_BUCKET
-        tokens = np.zeros([self.batch_size, text], np.int32)
-        padded_rows = [*rows, *[rows[0]] * (self.batch_size - len(rows))]
-        for i, ids in enumerate(padded_rows):
-            tokens[i, : len(ids)] = ids
-        cond = np.zeros([self.cond_frames, reference.shape[-1]], np.float32)
-        used = min(len(reference), self.cond_frames)
-        cond[:used] = reference[:used]
-        b = self.batch_size
-        return [
-            tf.constant(tokens),
-            tf.constant((tokens != 0).astype(np.float32)),
-            tf.constant(np.broadcast_to(cond, (b, *cond.shape))),
-            tf.constant(np.full([b], used, np.int32)),
-        ]
-
     def _row(self, result: dict[str, np.ndarray], i: int, symbols: int) -> Decoded:
-        length = int(result["lengths"][i])
-        attention = result["attention"][i, :length, :symbols]  # (F, T) real frames and tokens
-        score = alignment_score(attention[None], tf.ones([1, symbols]), tf.ones([1, length]))
+        end = ending(result, i, symbols)
         return Decoded(
-            mel=result["mel"][i, :length], attention=attention, length=length,
-            stopped=bool(result["stop_probs"][i, length - 1] > 0.5), alignment=float(score[0]),
-            buffer=result["mel"][i],
+            mel=result["mel"][i, : end.length], attention=end.attention, length=end.length,
+            stopped=end.stopped, alignment=end.alignment, buffer=result["mel"][i],
         )  # fmt: skip
+
+
+def decoding_inputs(rows: Sequence[Sequence[int]], reference: np.ndarray, *, batch_size: int,
+                    cond_frames: int) -> list[tf.Tensor]:  # fmt: skip
+    """`TextToMel.infer`'s inputs for 1 .. `batch_size` rows, padded to a multiple of
+    `TEXT_BUCKET` tokens and to `batch_size` rows (copies of the first).
+
+    Args:
+        rows: token ids of each text.
+        reference: float32 [frames, n_mels], cut or zero-padded to `cond_frames`.
+
+    Returns:
+        tokens int32 [B, T], token_mask float32 [B, T], cond_mel float32 [B, C, M],
+        cond_lengths int32 [B].
+    """
+    longest = max(len(ids) for ids in rows)
+    text = -(-longest // TEXT_BUCKET) * TEXT_BUCKET
+    tokens = np.zeros([batch_size, text], np.int32)
+    for i, ids in enumerate([*rows, *[rows[0]] * (batch_size - len(rows))]):
+        tokens[i, : len(ids)] = ids
+    cond = np.zeros([cond_frames, reference.shape[-1]], np.float32)
+    used = min(len(reference), cond_frames)
+    cond[:used] = reference[:used]
+    return [
+        tf.constant(tokens),
+        tf.constant((tokens != 0).astype(np.float32)),
+        tf.constant(np.broadcast_to(cond, (batch_size, *cond.shape))),
+        tf.constant(np.full([batch_size], used, np.int32)),
+    ]

@@ -10,11 +10,18 @@ inference window on (`ModelConfig.infer_window_ahead`), step `t` attends only to
 symbols around the furthest alignment peak of the steps before it (and to every speaker
 latent). The prenet's dropout is off unless `ModelConfig.infer_prenet_dropout`, so the
 same inputs decode to the same frames.
+
+The loop can stop and resume: `start` builds its `Context` (what every step reads) and
+first `State` (what a step changes), `advance` runs it from a state to a given step, and
+`finish` reads the buffers out. Both are nested tuples of tensors, so a decoding can
+cross `tf.function` boundaries (streaming: `decoding.Streaming`); `generate` is `start`,
+`advance` to the end and `finish`, the one loop of every decoding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
@@ -23,17 +30,57 @@ from xtts_train.config import ModelConfig
 from xtts_train.models.text_to_mel.frames import groups, per_frame
 from xtts_train.models.text_to_mel.layers import Decoder
 
-__all__ = ["Heads", "generate", "stop_lengths"]
+__all__ = ["Context", "Heads", "State", "advance", "finish", "generate", "start", "stop_lengths"]
 
 # hidden (B, S, D), frames → standardised frames (B, frames, M) and stop logits (B, frames).
 Heads = Callable[[tf.Tensor, int], tuple[tf.Tensor, tf.Tensor]]
+
+
+class Context(NamedTuple):
+    """What every step of a decoding reads and none changes (`start` builds it).
+
+    Attributes:
+        memory_kvs: per decoder block, the cross-attention's keys and values of the memory
+            (`Decoder.start`).
+        memory_mask: bool [B, 1, S], the memory's key mask.
+        keep: the prenet's keep-masks of every step [2, B, steps, P] (`Decoder.prenet_keep`).
+    """
+
+    memory_kvs: list
+    memory_mask: tf.Tensor
+    keep: tf.Tensor
+
+
+class State(NamedTuple):
+    """The loop's variables: where a decoding stands after `t` steps.
+
+    Attributes:
+        t: int32 scalar, steps run.
+        frame: float [B, 1, M], the next step's input (the last frame written).
+        frames: standardised frames float32 [B, steps * r, M], zeros not yet written.
+        probs: stop probabilities float32 [B, steps * r], zeros not yet written.
+        attention: the alignment head's rows float32 [B, steps, S], one per step.
+        caches: per decoder block, its self-attention keys and values (`Decoder.step`).
+        focus: int32 [B], the furthest alignment peak so far (the inference window's).
+        done: bool [B], the utterance stopped.
+    """
+
+    t: tf.Tensor
+    frame: tf.Tensor
+    frames: tf.Tensor
+    probs: tf.Tensor
+    attention: tf.Tensor
+    caches: list
+    focus: tf.Tensor
+    done: tf.Tensor
 
 
 def generate(
     decoder: Decoder, heads: Heads, config: ModelConfig, memory: tf.Tensor,
     memory_mask: tf.Tensor, *, text_shape: tf.TensorShape, max_frames: int,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
-    """Decode `max_frames` frames from the decoder's memory.
+    """Decode `max_frames` frames from the decoder's memory: `start`, `advance` to the end,
+    `finish`.
 
     The buffers hold `steps * r` frames; step `t` reads the last frame of group `t - 1`
     (zeros at step 0), writes frames `t*r .. t*r + r - 1` and ends the loop for an
@@ -49,44 +96,93 @@ def generate(
         max_frames: frames of the buffer, a Python int.
 
     Returns:
-        Standardised frames float32 [B, F, M], stop probabilities float32 [B, F] (0 after
-        the loop ended) and the alignment head's attention over the memory float32
-        [B, F, S] (0 after the loop ended), F = `max_frames`.
+        `finish`'s: standardised frames float32 [B, F, M], stop probabilities float32
+        [B, F] (0 after the loop ended) and the alignment head's attention over the memory
+        float32 [B, F, S] (0 after the loop ended), F = `max_frames`.
     """
-    batch, text_len = text_shape
+    context, state = start(decoder, config, memory, memory_mask, max_frames=max_frames)
+    steps = groups(max_frames, config.reduction_factor)
+    state = advance(decoder, heads, config, context, state, steps, text_len=text_shape[1])
+    return finish(state, config, max_frames)
+
+
+def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor,
+          *, max_frames: int) -> tuple[Context, State]:  # fmt: skip
+    """A decoding of `max_frames` frames before its first step.
+
+    Args:
+        decoder: the model's decoder (built).
+        config: the model's config.
+        memory: float [B, S, D]; memory_mask: bool [B, 1, S] (as `generate`'s).
+        max_frames: frames of the buffer, a Python int.
+
+    Returns:
+        The `Context` of every step and the `State` at step 0 (empty buffers and caches).
+    """
+    batch, width = memory.shape[0], memory.shape[1]
     r = config.reduction_factor
     steps = groups(max_frames, r)
     keep = decoder.prenet_keep(batch, steps, dropout=config.infer_prenet_dropout)
-    windowed = config.infer_window_ahead > 0
-    window = _window(config, memory, memory_mask, text_len)
     caches, memory_kvs = decoder.start(memory, steps)
+    state = State(
+        t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
+        frames=tf.zeros([batch, steps * r, config.n_mels]), probs=tf.zeros([batch, steps * r]),
+        attention=tf.zeros([batch, steps, width]), caches=caches,
+        focus=tf.zeros([batch], tf.int32), done=tf.zeros([batch], tf.bool),
+    )  # fmt: skip
+    return Context(memory_kvs, memory_mask, keep), state
 
-    def step(t, frame, frames, probs, attention, caches, focus, done):
-        mask = window(focus) if windowed else memory_mask  # (B, 1, S)
-        keep_t = tf.gather(keep, tf.reshape(t, [1]), axis=2)  # (2, B, 1, P)
-        hidden, row, caches = decoder.step(frame, t, keep_t, caches, memory_kvs, mask)
+
+def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
+            state: State, until: tf.Tensor | int, *, text_len: int) -> State:  # fmt: skip
+    """Run the decoding from `state` to step `until` (or the buffer's end), or until every
+    utterance stopped.
+
+    Args:
+        decoder, heads, config: as `generate`'s.
+        context: what `start` returned with `state`'s decoding.
+        state: where the decoding stands (`start`'s, or an earlier `advance`'s).
+        until: int32 scalar: the step to stop before; a tensor, so one program serves any.
+        text_len: T, the memory's text symbols (the rest are speaker latents), static.
+
+    Returns:
+        The `State` after the last step run.
+    """
+    r = config.reduction_factor
+    steps = context.keep.shape[2]
+    window = _window(config, context.memory_mask, text_len)
+
+    def step(s: State) -> State:
+        mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
+        keep_t = tf.gather(context.keep, tf.reshape(s.t, [1]), axis=2)  # (2, B, 1, P)
+        hidden, row, caches = decoder.step(s.frame, s.t, keep_t, s.caches, context.memory_kvs,
+                                           mask)  # fmt: skip
         group, logits = heads(hidden, r)  # (B, r, M), (B, r)
         prob = tf.sigmoid(logits)  # (B, r)
-        frames = dynamic_update_slice(frames, group, [0, t * r, 0])
-        probs = dynamic_update_slice(probs, prob, [0, t * r])
-        attention = dynamic_update_slice(attention, row, [0, t, 0])
         peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
-        stopped = tf.reduce_any(prob > 0.5, axis=1)
-        return (t + 1, group[:, -1:], frames, probs, attention, caches,
-                tf.maximum(focus, peak), done | stopped)  # fmt: skip
+        return State(
+            t=s.t + 1, frame=group[:, -1:],
+            frames=dynamic_update_slice(s.frames, group, [0, s.t * r, 0]),
+            probs=dynamic_update_slice(s.probs, prob, [0, s.t * r]),
+            attention=dynamic_update_slice(s.attention, row, [0, s.t, 0]), caches=caches,
+            focus=tf.maximum(s.focus, peak), done=s.done | tf.reduce_any(prob > 0.5, axis=1),
+        )  # fmt: skip
 
-    count, width = steps * r, memory.shape[1]
-    start = (
-        tf.constant(0), tf.zeros([batch, 1, config.n_mels]),
-        tf.zeros([batch, count, config.n_mels]), tf.zeros([batch, count]),
-        tf.zeros([batch, steps, width]), caches,
-        tf.zeros([batch], tf.int32), tf.zeros([batch], tf.bool),
-    )  # fmt: skip
-    _, _, frames, probs, attention, *_ = tf.while_loop(
-        lambda t, *state: ~tf.reduce_all(state[-1]), step, start,
+    until = tf.minimum(until, steps)
+    (state,) = tf.while_loop(
+        lambda s: (s.t < until) & ~tf.reduce_all(s.done), lambda s: (step(s),), (state,),
         maximum_iterations=steps,
     )  # fmt: skip
-    return frames[:, :max_frames], probs[:, :max_frames], per_frame(attention, max_frames, r)
+    return state
+
+
+def finish(state: State, config: ModelConfig,
+           max_frames: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
+    """A decoding's buffers cut to `max_frames` frames: standardised frames float32
+    [B, F, M], stop probabilities float32 [B, F] and the alignment head's attention over
+    the memory float32 [B, F, S], one row per frame (frames not decoded: zeros)."""
+    attention = per_frame(state.attention, max_frames, config.reduction_factor)
+    return state.frames[:, :max_frames], state.probs[:, :max_frames], attention
 
 
 def stop_lengths(probs: tf.Tensor, max_frames: int) -> tf.Tensor:
@@ -97,11 +193,14 @@ def stop_lengths(probs: tf.Tensor, max_frames: int) -> tf.Tensor:
     return tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
 
 
-def _window(config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor,
-            text_len: int) -> Callable[[tf.Tensor], tf.Tensor]:  # fmt: skip
-    """The inference window: focus int32 (B,), the furthest peak so far → key mask bool
-    (B, 1, S) of the text symbols around it, every speaker latent, within `memory_mask`."""
-    keys = tf.range(memory.shape[1])[None, :]  # (1, S)
+def _window(config: ModelConfig, memory_mask: tf.Tensor,
+            text_len: int) -> Callable[[tf.Tensor], tf.Tensor] | None:  # fmt: skip
+    """The inference window (None when off): focus int32 (B,), the furthest peak so far →
+    key mask bool (B, 1, S) of the text symbols around it, every speaker latent, within
+    `memory_mask`."""
+    if config.infer_window_ahead == 0:
+        return None
+    keys = tf.range(memory_mask.shape[-1])[None, :]  # (1, S)
 
     def window(focus: tf.Tensor) -> tf.Tensor:
         near = (keys >= focus[:, None] - config.infer_window_back) & (

@@ -303,11 +303,17 @@ class Decoder(LazyLayer):
 
 
 class Postnet(LazyLayer):
-    """Residual conv postnet: (B, F, M) → correction (B, F, M)."""
+    """Residual conv postnet: (B, F, M) → correction (B, F, M).
+
+    Attributes:
+        context_frames: frames each side that one output frame reads,
+            `postnet_layers * (postnet_kernel // 2)` (each conv sees `kernel // 2`).
+    """
 
     def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         k, channels = config.postnet_kernel, config.postnet_channels
+        self.context_frames = config.postnet_layers * (k // 2)
         self.convs = [
             keras.layers.Conv1D(channels, k, padding="same", activation="tanh")
             for _ in range(config.postnet_layers - 1)

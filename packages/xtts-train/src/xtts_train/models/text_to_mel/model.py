@@ -28,7 +28,14 @@ from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
 from xtts_train.models.text_to_mel.frames import from_standard, per_frame, standardize, step_inputs
-from xtts_train.models.text_to_mel.generation import generate, stop_lengths
+from xtts_train.models.text_to_mel.generation import (
+    Context,
+    State,
+    advance,
+    generate,
+    start,
+    stop_lengths,
+)
 from xtts_train.models.text_to_mel.layers import (
     CondEncoder,
     Decoder,
@@ -132,7 +139,7 @@ class TextToMel(keras.Model):
             [B, F], and `attention` float32 [B, F, T]: the decoder's alignment head
             (head 0 of each block, averaged) over the text; the rest of each row went to
             the speaker latents. Frame `t` depends only on frames `< t` before the postnet;
-            the postnet looks `postnet_kernel // 2` frames ahead.
+            the postnet looks `Postnet.context_frames` frames ahead.
 
         Raises:
             ConfigError: a missing field, or mels with another `n_mels` than the config.
@@ -197,8 +204,7 @@ class TextToMel(keras.Model):
             ConfigError: `max_frames` is not a positive int.
         """
         _check_max_frames(max_frames)
-        if not self.mel_head.built:
-            self(dummy_batch(self.config))  # variables cannot be created inside the loop
+        self._build_weights()
         memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
         before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
             self.decoder, self._heads, self.config, memory, memory_mask,
@@ -208,6 +214,74 @@ class TextToMel(keras.Model):
         mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
+
+    def stream_start(self, tokens, token_mask, cond_mel, cond_lengths, *,
+                     max_frames: int) -> tuple[Context, State]:  # fmt: skip
+        """`infer`'s decoding before its first step, to be run a few steps at a time
+        (`stream_advance`) and read out as it goes (`mel_window`): streaming.
+
+        Args:
+            tokens, token_mask, cond_mel, cond_lengths, max_frames: as `infer`'s.
+
+        Returns:
+            `generation.start`'s `Context` (every step reads it) and `State` at step 0;
+            nested tuples of tensors, which cross `tf.function` boundaries.
+
+        Raises:
+            ConfigError: `max_frames` is not a positive int.
+        """
+        _check_max_frames(max_frames)
+        self._build_weights()
+        memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
+        return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames)
+
+    def stream_advance(self, context: Context, state: State, until: tf.Tensor) -> State:
+        """`infer`'s loop from `state` up to step `until`, or until every utterance stopped:
+        the steps `infer` runs, in as many calls as the caller likes.
+
+        Args:
+            context, state: as `stream_start` (then `stream_advance`) returned them.
+            until: int32 scalar, the step to stop before (past the buffer: its end).
+
+        Returns:
+            The `State` after the last step run (`state.t` steps run in all).
+        """
+        text_len = context.memory_mask.shape[-1] - self.config.cond_latents  # S = T + L
+        return advance(self.decoder, self._heads, self.config, context, state, until,
+                       text_len=text_len)  # fmt: skip
+
+    def mel_window(self, before: tf.Tensor, lengths: tf.Tensor, first: tf.Tensor, *,
+                   frames: int) -> tf.Tensor:  # fmt: skip
+        """`infer`'s `mel` at frames `first .. first + frames - 1` of a decoding buffer, the
+        postnet run over those frames and its context (`Postnet.context_frames` each side)
+        alone: one static shape wherever the frames lie.
+
+        Args:
+            before: standardised frames float32 [B, N, M] (`State.frames`, N >= the buffer's
+                `max_frames`); frames up to `first + frames + context_frames` decoded.
+            lengths: int32 [B], real frames (`stop_lengths`, `max_frames` where no stop yet):
+                the postnet sees zeros from there on, as in `infer`.
+            first: int32 scalar, the first frame.
+            frames: frames to return, a Python int.
+
+        Returns:
+            float32 [B, frames, M] in mel units (frames past the buffer: not meaningful).
+        """
+        self._build_weights()
+        reach = self.postnet.context_frames
+        width = frames + 2 * reach
+        padded = tf.pad(before, [[0, 0], [reach, frames + reach], [0, 0]])
+        # A gather, not a slice: XLA compiles a slice's start into the program, once per value.
+        window = tf.gather(padded, first + tf.range(width), axis=1)  # from frame first - reach
+        at = first - reach + tf.range(width)  # (W,) the window's frame indices
+        mask = (at[None, :] >= 0) & (at[None, :] < lengths[:, None])  # (B, W)
+        _, mel = self._outputs(window, mask)
+        return mel[:, reach : reach + frames]
+
+    def _build_weights(self) -> None:
+        """Creates the weights on a tiny batch if needed: not inside a decoding's loop."""
+        if not self.mel_head.built:
+            self(dummy_batch(self.config))
 
     def _heads(self, hidden: tf.Tensor, frames: int) -> tuple[tf.Tensor, tf.Tensor]:
         """hidden (B, S, D) → the first `frames` of the `S * r` standardised frames they

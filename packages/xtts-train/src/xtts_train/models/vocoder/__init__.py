@@ -9,6 +9,7 @@ from xtts_train.models.vocoder.model import (
     synthesis_config,
     synthesize,
     vocode_chunks,
+    window_start,
 )
 
 __all__ = [
@@ -21,4 +22,5 @@ __all__ = [
     "synthesize",
     "vocode_chunks",
     "vocoder_losses",
+    "window_start",
 ]

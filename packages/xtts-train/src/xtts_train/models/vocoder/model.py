@@ -32,7 +32,7 @@ from xtts_train.errors import ConfigError
 from xtts_train.models.vocoder.layers import EMBED_KERNEL, Backbone
 
 __all__ = ["Vocoder", "head_spectrum", "receptive_frames", "synthesis_config", "synthesize",
-           "vocode_chunks"]  # fmt: skip
+           "vocode_chunks", "window_start"]  # fmt: skip
 
 # MelConfig needs a sample rate (for its filterbank); the inverse STFT never reads it.
 _ANY_RATE = 22050
@@ -185,18 +185,32 @@ class Vocoder(keras.Model):
         return sum(math.prod(w.shape) for w in self.trainable_weights)
 
 
+def window_start(start: int, *, width: int, context: int, frames: int | None = None) -> int:
+    """The first frame of the window of `width` frames that vocodes the chunk from frame
+    `start`: `context` frames before it, shifted inward at the mel's ends (at 0, and at
+    `frames` when the mel's length is known and at least `width`), so the chunk has
+    `context` frames on each side or reaches the mel's own end.
+
+    With `frames` None (a mel still arriving) the window only shifts at the start: a
+    chunk of at most `width - 2 * context` frames with its `context` frames after it
+    arrived has the same window as in the whole mel.
+    """
+    first = max(start - context, 0)
+    return first if frames is None else max(min(first, frames - width), 0)
+
+
 def _windows(frames: int, chunk: int, context: int) -> list[tuple[int, int, int]]:
     """(first frame of the window, chunk start, chunk stop) of each chunk.
 
     Every window has the same width, `min(frames, chunk + 2 * context)` (one shape to
-    compile); it is shifted inward at the ends, so each chunk has at least `context`
-    frames on each side or reaches the mel's own end.
+    compile), placed by `window_start`.
     """
     width = min(frames, chunk + 2 * context)
     return [
-        (min(max(start - context, 0), frames - width), start, min(start + chunk, frames))
+        (window_start(start, width=width, context=context, frames=frames), start,
+         min(start + chunk, frames))
         for start in range(0, frames, chunk)
-    ]
+    ]  # fmt: skip
 
 
 def vocode_chunks(

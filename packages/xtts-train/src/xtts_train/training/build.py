@@ -1,0 +1,43 @@
+"""`build_steps`: the task's model, AdamW and their compiled steps, as `fit` builds them
+(also `check`'s, the memory planner's and the benchmarks')."""
+
+from __future__ import annotations
+
+import contextlib
+
+import keras
+import tensorflow as tf
+
+from xtts_train.config import StackConfig
+from xtts_train.training.optim import AdamW
+from xtts_train.training.steps import CompiledSteps
+from xtts_train.training.tasks import task_class
+
+__all__ = ["build_steps", "make_optimizer"]
+
+
+def make_optimizer(model: keras.Model) -> AdamW:
+    """AdamW for `model`'s trainable variables (the schedule and weight decay are the
+    compiled step's inputs: `CompiledSteps.hyper`)."""
+    return AdamW(model.trainable_variables)
+
+
+def build_steps(stack: StackConfig, spec, eval_spec=None,
+                strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
+    """The task's model (under the run's precision policy), AdamW, and their compiled steps.
+
+    Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
+    With a `strategy`, the model and optimizer variables are created in its scope.
+
+    Args:
+        spec, eval_spec: the static shapes of the task's batches (`train.task`): an
+            `xtts_data.DatasetSpec` for `text_to_mel`, a `SegmentSpec` for `vocoder`.
+    """
+    task = task_class(stack)
+    task.check_memory(stack, spec)  # before any compile: a step that fits
+    keras.mixed_precision.set_global_policy(stack.train.precision)
+    keras.utils.set_random_seed(stack.train.seed)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        built = task.build(stack)
+        optimizer = make_optimizer(built.model)
+    return CompiledSteps(built, optimizer, spec, stack.train, eval_spec, strategy)

@@ -1,0 +1,205 @@
+"""Streaming synthesis: mel chunks from `Streaming` join into `Decoding`'s mel, each yielded
+once final and before the decoding ends, with no program traced twice; `Vocoding.stream`
+joins into the whole mel's vocoding; `synthesize --stream` writes what the unstreamed path
+computes and needs a vocoder."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xtts_train import ModelConfig, Streaming, TextToMel, dummy_batch
+from xtts_train.cli import main
+from xtts_train.config import VocoderConfig
+from xtts_train.models.text_to_mel.decoding import Decoding, decoding_inputs
+from xtts_train.models.text_to_mel.frames import groups
+from xtts_train.models.vocoder import Vocoder
+from xtts_train.runs.loading import load_run_config
+from xtts_train.vocode import Vocoding, load_vocoder, silence_feature
+
+MAX_FRAMES, COND_FRAMES = 43, 16
+
+
+def tiny_model(**overrides) -> TextToMel:
+    """A built tiny model whose decoding is deterministic (no prenet dropout)."""
+    keras.utils.set_random_seed(0)
+    model = TextToMel(ModelConfig.from_preset("tiny", prenet_dropout=0.0, **overrides))
+    model(dummy_batch(model.config))
+    return model
+
+
+def text(seed: int = 0, symbols: int = 10) -> tuple[list[int], np.ndarray]:
+    """Token ids ending `<eos>` and a reference mel in the features' range."""
+    rng = np.random.default_rng(seed)
+    ids = [int(i) for i in rng.integers(2, 40, symbols - 1)] + [1]
+    return ids, rng.uniform(-11.5, 2.0, (COND_FRAMES, 80)).astype(np.float32)
+
+
+def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray) -> int:
+    """Sets the stop head's bias so the decoding of `ids` stops at the frame of the first
+    half of the buffer whose stop logit is the highest (the frames do not depend on the
+    stop head); returns the length."""
+    r = model.config.reduction_factor
+    model.stop_head.bias.assign([-20.0] * r)
+    inputs = decoding_inputs([ids], reference, batch_size=1, cond_frames=COND_FRAMES)
+    probs = model.infer(*inputs, max_frames=MAX_FRAMES)["stop_probs"].numpy()[0]
+    logits = np.log(probs.astype(np.float64)) - np.log1p(-probs) + 20.0  # bias 0
+    peak = int(np.argmax(logits[: MAX_FRAMES // 2]))
+    assert peak > 0, "no frame's stop logit beats every earlier one"
+    bias = -(logits[peak] + logits[:peak].max()) / 2  # fires at the peak and not before
+    model.stop_head.bias.assign([bias] * r)
+    return peak + 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "stop", "min_frames", "chunk", "compiler"),
+    [
+        ({}, False, 0, 8, "graph"),
+        ({}, True, 0, 4, "graph"),
+        ({}, True, 30, 8, "graph"),  # past the stop: infer's frames there
+        ({"reduction_factor": 2}, True, 0, 8, "graph"),
+        ({"reduction_factor": 3}, False, 0, 5, "graph"),
+        ({"infer_window_ahead": 2}, False, 0, 8, "xla"),
+        ({"reduction_factor": 2}, True, 20, 6, "xla"),
+    ],
+)  # fmt: skip
+def test_streamed_chunks_join_into_the_decoded_mel(overrides, stop, min_frames, chunk,
+                                                   compiler):  # fmt: skip
+    model = tiny_model(**overrides)
+    ids, reference = text()
+    length = stop_mid_buffer(model, ids, reference) if stop else MAX_FRAMES
+    if not stop:
+        model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)
+    decoding = Decoding(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES, compiler=compiler)
+    (decoded,) = decoding([ids], reference)
+    assert decoded.length == length
+    assert length < MAX_FRAMES or not stop
+    streaming = Streaming(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                          chunk_frames=chunk, compiler=compiler)  # fmt: skip
+    stream = streaming(ids, reference, min_frames=min_frames)
+    chunks = list(stream)
+    end = max(length, min_frames)
+    assert [len(c) for c in chunks] == [min(chunk, end - a) for a in range(0, end, chunk)]
+    mel = np.concatenate(chunks)
+    assert mel.dtype == np.float32
+    np.testing.assert_allclose(mel, decoded.buffer[:end], atol=1e-4)
+    ending = stream.ending
+    assert (ending.length, ending.stopped) == (decoded.length, decoded.stopped)
+    np.testing.assert_allclose(ending.attention, decoded.attention, atol=1e-5)
+    assert ending.alignment == pytest.approx(decoded.alignment, abs=1e-5)
+
+
+@pytest.mark.parametrize("r", [1, 2])
+def test_each_chunk_comes_once_its_postnet_context_is_decoded(r):
+    model = tiny_model(reduction_factor=r)
+    model.stop_head.bias.assign([-20.0] * r)  # the whole buffer
+    chunk, reach = 8, model.postnet.context_frames
+    streaming = Streaming(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                          chunk_frames=chunk, compiler="graph")  # fmt: skip
+    stream = streaming(*text())
+    assert (stream.decoded, stream.advances) == (0, 0)  # nothing runs before it is asked
+    seen = []
+    for first, piece in zip(range(0, MAX_FRAMES, chunk), stream, strict=True):
+        needed = min(first + len(piece) + reach, MAX_FRAMES)
+        assert stream.decoded == min(groups(needed, r) * r, MAX_FRAMES)  # that far, no more
+        seen.append((stream.decoded, stream.advances))
+    assert seen[0] == (groups(chunk + reach, r) * r, 1)  # most of the buffer still to decode
+    assert seen[-1] == (MAX_FRAMES, len({decoded for decoded, _ in seen}))  # one run a step up
+
+
+def test_streaming_traces_each_program_once():
+    model = tiny_model()
+    model.stop_head.bias.assign([-20.0])
+    streaming = Streaming(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                          chunk_frames=8, compiler="xla")  # fmt: skip
+    for seed in (0, 1):  # two texts of one bucket, six chunks each
+        stream = streaming(*text(seed))
+        assert len(list(stream)) == 6
+        assert stream.advances == 5
+    assert streaming.traces == {"start": 1, "advance": 1, "mel": 1}
+    assert len(list(streaming(*text(2, symbols=40)))) == 6  # a second text bucket
+    assert streaming.traces == {"start": 2, "advance": 2, "mel": 1}
+
+
+@pytest.mark.parametrize(
+    ("frames", "pieces"),
+    [(30, [30]), (42, [5, 9, 1, 27]), (97, [8] * 12 + [1]), (97, [1] * 97), (100, [64, 36])],
+)  # shorter than one window (42 frames), one window, longer  # fmt: skip
+def test_streamed_audio_joins_into_the_whole_vocoding(frames, pieces):
+    keras.utils.set_random_seed(0)
+    vocoder = Vocoder(VocoderConfig.from_preset("tiny"))
+    vocoding = Vocoding(vocoder, chunk_frames=8, compiler="graph")
+    assert vocoding.width == 8 + 2 * 17
+    mel = np.random.default_rng(0).uniform(-10.0, 1.0, (frames, 80)).astype(np.float32)
+    silence, arrived, runs = -11.5, [0], []
+    window = vocoding._window
+    vocoding._window = lambda x: runs.append(arrived[-1]) or window(x)  # frames arrived
+
+    def arriving():
+        for start, size in zip(np.cumsum([0, *pieces[:-1]]), pieces, strict=True):
+            arrived.append(start + size)
+            yield mel[start : start + size]
+
+    chunks = list(vocoding.stream(arriving(), silence=silence))
+    assert [len(c) for c in chunks] == [min(8, frames - a) * 256 for a in range(0, frames, 8)]
+    assert len(runs) == len(chunks)  # one window a chunk: the prefix is never vocoded again
+    whole = vocoding(mel, silence=silence)
+    rms = np.sqrt(np.mean(whole**2))
+    assert np.abs(np.concatenate(chunks) - whole).max() <= 1e-5 * rms
+    if frames >= vocoding.width:  # and that is the network on the whole mel
+        network = vocoder(mel[None]).numpy()[0]
+        assert np.abs(np.concatenate(chunks) - network).max() <= 1e-4 * rms
+    for k, at in enumerate(runs):  # chunk k runs once the frames it hears arrived, no later
+        needed = 8 * (k + 1) + vocoding.context
+        if needed <= frames:
+            assert needed <= at < needed + max(pieces)
+
+
+def _wav(path) -> np.ndarray:
+    return tf.audio.decode_wav(tf.io.read_file(str(path)))[0][:, 0].numpy()
+
+
+def test_synthesize_stream_writes_the_vocoding_of_the_unstreamed_mel(run, vocoder_run, tmp_path,
+                                                                     capsys):  # fmt: skip
+    _, workdir = run
+    _, vocoder = vocoder_run
+    args = ["synthesize", "--run", str(workdir), "--text", "Fine day.", "--max-frames", "48",
+            "--vocoder", str(vocoder), "--save-mel"]  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "whole.wav")]) == 0
+    assert main([*args, "--out", str(tmp_path / "streamed.wav"), "--stream",
+                 "--chunk-frames", "8"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "first audio after" in out
+    whole, streamed = (np.load(tmp_path / f"{name}.npy") for name in ("whole", "streamed"))
+    np.testing.assert_allclose(streamed, whole, atol=1e-4)  # the same decoded frames
+    stack, network = load_vocoder(vocoder)
+    vocoding = Vocoding(network, chunk_frames=8, compiler=stack.train.compiler)
+    expected = np.clip(vocoding(streamed, silence=silence_feature(stack.audio)), -1.0, 1.0)
+    wave = _wav(tmp_path / "streamed.wav")
+    assert len(wave) == len(streamed) * load_run_config(workdir, "text_to_mel").audio.hop_length
+    np.testing.assert_allclose(wave, expected, atol=1e-4 + 1 / 32768)  # 16-bit rounding
+
+
+@pytest.mark.parametrize(
+    ("flags", "match"),
+    [
+        (["--stream"], "Expected --vocoder with --stream"),
+        (["--chunk-frames", "8"], "--chunk-frames sizes the streamed chunks: pass --stream"),
+        (["--stream", "--vocoder", "voc", "--chunk-frames", "0"], "--chunk-frames: expected"),
+    ],
+)  # fmt: skip
+def test_synthesize_stream_refusals_are_one_line_before_anything_loads(flags, match, tmp_path,
+                                                                       capsys):  # fmt: skip
+    out = tmp_path / "out" / "x.wav"
+    args = ["synthesize", "--run", str(tmp_path / "no-run"), "--text", "hi", "--out", str(out)]
+    assert main([*args, *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert match in err[0]
+    assert not out.parent.exists()
