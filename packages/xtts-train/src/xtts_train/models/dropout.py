@@ -96,4 +96,7 @@ class Dropout(keras.layers.Layer):
             return inputs
         keep = keep_mask(inputs.shape, self.rate, self.seed_generator)
         scale = tf.cast(1.0 / (1.0 - quantized_rate(self.rate)), inputs.dtype)
-        return tf.where(keep, inputs * scale, tf.zeros_like(inputs))
+        # A product, not `tf.where(keep, x, zeros_like(x))`: Grappler folds the zeros of
+        # `where`'s gradient into a constant of the activation's static shape, kept by every
+        # compiled program (2 GB for 8 shapes of 160-290 rows: measured).
+        return inputs * (tf.cast(keep, inputs.dtype) * scale)

@@ -18,7 +18,14 @@ from collections.abc import Iterator
 
 from xtts_audio.startup import process_age_seconds
 
-__all__ = ["StartupClock", "format_startup", "peak_rss_mb", "release_free_heap", "rss_bytes"]
+__all__ = [
+    "StartupClock",
+    "format_startup",
+    "peak_rss_bytes",
+    "peak_rss_mb",
+    "release_free_heap",
+    "rss_bytes",
+]
 
 
 class StartupClock:
@@ -66,6 +73,11 @@ def peak_rss_mb() -> float:
     """The largest resident set size this process has had, in MiB."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes vs KiB
+
+
+def peak_rss_bytes() -> int:
+    """The largest resident set size this process has had, in bytes."""
+    return int(peak_rss_mb() * 2**20)
 
 
 def rss_bytes() -> int:
