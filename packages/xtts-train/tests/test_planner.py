@@ -89,7 +89,8 @@ def test_fit_trains_on_the_planned_sizes_and_a_resume_keeps_them(cache, tmp_path
     room = FILL * 0.01 * GiB
     assert sizes == [int((room - 2**20) // (f * 2**16)) for f in frames]
     summary = yaml.safe_load((run / "summary.json").read_text())
-    assert sorted(int(k.split("x")[0]) for k in summary["step_ms_by_shape"]) == sorted(sizes)
+    assert summary["compiled_shapes"] == len(sizes)
+    assert {int(k.split("x")[0]) for k in summary["step_ms_by_shape"]} <= set(sizes)
     assert main([*args, "--steps", "4"]) == 0  # the resume: the same sizes, not measured
     assert len(measured) == 1
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["batch_sizes"] == sizes
