@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_learning(commands)
     _add_decode(commands)
     _add_attention(commands)
+    _add_speakers(commands)
     _add_wer(commands)
     _add_vocoder(commands)
     _add_peers(commands)
@@ -441,6 +442,24 @@ def _add_attention(commands) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_speakers(commands) -> None:
+    p = commands.add_parser(
+        "speakers", parents=[verbose_flag()],
+        help="the speaker measure's ground truth on a multi-voice corpus's recordings",
+        description=(
+            "Measure every recording's voice vector (MFCC and pitch statistics) and report "
+            "what the speaker measure of xtts_bench.speakers scores on the recordings "
+            "themselves: leave-one-out top-1 identification beside chance, and the mean "
+            "cosine similarity of two recordings of the same voice and of different voices "
+            "(e.g. on a demo corpus's held-out/ voices: demo-corpus --held-out-speakers)."
+        ),
+    )  # fmt: skip
+    p.add_argument("corpus", type=pathlib.Path, help="a corpus with a speaker per row")
+    p.add_argument("--per-voice", type=int, default=None, metavar="N",
+                   help="the first N recordings of each voice (default: all)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_wer(commands) -> None:
     p = commands.add_parser(
         "wer", parents=[verbose_flag()],
@@ -683,6 +702,15 @@ def _int_list(flag: str, text: str) -> list[int]:
         raise SettingsError(f"{flag}: expected comma-separated ints, received: {text!r}") from None
 
 
+def _run_speakers(args) -> str | dict:
+    from xtts_bench.speakers import format_speaker_table, ground_truth, read_voices
+
+    if args.per_voice is not None and args.per_voice < 2:
+        raise SettingsError(f"--per-voice: expected an int >= 2, received: {args.per_voice}")
+    result = ground_truth(read_voices(args.corpus, per_voice=args.per_voice))
+    return result if args.json else format_speaker_table(result)
+
+
 def _run_wer(args) -> str | dict:
     from xtts_bench.intelligibility import format_wer_table, run_wer_benchmark
 
@@ -718,7 +746,8 @@ def _run_peers(args) -> str | dict:
 _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "compiler": _run_compiler, "profile": _run_profile,
              "startup": _run_startup, "learning": _run_learning,
-             "decode": _run_decode, "attention": _run_attention, "wer": _run_wer,
+             "decode": _run_decode, "attention": _run_attention,
+             "speakers": _run_speakers, "wer": _run_wer,
              "vocoder": _run_vocoder,
              "peers": _run_peers}  # fmt: skip
 

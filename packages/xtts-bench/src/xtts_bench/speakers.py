@@ -1,0 +1,162 @@
+"""Whose voice is it? A speaker measure fitted on recordings only, never on the model.
+
+Each clip becomes a voice vector: the means and standard deviations of 20 MFCCs over its
+frames within 40 dB of its loudest, and the mean and standard deviation of its log pitch
+over its voiced frames (`librosa.yin`), 42 values. A `SpeakerMeasure` standardises them
+over the recordings of the voices it knows and fits a logistic regression (scikit-learn)
+on them; it then names the voice of any clip (`identify`) and scores two clips' likeness
+as the cosine of their standardised vectors (`similarity`). Fitted on a corpus's held-out
+voices, it judges a synthesis conditioned on one of their clips without ever having seen
+the model (issue 31's speaker figures).
+
+`ground_truth` is its score on the recordings themselves: each clip identified by a
+measure fitted on the other clips (leave-one-out), beside chance (1 / voices), and the
+mean similarity of two recordings of the same voice and of two of different voices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import librosa
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+import xtts_data as xd
+from xtts_bench.errors import SettingsError
+
+__all__ = ["SpeakerMeasure", "format_speaker_table", "ground_truth", "read_voices", "voice_vector"]
+
+_MFCC = 20
+_TOP_DB = 40.0
+_FMIN, _FMAX = 60.0, 500.0  # Hz: the pitch range of the voices measured (yin's search)
+
+
+def voice_vector(audio: np.ndarray, sample_rate: int) -> np.ndarray:
+    """float64 [42]: MFCC means and deviations over the loud frames, log-pitch mean and
+    deviation over the voiced ones (0, 0 for a clip with no voiced frame).
+
+    Raises:
+        SettingsError: an empty or silent clip.
+    """
+    audio = np.asarray(audio, np.float32)
+    if audio.size == 0 or not np.any(audio):
+        raise SettingsError("Expected a clip with sound to measure its voice, received silence")
+    mfcc = librosa.feature.mfcc(y=audio, sr=sample_rate, n_mfcc=_MFCC)  # (20, frames)
+    energy = librosa.feature.rms(y=audio)[0]  # (frames,)
+    frames = min(mfcc.shape[1], energy.size)
+    loud = energy[:frames] >= energy.max() * 10 ** (-_TOP_DB / 20)
+    mfcc = mfcc[:, :frames][:, loud]
+    f0 = librosa.yin(audio, fmin=_FMIN, fmax=_FMAX, sr=sample_rate)
+    voiced = np.log(f0[(f0 > _FMIN * 1.05) & (f0 < _FMAX * 0.95)])
+    pitch = [voiced.mean(), voiced.std()] if voiced.size else [0.0, 0.0]
+    return np.concatenate([mfcc.mean(axis=1), mfcc.std(axis=1), pitch]).astype(np.float64)
+
+
+@dataclasses.dataclass
+class SpeakerMeasure:
+    """A voice classifier and likeness score fitted on recordings (see the module).
+
+    Build with `SpeakerMeasure.fit({voice: [vector, ...]})`.
+    """
+
+    voices: list[str]
+    mean: np.ndarray
+    scale: np.ndarray
+    classifier: LogisticRegression
+
+    @classmethod
+    def fit(cls, vectors: Mapping[str, Sequence[np.ndarray]]) -> SpeakerMeasure:
+        """Fitted on `voice_vector`s of at least two voices, at least one clip each.
+
+        Raises:
+            SettingsError: fewer than two voices, or a voice without a clip.
+        """
+        if len(vectors) < 2 or any(len(v) == 0 for v in vectors.values()):
+            counts = {voice: len(v) for voice, v in vectors.items()}
+            raise SettingsError(f"Expected clips of at least two voices, received: {counts}")
+        voices = sorted(vectors)
+        x = np.stack([v for voice in voices for v in vectors[voice]])
+        y = np.array([i for i, voice in enumerate(voices) for _ in vectors[voice]])
+        mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-8
+        classifier = LogisticRegression(max_iter=5000, C=1.0)
+        classifier.fit((x - mean) / scale, y)
+        return cls(voices, mean, scale, classifier)
+
+    def identify(self, vector: np.ndarray) -> str:
+        """The known voice `vector` is most likely."""
+        return self.voices[int(self.classifier.predict(self._standard(vector)[None])[0])]
+
+    def similarity(self, a: np.ndarray, b: np.ndarray) -> float:
+        """Cosine of two vectors standardised over the recordings: 1 for the same voice
+        vector, near 0 for unrelated ones."""
+        a, b = self._standard(a), self._standard(b)
+        return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+    def _standard(self, vector: np.ndarray) -> np.ndarray:
+        return (np.asarray(vector, np.float64) - self.mean) / self.scale
+
+
+def read_voices(corpus: str | Path, *, per_voice: int | None = None) -> dict[str, list[np.ndarray]]:
+    """`voice_vector`s of a corpus's recordings by speaker (`xtts_data.read_corpus`
+    layouts), the first `per_voice` of each (all: None).
+
+    Raises:
+        SettingsError: a corpus without a speaker column, or with one speaker.
+    """
+    rows = xd.read_corpus(corpus).rows
+    by_voice: dict[str, list[str]] = {}
+    for row in rows:
+        by_voice.setdefault(row.speaker, []).append(str(row.audio))
+    if len(by_voice) < 2:
+        raise SettingsError(f"Expected a corpus of several speakers, received {corpus} with "
+                            f"speakers {sorted(by_voice)}")  # fmt: skip
+    vectors = {}
+    for voice, paths in sorted(by_voice.items()):
+        vectors[voice] = []
+        for path in paths[:per_voice]:
+            audio, rate = librosa.load(path, sr=None, mono=True)
+            vectors[voice].append(voice_vector(audio, int(rate)))
+    return vectors
+
+
+def ground_truth(vectors: Mapping[str, Sequence[np.ndarray]]) -> dict:
+    """The measure on the recordings: leave-one-out top-1 identification, chance, and the
+    mean similarity of same-voice and of different-voice pairs.
+
+    Raises:
+        SettingsError: a voice with fewer than two clips (nothing left to fit on).
+    """
+    if any(len(v) < 2 for v in vectors.values()):
+        counts = {voice: len(v) for voice, v in vectors.items()}
+        raise SettingsError(f"Expected at least two clips of each voice, received: {counts}")
+    hits, total = 0, 0
+    for voice, clips in vectors.items():
+        for i, clip in enumerate(clips):
+            rest = {v: [c for j, c in enumerate(cs) if (v, j) != (voice, i)]
+                    for v, cs in vectors.items()}  # fmt: skip
+            hits += SpeakerMeasure.fit(rest).identify(clip) == voice
+            total += 1
+    measure = SpeakerMeasure.fit(vectors)
+    same, other = [], []
+    items = [(voice, clip) for voice, clips in vectors.items() for clip in clips]
+    for i, (va, a) in enumerate(items):
+        for vb, b in items[i + 1 :]:
+            (same if va == vb else other).append(measure.similarity(a, b))
+    return {"voices": len(vectors), "clips": total, "top1": hits / total,
+            "chance": 1 / len(vectors), "similarity_same": statistics.mean(same),
+            "similarity_other": statistics.mean(other)}  # fmt: skip
+
+
+def format_speaker_table(result: dict) -> str:
+    """One line per figure of `ground_truth`."""
+    top1, chance = result["top1"], result["chance"]
+    return "\n".join([
+        f"voices {result['voices']}, clips {result['clips']}",
+        f"top-1 identification (leave one out)  {top1:.1%}   chance {chance:.1%}",
+        f"similarity, same voice                {result['similarity_same']:.3f}",
+        f"similarity, different voices          {result['similarity_other']:.3f}",
+    ])  # fmt: skip
