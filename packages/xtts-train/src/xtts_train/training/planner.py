@@ -15,7 +15,7 @@ bytes at any batch and `per_row` bytes a row. They come from one of two sources:
   memory (TensorFlow, the model, the optimizer) plus `PIPELINE_BYTES` for the input
   pipeline, and there the step bytes are scaled by the resident bytes the process gained
   per tensor byte of its largest step (the traced programs, freed heap the C library
-  keeps: 1.3x measured for 8 programs of 160-290 rows).
+  keeps), measured in the same process.
 - `estimate_costs`: `training_bytes`' arithmetic, no TensorFlow work at all, for sizes
   too large to run here (`xtts-train check --estimate`).
 
