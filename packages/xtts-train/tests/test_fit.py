@@ -24,6 +24,7 @@ from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.export import export
 from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames
+from xtts_train.runs.held_out import voice_sources
 from xtts_train.runs.loading import load_run_config
 from xtts_train.runs.media import decoded_frames, to_waveform
 from xtts_train.synthesize import load_reference, load_run, synthesize
@@ -487,6 +488,53 @@ def test_decoding_texts_of_one_bucket_is_one_program(run):
             assert row.buffer.shape == (16, stack.model.n_mels)
     assert len(decoding([[5, 6, 1]] * 5, reference)) == 5  # more rows than a batch: chunks
     assert decoding.programs == 1
+
+
+def test_each_row_may_have_its_own_reference(run):
+    _, workdir = run
+    stack, model, _ = load_run(workdir)
+    model.stop_head.bias.assign([-20.0])  # the whole buffer: rows comparable frame by frame
+    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=12, batch_size=2)
+    rng = np.random.default_rng(0)
+    voices = [rng.normal(-5, 2, [stack.data.cond_frames, stack.model.n_mels]).astype(np.float32)
+              for _ in range(3)]  # fmt: skip
+    rows = [[5, 6, 1], [7, 8, 1], [5, 6, 1]]
+    together = decoding(rows, voices)  # two batches: rows 0-1, then 2 with a pad row
+    for ids, voice, row in zip(rows, voices, together, strict=True):
+        (alone,) = decoding([ids], voice)
+        np.testing.assert_allclose(row.buffer, alone.buffer, atol=1e-5)
+    assert not np.allclose(together[0].buffer, together[2].buffer)  # same text, other voice
+    with pytest.raises(XttsTrainError, match=r"one reference per row \(3\), received: 2"):
+        decoding(rows, voices[:2])
+
+
+def test_evaluate_speaks_each_utterance_in_another_utterance_s_voice(run, cache, capsys):
+    _, workdir = run
+    assert _evaluate(workdir, cache, "--split", "all", "--n", "3", "--json",
+                     "--reference-from", "same-speaker") == 0  # fmt: skip
+    rows = json.loads(capsys.readouterr().out)["utterances"]
+    ids = [row["id"] for row in rows]
+    assert [row["reference"] for row in rows] == [ids[1], ids[2], ids[0]]  # the next, cyclic
+    assert all(row["reference_speaker"] == row["speaker"] for row in rows)
+    # one speaker: no other voice to swap in
+    assert _evaluate(workdir, cache, "--split", "all", "--n", "3",
+                     "--reference-from", "other-speaker") == 2  # fmt: skip
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--reference-from other-speaker: the selection holds one speaker" in line
+
+
+def test_voice_sources_pair_speakers_as_asked():
+    from xtts_data.utterances import Utterance
+
+    utterances = [Utterance(f"u{i}", s, np.ones(2, np.int32), np.zeros([4, 2]), "t")
+                  for i, s in enumerate([0, 1, 0, 1, 2])]  # fmt: skip
+    assert voice_sources(utterances, "run") == [None] * 5
+    with pytest.raises(XttsTrainError, match=r"the speakers of \['u4'\] have no other"):
+        voice_sources(utterances, "same-speaker")
+    assert voice_sources(utterances[:4], "same-speaker") == [2, 3, 0, 1]
+    swapped = voice_sources(utterances, "other-speaker")
+    assert swapped == [1, 4, 3, 4, 0]  # speaker 0 -> 1, 1 -> 2, 2 -> 0
+    assert all(utterances[j].speaker != u.speaker for u, j in zip(utterances, swapped, strict=True))
 
 
 def test_a_decoding_buffer_too_large_for_memory_is_refused_before_it_runs(run, tmp_path, capsys):

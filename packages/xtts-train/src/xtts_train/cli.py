@@ -185,6 +185,12 @@ def _add_evaluate(commands) -> None:
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="with --out: a vocoder run (fit --task vocoder) trained with this "
                    "run's audio settings writes the audio (default: Griffin-Lim)")  # fmt: skip
+    p.add_argument("--reference-from", choices=("run", "same-speaker", "other-speaker"),
+                   default="run",
+                   help="the voice each utterance is spoken in: the run's reference clip "
+                   "(run, the default), a clip of another utterance of its own speaker "
+                   "(same-speaker), or of the next speaker's (other-speaker: the swapped "
+                   "control); the JSON report names each row's speaker and reference")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -384,7 +390,8 @@ def _run_evaluate(args) -> int:
     if args.vocoder is not None and args.out is None:
         raise XttsTrainError("--vocoder writes the audio of --out: pass --out DIR with it")
     report = evaluate(args.run, args.data, split=args.split, n=args.n, out=args.out,
-                      step=args.step, progress=not args.quiet, vocoder=args.vocoder)  # fmt: skip
+                      step=args.step, progress=not args.quiet, vocoder=args.vocoder,
+                      reference_from=args.reference_from)  # fmt: skip
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.format())
     return 0
 

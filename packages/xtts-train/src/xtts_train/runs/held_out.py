@@ -12,6 +12,7 @@ listen and a recogniser compare them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from xtts_train.synthesize import load_reference, load_run
 from xtts_train.training.trainer import latest_step
 from xtts_train.vocode import Waveforms
 
-__all__ = ["EvalReport", "evaluate"]
+__all__ = ["REFERENCE_FROM", "EvalReport", "evaluate", "voice_sources"]
 
 _BATCH = 8  # utterances decoded together
 
@@ -97,7 +98,8 @@ _SCORES = ("duration_ratio", "alignment", "distance", "pairing")
 def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | None = None,
              out: str | Path | None = None, step: int | None = None,
              progress: bool = False, griffin_lim_iters: int = 32,
-             vocoder: str | Path | None = None) -> EvalReport:  # fmt: skip
+             vocoder: str | Path | None = None,
+             reference_from: str = "run") -> EvalReport:  # fmt: skip
     """Synthesise utterances of `data` free-running and score them against the truth.
 
     Args:
@@ -112,13 +114,24 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         griffin_lim_iters: Griffin-Lim iterations of the written audio.
         vocoder: a vocoder run trained on the run's audio settings, which writes the
             audio instead of Griffin-Lim (checked before anything is decoded).
+        reference_from: the voice each utterance is spoken in (`REFERENCE_FROM`): `run`,
+            the run's reference clip for all; `same-speaker`, the first `cond_frames`
+            frames of the next utterance of its own speaker in the selection (a clip of
+            its voice it is not reading); `other-speaker`, those of an utterance of the
+            next speaker (the swapped-reference control). Each row records `speaker`,
+            `reference` (an id, or `run`) and `reference_speaker` (None for `run`).
 
     Raises:
         XttsTrainError: no checkpoint, nothing held out, fewer than 2 utterances, a
-            vocoder without `out` or of other audio settings.
+            vocoder without `out` or of other audio settings, an unknown `reference_from`,
+            or a selection without the clips it asks for (a speaker with one utterance
+            for `same-speaker`, one speaker for `other-speaker`).
         XttsDataError: a source with other audio or text settings, `n` above the split.
     """
     run, data = Path(run), Path(data)
+    if reference_from not in REFERENCE_FROM:
+        raise XttsTrainError(f"Expected reference_from one of {REFERENCE_FROM}, received: "
+                             f"{reference_from!r}")  # fmt: skip
     if vocoder is not None and out is None:
         raise XttsTrainError("a vocoder writes the audio: pass an out folder with the vocoder")
     waveforms = None  # first: a vocoder of other audio settings is refused before loading
@@ -142,26 +155,70 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
     decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
                         batch_size=min(_BATCH, len(utterances)),
                         compiler=stack.train.compiler)  # fmt: skip
-    reference = load_reference(run, stack)
+    voices = voice_sources(utterances, reference_from)  # index of each row's clip, or None
+    run_reference = load_reference(run, stack)
+    references = [run_reference if j is None else utterances[j].mel for j in voices]
     decoded = []
     with tqdm(total=len(utterances), desc="evaluate", unit="utt", disable=not progress) as bar:
         for start in range(0, len(utterances), decoding.batch_size):
-            chunk = utterances[start : start + decoding.batch_size]
-            decoded += decoding([u.tokens for u in chunk], reference)
-            bar.update(len(chunk))
+            stop = start + decoding.batch_size
+            decoded += decoding([u.tokens for u in utterances[start:stop]],
+                                references[start:stop])  # fmt: skip
+            bar.update(len(utterances[start:stop]))
     distances = np.array([[dtw_distance(d.mel, u.mel) for u in utterances] for d in decoded])
     pairing = pairing_scores(distances)
     rows = [
         {"id": u.id, "text": u.text, "frames": d.length, "true_frames": len(u.mel),
          "stopped": d.stopped, "duration_ratio": duration_ratio(d.length, len(u.mel)),
          "alignment": d.alignment, "distance": float(distances[i, i]),
-         "pairing": float(pairing[i])}
+         "pairing": float(pairing[i]), "speaker": u.speaker,
+         "reference": "run" if voices[i] is None else utterances[voices[i]].id,
+         "reference_speaker": None if voices[i] is None else utterances[voices[i]].speaker}
         for i, (u, d) in enumerate(zip(utterances, decoded, strict=True))
     ]  # fmt: skip
     if out is not None:
         _write_audio(Path(out), utterances, decoded, waveforms, max_frames)
     step = step if step is not None else latest_step(run)
     return EvalReport(run, data, split, step, rows, max_frames)
+
+
+REFERENCE_FROM = ("run", "same-speaker", "other-speaker")
+
+
+def voice_sources(utterances: Sequence[xd.Utterance], reference_from: str) -> list[int | None]:
+    """For each utterance, the index of the utterance whose clip it is spoken with (None:
+    the run's reference clip); see `evaluate`'s `reference_from`.
+
+    Raises:
+        XttsTrainError: a speaker with one utterance (`same-speaker`), or one speaker
+            (`other-speaker`).
+    """
+    if reference_from == "run":
+        return [None] * len(utterances)
+    by_speaker: dict[int, list[int]] = {}
+    for i, u in enumerate(utterances):
+        by_speaker.setdefault(u.speaker, []).append(i)
+    if reference_from == "same-speaker":
+        lonely = [utterances[ids[0]].id for ids in by_speaker.values() if len(ids) < 2]
+        if lonely:
+            raise XttsTrainError(
+                f"--reference-from same-speaker: the speakers of {lonely} have no other "
+                f"utterance in the selection; select more (--n, --split all)"
+            )
+        mine = [by_speaker[u.speaker] for u in utterances]
+        return [ids[(ids.index(i) + 1) % len(ids)] for i, ids in enumerate(mine)]
+    speakers = sorted(by_speaker)
+    if len(speakers) < 2:
+        raise XttsTrainError(
+            f"--reference-from other-speaker: the selection holds one speaker "
+            f"({speakers[0]}); evaluate a corpus of several"
+        )
+    sources = []
+    for i, u in enumerate(utterances):
+        mine = by_speaker[u.speaker]
+        theirs = by_speaker[speakers[(speakers.index(u.speaker) + 1) % len(speakers)]]
+        sources.append(theirs[mine.index(i) % len(theirs)])
+    return sources
 
 
 def _write_audio(out: Path, utterances, decoded, waveforms: Waveforms, max_frames: int) -> None:

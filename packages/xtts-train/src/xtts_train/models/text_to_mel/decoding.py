@@ -223,24 +223,32 @@ class Decoding:
         """Programs traced so far (one per text bucket used)."""
         return self._infer.experimental_get_tracing_count()
 
-    def __call__(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[Decoded]:
-        """Decode token rows, `batch_size` at a time, all conditioned on `reference`.
+    def __call__(self, rows: Sequence[Sequence[int]],
+                 reference: np.ndarray | Sequence[np.ndarray]) -> list[Decoded]:  # fmt: skip
+        """Decode token rows, `batch_size` at a time, conditioned on `reference`.
 
         Args:
             rows: token ids of each text (ending with `<eos>`), at least one row.
-            reference: float32 [frames, n_mels] mel of the voice (cut to `cond_frames`).
+            reference: float32 [frames, n_mels] mel of the voice (cut to `cond_frames`), or
+                a list of them, one per row (each row in its own voice).
 
         Returns:
             One `Decoded` per row, in order.
         """
         if not rows:
             raise XttsTrainError("Expected at least one row of token ids, received none")
+        references = reference if isinstance(reference, list | tuple) else [reference] * len(rows)
+        if len(references) != len(rows):
+            raise XttsTrainError(f"Expected one reference per row ({len(rows)}), received: "
+                                 f"{len(references)} references")  # fmt: skip
         decoded = []
         for start in range(0, len(rows), self.batch_size):
-            decoded += self._decode(rows[start : start + self.batch_size], reference)
+            stop = start + self.batch_size
+            decoded += self._decode(rows[start:stop], references[start:stop])
         return decoded
 
-    def _decode(self, rows: Sequence[Sequence[int]], reference: np.ndarray) -> list[Decoded]:
+    def _decode(self, rows: Sequence[Sequence[int]],
+                reference: Sequence[np.ndarray]) -> list[Decoded]:  # fmt: skip
         """1 .. batch_size rows through the program of their text bucket."""
         inputs = decoding_inputs(rows, reference, batch_size=self.batch_size,
                                  cond_frames=self.cond_frames)  # fmt: skip
@@ -263,14 +271,15 @@ class Decoding:
         )  # fmt: skip
 
 
-def decoding_inputs(rows: Sequence[Sequence[int]], reference: np.ndarray, *, batch_size: int,
-                    cond_frames: int) -> list[tf.Tensor]:  # fmt: skip
+def decoding_inputs(rows: Sequence[Sequence[int]], reference: np.ndarray | Sequence[np.ndarray],
+                    *, batch_size: int, cond_frames: int) -> list[tf.Tensor]:  # fmt: skip
     """`TextToMel.infer`'s inputs for 1 .. `batch_size` rows, padded to a multiple of
     `TEXT_BUCKET` tokens and to `batch_size` rows (copies of the first).
 
     Args:
         rows: token ids of each text.
-        reference: float32 [frames, n_mels], cut or zero-padded to `cond_frames`.
+        reference: float32 [frames, n_mels], cut or zero-padded to `cond_frames`: one for
+            every row, or a list of one per row.
 
     Returns:
         tokens int32 [B, T], token_mask float32 [B, T], cond_mel float32 [B, C, M],
@@ -281,12 +290,15 @@ def decoding_inputs(rows: Sequence[Sequence[int]], reference: np.ndarray, *, bat
     tokens = np.zeros([batch_size, text], np.int32)
     for i, ids in enumerate([*rows, *[rows[0]] * (batch_size - len(rows))]):
         tokens[i, : len(ids)] = ids
-    cond = np.zeros([cond_frames, reference.shape[-1]], np.float32)
-    used = min(len(reference), cond_frames)
-    cond[:used] = reference[:used]
+    references = reference if isinstance(reference, list | tuple) else [reference] * len(rows)
+    references = [*references, *[references[0]] * (batch_size - len(references))]
+    cond = np.zeros([batch_size, cond_frames, references[0].shape[-1]], np.float32)
+    used = np.array([min(len(r), cond_frames) for r in references], np.int32)
+    for i, r in enumerate(references):
+        cond[i, : used[i]] = r[: used[i]]
     return [
         tf.constant(tokens),
         tf.constant((tokens != 0).astype(np.float32)),
-        tf.constant(np.broadcast_to(cond, (batch_size, *cond.shape))),
-        tf.constant(np.full([batch_size], used, np.int32)),
+        tf.constant(cond),
+        tf.constant(used),
     ]
