@@ -3,13 +3,21 @@ and timbre), scores likeness, and refuses what it cannot measure."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import soundfile
 
 from xtts_bench.cli import main
 from xtts_bench.errors import SettingsError
-from xtts_bench.speakers import SpeakerMeasure, ground_truth, read_voices, voice_vector
+from xtts_bench.speakers import (
+    SpeakerMeasure,
+    ground_truth,
+    read_voices,
+    score_syntheses,
+    voice_vector,
+)
 
 RATE = 16000
 # (pitch Hz, spectral tilt): three voices apart in both
@@ -58,15 +66,49 @@ def test_silence_one_voice_and_single_clips_are_refused(vectors):
         ground_truth({v: clips[:1] for v, clips in vectors.items()})
 
 
-def test_the_cli_reads_a_corpus_by_speaker(tmp_path, capsys):
-    (tmp_path / "wavs").mkdir()
+def _corpus(root):
+    """3 clips of each voice in LJSpeech layout with a speaker column."""
+    (root / "wavs").mkdir(parents=True)
     rows = []
     for voice in VOICES:
         for seed in range(3):
             uid = f"{voice}-{seed}"
-            soundfile.write(tmp_path / "wavs" / f"{uid}.wav", _clip(voice, seed), RATE)
+            soundfile.write(root / "wavs" / f"{uid}.wav", _clip(voice, seed), RATE)
             rows.append(f"{uid}|Some words.|Some words.|{voice}")
-    (tmp_path / "metadata.csv").write_text("\n".join(rows) + "\n")
+    (root / "metadata.csv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+def test_syntheses_are_judged_against_their_reference_s_voice(tmp_path, capsys):
+    corpus, audio = _corpus(tmp_path / "corpus"), tmp_path / "eval"
+    audio.mkdir()
+    names = sorted(VOICES)  # evaluate's speaker indices: the corpus's sorted speakers
+    rows = []
+    for i, voice in enumerate(names):
+        other = names[(i + 1) % 3]
+        # a "synthesis" in the reference's voice (followed), and one in its own (ignored)
+        soundfile.write(audio / f"{voice}-f.wav", _clip(other, 7), RATE)
+        soundfile.write(audio / f"{voice}-i.wav", _clip(voice, 8), RATE)
+        for suffix in ("f", "i"):
+            rows.append({"id": f"{voice}-{suffix}", "speaker": i, "reference": f"{other}-0",
+                         "reference_speaker": (i + 1) % 3})  # fmt: skip
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"utterances": rows}))
+    result = score_syntheses(corpus, {"utterances": rows}, audio)
+    assert result["syntheses"] == 6
+    assert result["top1"] == 0.5  # the followed half
+    assert result["own_voice"] == 0.5  # the ignored half
+    assert result["truth"]["top1"] == 1.0
+    assert main(["speakers", str(corpus), "--syntheses", str(report), "--audio", str(audio)]) == 0
+    assert "identified as the reference's voice 50.0% (ground truth 100.0%, chance 33.3%)" in (
+        capsys.readouterr().out)  # fmt: skip
+    assert main(["speakers", str(corpus), "--syntheses", str(report)]) == 2  # no --audio
+    with pytest.raises(SettingsError, match="reference-from"):
+        score_syntheses(corpus, {"utterances": [{**rows[0], "reference": "run"}]}, audio)
+
+
+def test_the_cli_reads_a_corpus_by_speaker(tmp_path, capsys):
+    _corpus(tmp_path)
     assert sorted(read_voices(tmp_path)) == sorted(VOICES)
     assert main(["speakers", str(tmp_path)]) == 0
     out = capsys.readouterr().out

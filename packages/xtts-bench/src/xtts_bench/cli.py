@@ -457,6 +457,13 @@ def _add_speakers(commands) -> None:
     p.add_argument("corpus", type=pathlib.Path, help="a corpus with a speaker per row")
     p.add_argument("--per-voice", type=int, default=None, metavar="N",
                    help="the first N recordings of each voice (default: all)")  # fmt: skip
+    p.add_argument("--syntheses", type=pathlib.Path, metavar="REPORT",
+                   help="also judge the syntheses of `xtts-train evaluate --data CORPUS "
+                   "--split all --reference-from same-speaker|other-speaker --out DIR "
+                   "--json > REPORT` (with --audio DIR): identified as the reference's "
+                   "voice, and their similarity to it")  # fmt: skip
+    p.add_argument("--audio", type=pathlib.Path, metavar="DIR",
+                   help="with --syntheses: evaluate's --out folder")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -703,12 +710,18 @@ def _int_list(flag: str, text: str) -> list[int]:
 
 
 def _run_speakers(args) -> str | dict:
-    from xtts_bench.speakers import format_speaker_table, ground_truth, read_voices
+    from xtts_bench import speakers
 
     if args.per_voice is not None and args.per_voice < 2:
         raise SettingsError(f"--per-voice: expected an int >= 2, received: {args.per_voice}")
-    result = ground_truth(read_voices(args.corpus, per_voice=args.per_voice))
-    return result if args.json else format_speaker_table(result)
+    if (args.syntheses is None) != (args.audio is None):
+        raise SettingsError("--syntheses and --audio go together: evaluate's JSON and --out")
+    if args.syntheses is not None:
+        report = json.loads(args.syntheses.read_text())
+        result = speakers.score_syntheses(args.corpus, report, args.audio)
+        return result if args.json else speakers.format_synthesis_table(result)
+    result = speakers.ground_truth(speakers.read_voices(args.corpus, per_voice=args.per_voice))
+    return result if args.json else speakers.format_speaker_table(result)
 
 
 def _run_wer(args) -> str | dict:

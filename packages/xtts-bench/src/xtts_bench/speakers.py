@@ -12,6 +12,9 @@ the model (issue 31's speaker figures).
 `ground_truth` is its score on the recordings themselves: each clip identified by a
 measure fitted on the other clips (leave-one-out), beside chance (1 / voices), and the
 mean similarity of two recordings of the same voice and of two of different voices.
+`score_syntheses` applies a measure fitted on every recording to `xtts-train evaluate
+--reference-from ... --out DIR --json`'s syntheses: whether each is identified as its
+reference clip's voice, and its similarity to that clip's recording.
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ from sklearn.linear_model import LogisticRegression
 import xtts_data as xd
 from xtts_bench.errors import SettingsError
 
-__all__ = ["SpeakerMeasure", "format_speaker_table", "ground_truth", "read_voices", "voice_vector"]
+__all__ = [
+    "SpeakerMeasure",
+    "format_speaker_table",
+    "format_synthesis_table",
+    "ground_truth",
+    "read_voices",
+    "score_syntheses",
+    "voice_vector",
+]
 
 _MFCC = 20
 _TOP_DB = 40.0
@@ -118,9 +129,53 @@ def read_voices(corpus: str | Path, *, per_voice: int | None = None) -> dict[str
     for voice, paths in sorted(by_voice.items()):
         vectors[voice] = []
         for path in paths[:per_voice]:
-            audio, rate = librosa.load(path, sr=None, mono=True)
-            vectors[voice].append(voice_vector(audio, int(rate)))
+            vectors[voice].append(voice_vector(*_load(path)))
     return vectors
+
+
+def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path) -> dict:
+    """Syntheses of `evaluate --json` (`report`, its rows naming `speaker`, `reference`
+    and `reference_speaker` as indices into the corpus's sorted speakers), read from
+    `audio/<id>.wav`, judged by a measure fitted on every recording of `corpus`.
+
+    Returns:
+        `syntheses`, `top1` (identified as the reference's voice), `own_voice` (identified
+        as the speaker's own, for swapped references), `similarity` (to the reference's
+        recording, mean), `similarity_truth` (two recordings of one voice, mean), and
+        `ground_truth`'s figures under `truth`.
+
+    Raises:
+        SettingsError: rows without a reference clip of the corpus (`--reference-from run`),
+            or a synthesis missing from `audio`.
+    """
+    rows = xd.read_corpus(corpus).rows
+    names = sorted({row.speaker for row in rows})
+    paths = {row.id: str(row.audio) for row in rows}
+    vectors = read_voices(corpus)
+    measure, truth = SpeakerMeasure.fit(vectors), ground_truth(vectors)
+    hits, own, likeness = [], [], []
+    for row in report["utterances"]:
+        if row.get("reference_speaker") is None or row.get("reference") not in paths:
+            raise SettingsError(f"Expected evaluate rows spoken with a clip of {corpus} "
+                                f"(--reference-from same-speaker or other-speaker), "
+                                f"received: reference={row.get('reference')!r}")  # fmt: skip
+        synthesis = Path(audio) / f"{row['id']}.wav"
+        if not synthesis.is_file():
+            raise SettingsError(f"Expected the synthesis {synthesis} (evaluate --out), "
+                                f"received none")  # fmt: skip
+        vector = voice_vector(*_load(synthesis))
+        voice = measure.identify(vector)
+        hits.append(voice == names[row["reference_speaker"]])
+        own.append(voice == names[row["speaker"]])
+        likeness.append(measure.similarity(vector, voice_vector(*_load(paths[row["reference"]]))))
+    return {"syntheses": len(hits), "top1": float(np.mean(hits)), "own_voice": float(np.mean(own)),
+            "similarity": statistics.mean(likeness),
+            "similarity_truth": truth["similarity_same"], "truth": truth}  # fmt: skip
+
+
+def _load(path: str | Path) -> tuple[np.ndarray, int]:
+    audio, rate = librosa.load(path, sr=None, mono=True)
+    return audio, int(rate)
 
 
 def ground_truth(vectors: Mapping[str, Sequence[np.ndarray]]) -> dict:
@@ -159,4 +214,17 @@ def format_speaker_table(result: dict) -> str:
         f"top-1 identification (leave one out)  {top1:.1%}   chance {chance:.1%}",
         f"similarity, same voice                {result['similarity_same']:.3f}",
         f"similarity, different voices          {result['similarity_other']:.3f}",
+    ])  # fmt: skip
+
+
+def format_synthesis_table(result: dict) -> str:
+    """`score_syntheses`' figures beside the recordings' own (ground truth) and chance."""
+    truth = result["truth"]
+    return "\n".join([
+        format_speaker_table(truth),
+        f"syntheses {result['syntheses']}: identified as the reference's voice "
+        f"{result['top1']:.1%} (ground truth {truth['top1']:.1%}, chance {truth['chance']:.1%}); "
+        f"as the speaker's own {result['own_voice']:.1%}",
+        f"similarity to the reference's recording {result['similarity']:.3f} "
+        f"(two recordings of one voice: {result['similarity_truth']:.3f})",
     ])  # fmt: skip
