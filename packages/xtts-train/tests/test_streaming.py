@@ -47,7 +47,7 @@ def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray) -> 
     stop head); returns the length."""
     r = model.config.reduction_factor
     model.stop_head.bias.assign([-20.0] * r)
-    inputs = decoding_inputs([ids], reference, batch_size=1, cond_frames=COND_FRAMES)
+    inputs = decoding_inputs([ids], [reference], batch_size=1, cond_frames=COND_FRAMES)
     probs = model.infer(*inputs, max_frames=MAX_FRAMES)["stop_probs"].numpy()[0]
     logits = np.log(probs.astype(np.float64)) - np.log1p(-probs) + 20.0  # bias 0
     peak = int(np.argmax(logits[: MAX_FRAMES // 2]))

@@ -23,7 +23,13 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.errors import ConfigError
-from xtts_train.models.dropout import Dropout, next_seed, quantized_rate, seeded_keep_mask
+from xtts_train.models.dropout import (
+    Dropout,
+    dropped,
+    next_seed,
+    quantized_rate,
+    seeded_keep_mask,
+)
 
 __all__ = ["HEADS_FIRST", "MultiHeadAttention", "blocked_attention"]
 
@@ -85,6 +91,11 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         key, value = self._key_dense(source), self._value_dense(source)
         return tf.transpose(key, HEADS_FIRST), tf.transpose(value, HEADS_FIRST)
 
+    def _queries(self, query: tf.Tensor) -> tf.Tensor:
+        """The layer's query input (B, Q, D) → scaled head-major queries (B, N, Q, H)."""
+        query = tf.transpose(self._query_dense(query), HEADS_FIRST)
+        return query * tf.cast(self._inverse_sqrt_key_dim, query.dtype)
+
     def attend(self, query: tf.Tensor, keys: tf.Tensor, values: tf.Tensor,
                mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
         """Queries against given keys and values (`keys_values`), no dropout: what `call`
@@ -98,8 +109,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         Returns:
             The output [B, Q, D] and the probabilities float [B, N, Q, S].
         """
-        query = tf.transpose(self._query_dense(query), HEADS_FIRST)  # (B, N, Q, H)
-        query *= tf.cast(self._inverse_sqrt_key_dim, query.dtype)
+        query = self._queries(query)  # (B, N, Q, H)
         probs = _probabilities(query, keys, mask[:, None])  # (B, N, Q, S)
         output = tf.transpose(tf.matmul(probs, values), HEADS_FIRST)  # (B, Q, N, Hv)
         return self._output_dense(output), probs
@@ -125,8 +135,7 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         """
         keys, values = cache
         key, value = self.keys_values(query)  # (B, N, 1, H)
-        query = tf.transpose(self._query_dense(query), HEADS_FIRST)  # (B, N, 1, H)
-        query *= tf.cast(self._inverse_sqrt_key_dim, query.dtype)
+        query = self._queries(query)  # (B, N, 1, H)
         mask = seen[:, None]  # (B|1, 1, 1, P)
         past = tf.where(
             mask, tf.matmul(query, keys, transpose_b=True), _large_negative(query.dtype)
@@ -196,9 +205,7 @@ def _block(mask: tf.Tensor | None, end: int, rate: float,
     def attend(query: tf.Tensor, key: tf.Tensor, value: tf.Tensor) -> tf.Tensor:
         probs = _probabilities(query, key[:, :, :end], mask)  # (B, N, Q, end)
         if seed is not None:
-            keep = seeded_keep_mask(probs.shape, rate, seed)
-            scale = tf.cast(1.0 / (1.0 - quantized_rate(rate)), probs.dtype)
-            probs = tf.where(keep, probs * scale, tf.zeros((), probs.dtype))
+            probs = dropped(probs, seeded_keep_mask(probs.shape, rate, seed), rate)
         return tf.matmul(probs, value[:, :, :end])  # (B, N, Q, Hv)
 
     return attend

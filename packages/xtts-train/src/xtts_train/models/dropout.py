@@ -24,6 +24,7 @@ from xtts_train.errors import ConfigError
 
 __all__ = [
     "Dropout",
+    "dropped",
     "keep_mask",
     "next_seed",
     "quantized_rate",
@@ -51,6 +52,18 @@ def keep_mask(shape: tf.TensorShape | list[int], rate: float,
     `quantized_rate(rate)`; moves `seed_generator` by one."""
     with tf.name_scope("dropout_mask"):
         return seeded_keep_mask(shape, rate, next_seed(seed_generator))
+
+
+def dropped(inputs: tf.Tensor, keep: tf.Tensor, rate: float) -> tf.Tensor:
+    """Inverted dropout of `inputs` by a `keep_mask`: dropped elements 0, the rest scaled by
+    `1 / (1 - quantized_rate(rate))`.
+
+    A product, not `tf.where(keep, x, zeros_like(x))`: Grappler folds the zeros of `where`'s
+    gradient into a constant of the activation's static shape, kept by every compiled
+    program (2 GB for 8 shapes of 160-290 rows: measured).
+    """
+    scale = tf.cast(1.0 / (1.0 - quantized_rate(rate)), inputs.dtype)
+    return inputs * (tf.cast(keep, inputs.dtype) * scale)
 
 
 def next_seed(seed_generator: keras.random.SeedGenerator) -> tf.Tensor:
@@ -94,9 +107,5 @@ class Dropout(keras.layers.Layer):
         """inputs: any static shape → the same, with dropped elements 0 and the rest scaled."""
         if not training or self.seed_generator is None or quantized_rate(self.rate) == 0:
             return inputs
-        keep = keep_mask(inputs.shape, self.rate, self.seed_generator)
-        scale = tf.cast(1.0 / (1.0 - quantized_rate(self.rate)), inputs.dtype)
-        # A product, not `tf.where(keep, x, zeros_like(x))`: Grappler folds the zeros of
-        # `where`'s gradient into a constant of the activation's static shape, kept by every
-        # compiled program (2 GB for 8 shapes of 160-290 rows: measured).
-        return inputs * (tf.cast(keep, inputs.dtype) * scale)
+        return dropped(inputs, keep_mask(inputs.shape, self.rate, self.seed_generator),
+                       self.rate)  # fmt: skip

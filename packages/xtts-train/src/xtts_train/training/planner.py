@@ -7,9 +7,9 @@ linear in its batch (every activation has a batch axis), so two points give it: 
 bytes at any batch and `per_row` bytes a row. They come from one of two sources:
 
 - `measure_costs`: real train steps, as `fit` builds them, on the task's placeholder
-  batch at `batch_multiple` and 4 x `batch_multiple` rows of every bucket's shape, in a
-  fresh process (its memory and weights never touch the caller's). A step's bytes are
-  TensorFlow's allocator peak during it less what was live before it
+  batch at each bucket's frame-budget batch size and twice it, in a fresh process (its
+  memory and weights never touch the caller's). A step's bytes are TensorFlow's
+  allocator peak during it less what was live before it
   (`tf.config.experimental.get_memory_info`); the baseline is what the process holds
   before any step: on a GPU the device allocator's live bytes; on a CPU its resident
   memory (TensorFlow, the model, the optimizer) plus `PIPELINE_BYTES` for the input

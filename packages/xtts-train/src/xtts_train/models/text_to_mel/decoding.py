@@ -248,9 +248,10 @@ class Decoding:
         return decoded
 
     def _decode(self, rows: Sequence[Sequence[int]],
-                reference: Sequence[np.ndarray]) -> list[Decoded]:  # fmt: skip
-        """1 .. batch_size rows through the program of their text bucket."""
-        inputs = decoding_inputs(rows, reference, batch_size=self.batch_size,
+                references: Sequence[np.ndarray]) -> list[Decoded]:  # fmt: skip
+        """1 .. batch_size rows, each with its reference, through the program of their
+        text bucket."""
+        inputs = decoding_inputs(rows, references, batch_size=self.batch_size,
                                  cond_frames=self.cond_frames)  # fmt: skip
         text = inputs[0].shape[1]
         if text not in self._programs:
@@ -271,15 +272,15 @@ class Decoding:
         )  # fmt: skip
 
 
-def decoding_inputs(rows: Sequence[Sequence[int]], reference: np.ndarray | Sequence[np.ndarray],
-                    *, batch_size: int, cond_frames: int) -> list[tf.Tensor]:  # fmt: skip
+def decoding_inputs(rows: Sequence[Sequence[int]], references: Sequence[np.ndarray], *,
+                    batch_size: int, cond_frames: int) -> list[tf.Tensor]:  # fmt: skip
     """`TextToMel.infer`'s inputs for 1 .. `batch_size` rows, padded to a multiple of
     `TEXT_BUCKET` tokens and to `batch_size` rows (copies of the first).
 
     Args:
         rows: token ids of each text.
-        reference: float32 [frames, n_mels], cut or zero-padded to `cond_frames`: one for
-            every row, or a list of one per row.
+        references: float32 [frames, n_mels] of each row, cut or zero-padded to
+            `cond_frames`.
 
     Returns:
         tokens int32 [B, T], token_mask float32 [B, T], cond_mel float32 [B, C, M],
@@ -290,7 +291,6 @@ def decoding_inputs(rows: Sequence[Sequence[int]], reference: np.ndarray | Seque
     tokens = np.zeros([batch_size, text], np.int32)
     for i, ids in enumerate([*rows, *[rows[0]] * (batch_size - len(rows))]):
         tokens[i, : len(ids)] = ids
-    references = reference if isinstance(reference, list | tuple) else [reference] * len(rows)
     references = [*references, *[references[0]] * (batch_size - len(references))]
     cond = np.zeros([batch_size, cond_frames, references[0].shape[-1]], np.float32)
     used = np.array([min(len(r), cond_frames) for r in references], np.int32)

@@ -101,7 +101,7 @@ class Streaming:
         Returns:
             A `MelStream`: nothing is decoded before its first chunk is asked for.
         """
-        inputs = decoding_inputs([ids], reference, batch_size=1, cond_frames=self.cond_frames)
+        inputs = decoding_inputs([ids], [reference], batch_size=1, cond_frames=self.cond_frames)
         return MelStream(self, self._compiled(inputs), inputs, symbols=len(ids),
                          min_frames=min(min_frames, self.max_frames))  # fmt: skip
 
