@@ -182,6 +182,16 @@ def test_decoder_is_causal():
         assert not np.allclose(before[name][:, k + 1], after[name][:, k + 1], atol=1e-3)
 
 
+def test_voice_input_reaches_every_frame():
+    model = tiny_model(**DETERMINISTIC, voice_input=True)
+    batch = make_batch(model.config)
+    model(batch)
+    with tf.GradientTape() as tape:
+        last = model(batch)["mel_before"][:, -1]  # (B, M)
+    assert float(tf.norm(tape.gradient(last, model.decoder.voice.kernel))) > 0
+    assert "voice" in {v.path.split("/")[-2] for v in model.trainable_variables}
+
+
 @pytest.mark.parametrize("field", ["tokens", "cond_mel"])
 def test_padding_of_inputs_is_ignored(field):
     model = tiny_model(**DETERMINISTIC)
@@ -336,13 +346,15 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
 
 
 @pytest.mark.parametrize(
-    ("r", "max_frames", "compiler"),
-    [(1, 6, None), (2, 6, None), (3, 7, None), (1, 40, "xla"), (2, 41, "graph")],
-)
-def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler):
+    ("r", "max_frames", "compiler", "voice"),
+    [(1, 6, None, False), (2, 6, None, True), (3, 7, None, False), (1, 40, "xla", True),
+     (2, 41, "graph", False)],
+)  # fmt: skip
+def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler, voice):
     # Each decoding step reads its past from the blocks' key/value caches; teacher forcing
     # runs the decoder over the whole buffer at once (as decoding did before the caches).
-    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r)
+    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r,
+                       voice_input=voice)  # fmt: skip
     batch = make_batch(model.config)
     model(batch)
     model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer

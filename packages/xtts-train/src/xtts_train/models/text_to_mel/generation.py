@@ -44,11 +44,13 @@ class Context(NamedTuple):
             (`Decoder.start`).
         memory_mask: bool [B, 1, S], the memory's key mask.
         keep: the prenet's keep-masks of every step [2, B, steps, P] (`Decoder.prenet_keep`).
+        voice: what every step's input frame gets added [B, 1, D] (`Decoder.voice_of`).
     """
 
     memory_kvs: list
     memory_mask: tf.Tensor
     keep: tf.Tensor
+    voice: tf.Tensor
 
 
 class State(NamedTuple):
@@ -123,14 +125,14 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
     r = config.reduction_factor
     steps = groups(max_frames, r)
     keep = decoder.prenet_keep(batch, steps, dropout=config.infer_prenet_dropout)
-    caches, memory_kvs = decoder.start(memory, steps)
+    caches, memory_kvs, voice = decoder.start(memory, steps)
     state = State(
         t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
         frames=tf.zeros([batch, steps * r, config.n_mels]), probs=tf.zeros([batch, steps * r]),
         attention=tf.zeros([batch, steps, width]), caches=caches,
         focus=tf.zeros([batch], tf.int32), done=tf.zeros([batch], tf.bool),
     )  # fmt: skip
-    return Context(memory_kvs, memory_mask, keep), state
+    return Context(memory_kvs, memory_mask, keep, voice), state
 
 
 def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
@@ -156,7 +158,7 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Contex
         mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
         keep_t = tf.gather(context.keep, tf.reshape(s.t, [1]), axis=2)  # (2, B, 1, P)
         hidden, row, caches = decoder.step(s.frame, s.t, keep_t, s.caches, context.memory_kvs,
-                                           mask)  # fmt: skip
+                                           mask, context.voice)  # fmt: skip
         group, logits = heads(hidden, r)  # (B, r, M), (B, r)
         prob = tf.sigmoid(logits)  # (B, r)
         peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)

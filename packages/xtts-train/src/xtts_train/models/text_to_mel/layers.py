@@ -223,6 +223,9 @@ class Decoder(LazyLayer):
         self.prenet = [keras.layers.Dense(config.prenet_dim, activation="relu") for _ in range(2)]
         self.seed = keras.random.SeedGenerator()
         self.project = keras.layers.Dense(config.d_model)
+        self.latents = config.cond_latents
+        voice = config.voice_input  # the latents' mean, projected, added to every frame
+        self.voice = keras.layers.Dense(config.d_model, name="voice") if voice else None
         self.blocks = [
             Block(config, cross=True, causal=True, name=f"block_{i}")
             for i in range(config.decoder_layers)
@@ -252,9 +255,9 @@ class Decoder(LazyLayer):
         x = frames_in
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
-        x = self.project(x)  # (B, F, D)
+        memory = tf.cast(memory, self.compute_dtype)
+        x = self.project(x) + self.voice_of(memory)  # (B, F, D)
         x = x + positions(x)
-        memory = tf.cast(memory, x.dtype)
         attention = []
         for block in self.blocks:
             x, probs = block(x, memory=memory, memory_mask=memory_mask,
@@ -262,10 +265,20 @@ class Decoder(LazyLayer):
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
         return self.norm(x), tf.add_n(attention) / len(attention)
 
-    def start(self, memory: tf.Tensor, steps: int) -> tuple[list, list]:
+    def voice_of(self, memory: tf.Tensor) -> tf.Tensor:
+        """The voice every input frame gets (`model.voice_input`): the mean of the
+        memory's speaker latents (its last `cond_latents` rows), projected, (B, 1, D);
+        zeros (1, 1, D) without it."""
+        if self.voice is None:
+            return tf.zeros([1, 1, self.project.units], self.compute_dtype)
+        latents = memory[:, -self.latents :]  # (B, L, D)
+        return self.voice(tf.reduce_mean(latents, axis=1, keepdims=True))  # (B, 1, D)
+
+    def start(self, memory: tf.Tensor, steps: int) -> tuple[list, list, tf.Tensor]:
         """What a decoding of `steps` steps keeps between them (`step`): every block's
-        empty self-attention cache, zeros (B, N, steps, H) keys and values, and the
-        cross-attention's keys and values of `memory` (B, S, D), computed once."""
+        empty self-attention cache, zeros (B, N, steps, H) keys and values, the
+        cross-attention's keys and values of `memory` (B, S, D), computed once, and the
+        voice of every input frame (`voice_of`)."""
         memory = tf.cast(memory, self.compute_dtype)
         caches, memory_kvs = [], []
         for block in self.blocks:
@@ -273,17 +286,17 @@ class Decoder(LazyLayer):
             shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
             caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
             memory_kvs.append(block.cross_attn.keys_values(memory))
-        return caches, memory_kvs
+        return caches, memory_kvs, self.voice_of(memory)
 
-    def step(self, frame, position, keep, caches, memory_kvs, memory_mask):
+    def step(self, frame, position, keep, caches, memory_kvs, memory_mask, voice):
         """Decoding step `position` (int32 scalar): what `call` computes at that position,
         each block's past read from its cache (`start`).
 
         Args:
             frame: (B, 1, M), the step's input (the last frame of the group before; zeros
                 at step 0); keep: the prenet's keep-masks of this step (2, B, 1, P).
-            caches, memory_kvs: as `start` returns them (the caches as the last step left
-                them); memory_mask: bool (B, 1, S), this step's key mask of the memory.
+            caches, memory_kvs, voice: as `start` returns them (the caches as the last step
+                left them); memory_mask: bool (B, 1, S), this step's key mask of the memory.
 
         Returns:
             hidden (B, 1, D), the alignment row float32 (B, 1, S) (as `call`'s), and the
@@ -292,7 +305,7 @@ class Decoder(LazyLayer):
         x = frame
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, 1, P)
-        x = self.project(x)  # (B, 1, D)
+        x = self.project(x) + voice  # (B, 1, D)
         x = x + positions(x, position)
         written, attention = [], []
         for block, cache, memory_kv in zip(self.blocks, caches, memory_kvs, strict=True):
