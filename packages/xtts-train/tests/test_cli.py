@@ -38,23 +38,28 @@ def test_demo_runs_the_whole_stack(tmp_path):
     assert len(list((run / "held-out").glob("*.wav"))) == 16
 
 
-# `check` runs in its own process, as a user runs it; both runs share one compile cache,
-# so the second loads the programs the first compiled (a hit still traces, and is counted).
-# Two compile threads: the warm-up compiles the two shapes at once.
+# `check` runs in its own process, as a user runs it. Two compile threads: the warm-up
+# compiles the two shapes at once.
 CHECK = [*OVERRIDES, *MICRO, "train.compile_workers=2"]
 
 
-def test_check_reports_one_trace_per_shape(cache, compile_cache):
-    done = train_cli("check", "--data", str(cache), *as_cli(CHECK), "--repeats", "2",
-                     compile_cache=compile_cache)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    out = done.stdout
+def test_check_reports_one_trace_per_shape_then_none(cache, tmp_path):
+    def check() -> tuple[str, list[str]]:
+        done = train_cli("check", "--data", str(cache), *as_cli(CHECK), "--repeats", "2",
+                         compile_cache=tmp_path / "xla")  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout, [line for line in done.stdout.splitlines() if line[:1].isdigit()]
+
+    out, rows = check()
     assert "built 2 shape(s)" in out
     assert "on 2 thread(s)" in out
     assert "ok: one trace per shape, no retrace" in out
-    rows = [line for line in out.splitlines() if line[:1].isdigit()]
     assert len(rows) == 2
     assert all(line.split()[5] == "1" for line in rows)  # traces column
+    # A second process on the same cache registers both programs from their stored traces.
+    out, rows = check()
+    assert "ok: one trace per shape (2 registered from stored traces instead), no retrace" in out
+    assert all(line.split()[5] == "0" for line in rows)
 
 
 # The pipeline emits a shape its spec does not list.

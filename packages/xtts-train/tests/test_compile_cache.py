@@ -161,7 +161,9 @@ def test_a_second_process_with_the_same_config_hits(cold, cache, tmp_path):
     assert summary["warm_up"]["deferred"] == 1
     assert summary["compile_cache"]["compiled_outside_collect"] == 0
     assert summary["steps"] == 2
-    assert summary["traces"] == summary["compiled_shapes"] == 1
+    # Registered from its stored trace: nothing traced in Python.
+    assert summary["warm_up"]["stored"] == summary["compiled_shapes"] == 1
+    assert summary["traces"] == 0
 
 
 def test_a_changed_model_config_misses(cold, cache, tmp_path):
@@ -169,7 +171,7 @@ def test_a_changed_model_config_misses(cold, cache, tmp_path):
     summary = _summary(_fit(cache, tmp_path / "run", root, "--set", "model.prenet_dim=48"),
                        tmp_path / "run")  # fmt: skip
     assert summary["warm_up"]["compiled"] == 1
-    assert summary["warm_up"]["cache_hits"] == 0
+    assert summary["warm_up"]["cache_hits"] == summary["warm_up"]["stored"] == 0
 
 
 def test_a_damaged_entry_is_compiled_again(cold, cache, tmp_path):
@@ -185,16 +187,25 @@ def test_a_damaged_entry_is_compiled_again(cold, cache, tmp_path):
     assert summary["final_loss"] is not None
 
 
-def test_a_graph_executor_fit_compiles_nothing_and_leaves_the_cache_alone(cold, cache, tmp_path):
+def test_a_graph_executor_fit_compiles_nothing_and_a_second_one_traces_nothing(
+    cold, cache, tmp_path
+):  # fmt: skip
     root = tmp_path / "xla"
     shutil.copytree(cold[0], root)
-    before = sorted(p.name for p in root.rglob("*") if p.is_file())
-    summary = _summary(_fit(cache, tmp_path / "run", root, "--set", "train.compiler=graph"),
-                       tmp_path / "run")  # fmt: skip
+    before = {p for p in root.rglob("*") if p.is_file()}
+    graph = ("--set", "train.compiler=graph")
+    summary = _summary(_fit(cache, tmp_path / "run", root, *graph), tmp_path / "run")
     assert summary["compiler"]["train"] == "graph"
     warm = summary["warm_up"]
     assert warm["graph_programs"] == 1
-    assert warm["compiled"] == warm["cache_hits"] == warm["deferred"] == 0
+    assert warm["compiled"] == warm["cache_hits"] == warm["deferred"] == warm["stored"] == 0
     assert [p["compiler"] for p in warm["programs"].values()] == ["graph"]
     assert summary["retraces_after_warmup"] == 0
-    assert sorted(p.name for p in root.rglob("*") if p.is_file()) == before
+    # No executable written, only the program's trace.
+    assert [p.parent.name for p in {p for p in root.rglob("*") if p.is_file()} - before] == [
+        "traces"
+    ]
+    again = _summary(_fit(cache, tmp_path / "again", root, *graph), tmp_path / "again")
+    assert again["warm_up"]["stored"] == 1
+    assert again["traces"] == 0
+    assert again["final_loss"] == summary["final_loss"]  # the same step, registered

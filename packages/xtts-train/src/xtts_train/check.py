@@ -80,7 +80,7 @@ class CheckReport:
         lines += [f"task: {self.task}",
                  f"compiler: train {c['train']}, eval {c['eval']}, decode {c['decode']} "
                  f"(train.compiler={c['setting']} on {c['device']})",
-                 f"built {len(self.traces)} shape(s) in {warm.seconds:.1f} s on "
+                 f"built {len(warm.programs)} shape(s) in {warm.seconds:.1f} s on "
                  f"{warm.workers} thread(s) (tracing {warm.trace_seconds:.1f} s); {cache}",
                  f"time to first step {format_startup(self.startup)}",
                  f"peak RSS {self.peak_rss_mb:.0f} MB",
@@ -105,6 +105,9 @@ class CheckReport:
                     f"traced after the warm-up: {self.unknown_shapes}")  # fmt: skip
         if self.retraced:
             return "RETRACED: a shape was traced more than once"
+        if self.warm_up.stored:
+            return (f"ok: one trace per shape ({self.warm_up.stored} registered from stored "
+                    f"traces instead), no retrace")  # fmt: skip
         return "ok: one trace per shape, no retrace"
 
 

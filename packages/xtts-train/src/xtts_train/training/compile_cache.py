@@ -22,9 +22,10 @@ gaps, and this module closes each:
   files, and two that compile the same program publish the same bytes.
 
 A program compiled inside `collect()` is also remembered by the fingerprint of its traced
-graph (`fingerprint`, `CompileCache.remember`), so a later process can tell from its trace
-alone that the executable is stored (`CompileCache.holds`) and load it at its first use
-instead of running it once to force the load.
+function library (`xtts_train.training.traces.fingerprint`, `CompileCache.remember`), so a
+later process can tell from its trace (or its stored trace) alone that the executable is
+stored (`CompileCache.holds`) and load it at its first use instead of running it once to
+force the load.
 
 Only programs compiled inside `collect()` are published: XLA programs of other TensorFlow
 work in the process (tf.data map functions, say) are traced with per-process names, would
@@ -66,7 +67,6 @@ __all__ = [
     "default_root",
     "describe",
     "enable",
-    "fingerprint",
     "machine_key",
     "stable_names",
 ]
@@ -283,16 +283,6 @@ class CompileCache:
                 shutil.rmtree(path, ignore_errors=True)
 
 
-def fingerprint(program) -> str:
-    """SHA-256 of a traced concrete function's graph and function library.
-
-    Traced under `stable_names`, the same program gives the same bytes in every process;
-    anything that changes what XLA compiles (a model config, a batch shape) changes them.
-    """
-    graph = program.graph.as_graph_def()
-    return hashlib.sha256(graph.SerializeToString(deterministic=True)).hexdigest()
-
-
 def _intact(path: Path, sha: str) -> bool:
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest() == sha
@@ -421,31 +411,54 @@ _BLOCK = 1 << 24  # uids one trace may use (a train step uses ~10^5)
 
 
 def _install() -> None:
-    """Route TensorFlow's `ops.uid()` through `_uid` (once per process)."""
-    from tensorflow.python.framework import ops  # private: the counter has no public API
+    """Route TensorFlow's `ops.uid()` through `_uid`, and its recording of each new op's
+    Python stack trace through a switch that skips it inside `stable_names` (once per
+    process)."""
+    # private: the counter and the stack traces have no public switch
+    from tensorflow.python.client import pywrap_tf_session
+    from tensorflow.python.framework import ops
+    from tensorflow.python.util import tf_stack
 
     with _install_lock:
         if getattr(ops.uid, "_xtts_stable", False):
             return
-        original = ops.uid
+        original, extract = ops.uid, tf_stack.extract_stack
+        record = pywrap_tf_session.TF_SetOpStackTrace
 
         def uid() -> int:
             counter = getattr(_local, "counter", None)
             return original() if counter is None else next(counter)
 
+        def extract_stack(stacklevel: int = 1):
+            if getattr(_local, "counter", None) is None:
+                return extract(stacklevel=stacklevel + 1)
+            return None
+
+        def set_stack_trace(op, trace) -> None:
+            if getattr(_local, "counter", None) is None:
+                record(op, trace)
+
         uid._xtts_stable = True
         ops.uid = uid
+        tf_stack.extract_stack = extract_stack
+        pywrap_tf_session.TF_SetOpStackTrace = set_stack_trace
 
 
 @contextlib.contextmanager
 def stable_names(key: str) -> Iterator[None]:
-    """Trace inside this block with names that depend on `key` only.
+    """Trace inside this block with names that depend on `key` only, and no stack traces.
 
     TensorFlow names functions and control-flow branches after a process-wide counter
     (`ops.uid()`); inside the block the counter counts from a start derived from `key` and
     from how many times this process traced `key` before, far above any value the real
     counter reaches (2^40), so names are the same in every process and never collide with
     other functions of this one.
+
+    Ops made inside the block record no Python stack trace: XLA writes each op's source
+    file and line into the program it compiles, so a program traced here and the same
+    program registered from its stored library (`xtts_train.training.traces`) would be two
+    programs to the compile cache. A runtime error in such a program names the op, not the
+    Python line that made it.
     """
     _install()
     with _install_lock:

@@ -14,9 +14,11 @@ signature.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 
+import keras
 import tensorflow as tf
 
 from xtts_train.config import TrainConfig
@@ -40,6 +42,12 @@ __all__ = ["UPDATE_SETTINGS", "StepFunctions"]
 # `train` values the compiled steps take as inputs, with the scheduled learning rate and
 # the task's loss settings (`Task.loss_settings`).
 UPDATE_SETTINGS = ("weight_decay", "clip_norm")
+# `train` values no step's graph depends on (the run's length, logging, the schedule,
+# which is an input): left out of a stored trace's key (`trace_settings`).
+_RUN_ONLY = ("steps", "learning_rate", "warmup_steps", "min_lr_ratio", "log_every",
+             "eval_every", "eval_batches", "eval_sentences", "checkpoint_every",
+             "keep_checkpoints", "allow_retrace", "max_nonfinite", "compile_workers",
+             "memory_budget_gb", "init_from")  # fmt: skip
 
 
 class StepFunctions:
@@ -96,6 +104,23 @@ class StepFunctions:
         loss settings. Inputs, not constants of the compiled program: changing them
         compiles nothing."""
         return {"learning_rate": tf.constant(self.schedule(step), tf.float32), **self._hyper}
+
+    def variables(self) -> list[tf.Variable]:
+        """Every variable a step reads or writes, once each: the model's, the optimizer's,
+        the gate's and the loss scale's (a stored trace's captured inputs)."""
+        modules = [self.optimizer, self.gate, *([self.loss_scale] if self.loss_scale else [])]
+        found: dict[int, tf.Variable] = {}
+        for variable in [*self.model.variables, *(v for m in modules for v in m.variables)]:
+            found.setdefault(id(variable.handle), variable)
+        return list(found.values())
+
+    def trace_settings(self) -> dict:
+        """What decides the steps' graphs besides their shapes, code and variables (a
+        stored trace's key, `xtts_train.training.traces.key`): the train settings a step
+        reads, the dtype policy, the compilers and the task's own."""
+        train = {k: v for k, v in dataclasses.asdict(self.config).items() if k not in _RUN_ONLY}
+        return {"train": train, "policy": keras.mixed_precision.global_policy().name,
+                "compilers": self.compilers, "task": self.task.trace_settings()}  # fmt: skip
 
     def signature_of_hyper(self) -> dict[str, tf.TensorSpec]:
         """The `tf.TensorSpec`s of `hyper`'s values."""

@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from xtts_train.config import TrainConfig
 from xtts_train.errors import XttsTrainError
+from xtts_train.training import traces
 from xtts_train.training.optim import AdamW
 from xtts_train.training.step_functions import StepFunctions
 from xtts_train.training.tasks import Task
@@ -209,8 +210,13 @@ class _Programs:
             float(outputs["loss"])  # wait for it: the compile happens in this call
 
         name = f"{self.role} {'x'.join(map(str, shape.key))}"
+        key, variables = None, ()
+        if self.functions.strategy is None:  # replicated variables: traced every time
+            variables = self.functions.variables()
+            key = traces.key(name, args, self.functions.trace_settings(), variables)
         return Job(name, lambda: self.function.get_concrete_function(*args), run,
-                   compiler=self.functions.compilers[self.role])  # fmt: skip
+                   compiler=self.functions.compilers[self.role], key=key,
+                   variables=variables)  # fmt: skip
 
     def run(self, batch: Mapping[str, tf.Tensor], hyper: dict[str, tf.Tensor], *,
             allow_retrace: bool) -> dict[str, tf.Tensor]:  # fmt: skip

@@ -103,6 +103,11 @@ class Task:
         """The model's dropout seed states, which Keras keeps out of its checkpoint."""
         return dropout.seed_states(self.model)
 
+    def trace_settings(self) -> dict[str, Any]:
+        """The configs its steps' graphs are built from (a stored trace's key: they are
+        written out with their fields, `repr`)."""
+        return {"task": self.name}
+
     def describe(self) -> str:
         """Trainable parameters, per component where the model tells them."""
         return f"{self.name}: {self.model.parameter_count():,} trainable parameters"
@@ -177,6 +182,9 @@ class TextToMelTask(Task):
     def describe(self):
         return self.model.describe()
 
+    def trace_settings(self):
+        return {**super().trace_settings(), "model": repr(self.model.config)}
+
     def evaluation(self, stack, steps, writer, val, train, sentences):
         return TextToMelEvaluation(stack, steps.evaluate, steps.model, writer, val, sentences,
                                    buffers=(val or train).spec)  # fmt: skip
@@ -218,6 +226,10 @@ class VocoderTask(Task):
                               mel_weight=hyper["mel_weight"], stft_weight=hyper["stft_weight"],
                               phase_pred=out["phase"],
                               phase_weight=hyper["phase_weight"])  # fmt: skip
+
+    def trace_settings(self):
+        return {**super().trace_settings(), "vocoder": repr(self.vocoder),
+                "audio": repr(self.audio)}  # fmt: skip
 
     def evaluation(self, stack, steps, writer, val, train, sentences):
         return VocoderEvaluation(stack, steps.evaluate, steps.model, writer, val, train)

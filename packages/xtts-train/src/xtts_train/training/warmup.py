@@ -8,6 +8,10 @@ overlap each other. Traces happen under `compile_cache.stable_names`, so the com
 programs are found again by later processes, and inside `compile_cache.collect()`, which
 publishes what was compiled.
 
+With the compile cache on, each traced program is also stored (`xtts_train.training.traces`)
+and a later process registers the stored program instead of tracing it again (a
+`StoredProgram`, `Program.stored`).
+
 A program the compile cache holds (compiled by an earlier process, recognised by the
 fingerprint of its trace) is not run: TensorFlow loads it at its first real call, so a
 warm start pays for the one shape its first step needs instead of a placeholder step of
@@ -28,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from xtts_train.training import compile_cache
+from xtts_train.training import compile_cache, traces
 from xtts_train.training.process import release_free_heap
 
 __all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs"]
@@ -38,26 +42,31 @@ __all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs
 class Job:
     """One program to build: `trace()` returns it (a concrete function), `run(program)`
     calls it once so that XLA compiles it. `name` keys its stable trace names; `compiler`
-    `"graph"`: a graph-executor program (nothing to compile or cache)."""
+    `"graph"`: a graph-executor program (nothing to compile or cache). `key`: its stored
+    trace's (`traces.key`), its captured inputs among `variables`; None: always traced."""
 
     name: str
     trace: Callable[[], Any]
     run: Callable[[Any], None]
     compiler: str = "xla"
+    key: str | None = None
+    variables: Sequence[Any] = ()
 
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """A built program: its job's name, and seconds of tracing and of its first call
-    (compiling, or loading from the cache, plus one run). A `deferred` program is held by
-    the compile cache and was not called: it loads at its first real call. `compiler`:
-    `"xla"` or `"graph"` (TensorFlow's graph executor: its first call compiles nothing)."""
+    """A built program: its job's name, and seconds of tracing (or registering its stored
+    trace: `stored`) and of its first call (compiling, or loading from the cache, plus one
+    run). A `deferred` program is held by the compile cache and was not called: it loads
+    at its first real call. `compiler`: `"xla"` or `"graph"` (TensorFlow's graph
+    executor: its first call compiles nothing)."""
 
     name: str
     trace_seconds: float
     compile_seconds: float
     deferred: bool = False
     compiler: str = "xla"
+    stored: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +113,11 @@ class WarmUp:
         """Programs the compile cache holds, left to load at their first real call."""
         return sum(p.deferred for p in self.programs)
 
+    @property
+    def stored(self) -> int:
+        """Programs registered from their stored traces (not traced)."""
+        return sum(p.stored for p in self.programs)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "seconds": self.seconds,
@@ -116,6 +130,7 @@ class WarmUp:
                     "compile_s": p.compile_seconds,
                     "deferred": p.deferred,
                     "compiler": p.compiler,
+                    "stored": p.stored,
                 }
                 for p in self.programs
             },
@@ -123,24 +138,28 @@ class WarmUp:
             "compiled": self.compiled,
             "cache_hits": self.cache_hits,
             "deferred": self.deferred,
+            "stored": self.stored,
         }
 
 
 def cache_use(warm: Mapping[str, Any]) -> str:
     """What a warm-up (`WarmUp.to_dict()`) took from the compile cache, as one phrase:
     `2 of 8 programs loaded from the compile cache, 6 compiled`, or `8 programs on the
-    graph executor (nothing to compile)`."""
+    graph executor (nothing to compile)`, then how many were registered from stored
+    traces (`8 of 8 traces stored`) when any were."""
     graph = warm.get("graph_programs", 0)  # absent from summaries older than the switch
     programs = len(warm["programs"]) - graph
     on_graph = f"{graph} programs on the graph executor (nothing to compile)"
+    stored = warm.get("stored", 0)  # absent from summaries older than stored traces
+    traced = f", {stored} of {len(warm['programs'])} traces stored" if stored else ""
     if not programs:
-        return on_graph
+        return on_graph + traced
     if warm["cache_hits"] is None:
         phrase = f"{programs} programs compiled (no compile cache)"
     else:
         phrase = (f"{warm['cache_hits']} of {programs} programs loaded from the compile "
                   f"cache, {warm['compiled']} compiled")  # fmt: skip
-    return f"{phrase}, {on_graph}" if graph else phrase
+    return (f"{phrase}, {on_graph}" if graph else phrase) + traced
 
 
 def compile_workers(requested: int, jobs: int) -> int:
@@ -184,31 +203,36 @@ def run_jobs(
         if progress is not None:
             progress(done, len(jobs), built)
 
-    def compile_one(index: int, job: Job, program: Any, trace_seconds: float, key) -> None:
+    def compile_one(index: int, job: Job, program: Any, trace_seconds: float, key,
+                    stored: bool) -> None:  # fmt: skip
         begin, before = time.perf_counter(), cache.staged() if key else set()
         job.run(program)
         if key:
             compiled[key] = cache.staged() - before
         seconds = time.perf_counter() - begin
-        finish(Program(job.name, trace_seconds, seconds, compiler=job.compiler), index)
+        finish(Program(job.name, trace_seconds, seconds, compiler=job.compiler,
+                       stored=stored), index)  # fmt: skip
 
     with compile_cache.collect() as collected, \
             concurrent.futures.ThreadPoolExecutor(workers, "xtts-compile") as pool:  # fmt: skip
         cache, futures = compile_cache.active(), []
+        folder = traces.folder_of(cache.store if cache is not None else None)
         try:
             for index, job in enumerate(jobs):
                 begin = time.perf_counter()
-                with compile_cache.stable_names(job.name):
-                    program = job.trace()
+                program, stored = _built(job, folder), True
+                if program is None:
+                    program, stored = _traced(job, folder), False
                 cached = cache is not None and job.compiler == "xla"  # graph compiles nothing
-                key = compile_cache.fingerprint(program) if cached else None
+                key = traces.fingerprint(program) if cached else None
                 traced.append(program)
                 trace_seconds = time.perf_counter() - begin
                 if defer_cached and key and cache.holds(key):
-                    finish(Program(job.name, trace_seconds, 0.0, deferred=True), index)
+                    finish(Program(job.name, trace_seconds, 0.0, deferred=True,
+                                   stored=stored), index)  # fmt: skip
                 else:
                     futures.append(pool.submit(compile_one, index, job, program,
-                                               trace_seconds, key))  # fmt: skip
+                                               trace_seconds, key, stored))  # fmt: skip
         finally:  # a failed trace: let the compiles already running finish, then raise
             for future in concurrent.futures.as_completed(futures):
                 future.result()
@@ -223,3 +247,19 @@ def run_jobs(
     )
     release_free_heap()  # the compilers' working memory
     return traced, report
+
+
+def _built(job: Job, folder) -> Any:
+    """`job`'s program registered from its stored trace, or None (none stored, no store)."""
+    if folder is None or job.key is None:
+        return None
+    return traces.load(folder, job.key, job.variables)
+
+
+def _traced(job: Job, folder) -> Any:
+    """`job`'s program traced (under stable names), and stored when there is a store."""
+    with compile_cache.stable_names(job.name):
+        program = job.trace()
+    if folder is not None and job.key is not None:
+        traces.save(folder, job.key, program, job.variables)
+    return program
