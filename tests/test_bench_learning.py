@@ -27,6 +27,68 @@ def test_bad_settings_are_value_errors(tmp_path, fields, match):
         LearningBenchConfig(data=tmp_path, held_out=tmp_path, out=tmp_path, **fields)
 
 
+def test_voices_need_a_corpus_of_held_out_voices(tmp_path):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "manifest.json").write_text("{}")
+    for held_out, split in ((tmp_path / "cache", "all"), (tmp_path, "val")):
+        with pytest.raises(ValueError, match="voices with a corpus of held-out voices"):
+            LearningBenchConfig(data=tmp_path, held_out=held_out, out=tmp_path, split=split,
+                                voices=True)  # fmt: skip
+
+
+def _voice(pitch: float, seed: int) -> np.ndarray:
+    """A second of a harmonic voice at `pitch` Hz (16 kHz)."""
+    t = np.arange(16000) / 16000
+    wobble = 1 + 0.03 * np.sin(2 * np.pi * (2 + seed) * t)
+    phase = 2 * np.pi * np.cumsum(pitch * wobble) / 16000
+    audio = sum(np.sin(k * phase) / k for k in range(1, 12))
+    noise = 0.01 * np.random.default_rng(seed).standard_normal(t.size)
+    return (0.3 * (audio + noise) / np.abs(audio).max()).astype(np.float32)
+
+
+def test_a_checkpoint_s_voices_are_judged_with_both_clips(tmp_path, monkeypatch):
+    import soundfile
+
+    from xtts_bench import learning, speakers
+
+    pitches = {"spk0": 110.0, "spk1": 260.0}
+    corpus = tmp_path / "held-out"
+    (corpus / "wavs").mkdir(parents=True)
+    rows = [f"{v}-{i}|Some words.|Some words.|{v}" for v in pitches for i in range(3)]
+    for v, pitch in pitches.items():
+        for i in range(3):
+            soundfile.write(corpus / "wavs" / f"{v}-{i}.wav", _voice(pitch, i), 16000)
+    (corpus / "metadata.csv").write_text("\n".join(rows) + "\n")
+
+    class Report:  # what `evaluate` returns: a model that always speaks spk0's voice
+        def __init__(self, utterances):
+            self.summary, self.utterances = {"pairing_mean": 0.5}, utterances
+
+        def to_dict(self):
+            return {"utterances": self.utterances}
+
+    def evaluate(run, data, *, split, n, step, out, reference_from):
+        out.mkdir(parents=True)
+        other = reference_from == "other-speaker"
+        utterances = []
+        for i, v in enumerate(pitches):
+            ref = (i + other) % 2
+            utterances.append({"id": v, "speaker": i, "reference": f"spk{ref}-1",
+                               "reference_speaker": ref})  # fmt: skip
+            soundfile.write(out / f"{v}.wav", _voice(110.0, 7), 16000)
+        return Report(utterances)
+
+    monkeypatch.setattr(learning, "evaluate", evaluate)
+    config = LearningBenchConfig(data=tmp_path, held_out=corpus, out=tmp_path / "out",
+                                 voices=True)  # fmt: skip
+    report, figures = learning._voices(config, tmp_path, 100, speakers.read_voices(corpus))
+    assert report.summary == {"pairing_mean": 0.5}
+    assert figures["voice_top1"] == 0.5  # spk0's own clip: right; spk1's: wrong
+    assert figures["voice_follows"] == 0.5  # swapped: spk1's clip ignored, spk0's followed
+    assert figures["voice_truth_top1"] == 1.0
+    assert figures["voice_chance"] == 0.5
+
+
 def test_minutes_add_the_start_up_and_each_interval(tmp_path):
     lines = [{"step": 10, "step_ms": 100.0}, {"step": 10, "val_loss": 1.0},
              {"step": 30, "step_ms": 300.0}]  # fmt: skip
@@ -48,6 +110,13 @@ def test_the_table_and_picture_have_every_point(tmp_path):
     assert (tmp_path / "curve.png").read_bytes()[:4] == b"\x89PNG"
     table = format_learning_table({"points": points, "blurred_truth_pairing": {"2": 0.5}})
     assert table.splitlines()[-1].endswith("σ=2 0.50")
+    voiced = [{**p, "voice_top1": 0.75, "voice_follows": 0.5, "voice_likeness": 0.9,
+               "voice_truth_top1": 1.0, "voice_vocoded_top1": 1.0, "voice_chance": 0.25}
+              for p in points]  # fmt: skip
+    table = format_learning_table({"points": voiced}).splitlines()
+    assert table[0].split()[-3:] == ["voice", "follows", "likeness"]
+    assert table[3].split()[-3:] == ["75%", "50%", "0.90"]
+    assert "through the same vocoder 100%, chance 25%" in table[-1]
 
 
 def test_blurring_the_truth_raises_its_pairing_towards_one():

@@ -89,6 +89,7 @@ def test_syntheses_are_judged_against_their_reference_s_voice(tmp_path, capsys):
         # a "synthesis" in the reference's voice (followed), and one in its own (ignored)
         soundfile.write(audio / f"{voice}-f.wav", _clip(other, 7), RATE)
         soundfile.write(audio / f"{voice}-i.wav", _clip(voice, 8), RATE)
+        soundfile.write(audio / f"{voice}-f.truth.wav", _clip(voice, 9), RATE)  # vocoded
         for suffix in ("f", "i"):
             rows.append({"id": f"{voice}-{suffix}", "speaker": i, "reference": f"{other}-0",
                          "reference_speaker": (i + 1) % 3})  # fmt: skip
@@ -99,9 +100,13 @@ def test_syntheses_are_judged_against_their_reference_s_voice(tmp_path, capsys):
     assert result["top1"] == 0.5  # the followed half
     assert result["own_voice"] == 0.5  # the ignored half
     assert result["truth"]["top1"] == 1.0
+    assert result["vocoded_top1"] == 1.0  # the recordings' own mels: their own voices
+    for voice in names:  # each reference's voice: one followed, one not
+        assert result["confusion"][voice][voice] == 1
+        assert sum(result["confusion"][voice].values()) == 2
     assert main(["speakers", str(corpus), "--syntheses", str(report), "--audio", str(audio)]) == 0
-    assert "identified as the reference's voice 50.0% (ground truth 100.0%, chance 33.3%)" in (
-        capsys.readouterr().out)  # fmt: skip
+    assert ("identified as the reference's voice 50.0% (ground truth 100.0%; through the same "
+            "vocoder 100.0%, chance 33.3%)") in capsys.readouterr().out  # fmt: skip
     assert main(["speakers", str(corpus), "--syntheses", str(report)]) == 2  # no --audio
     with pytest.raises(SettingsError, match="reference-from"):
         score_syntheses(corpus, {"utterances": [{**rows[0], "reference": "run"}]}, audio)

@@ -348,6 +348,9 @@ def _add_startup(commands) -> None:
     startup.add_argument("--utterances", type=int,
                          help=f"clips of the default workload's synthetic corpus, without "
                          f"--corpus (default: {t.synthetic_utterances})")  # fmt: skip
+    startup.add_argument("--compiler", choices=["auto", "xla", "graph"], default=t.compiler,
+                         help="train.compiler of every run (default: auto, the graph "
+                         "executor on a CPU)")  # fmt: skip
     startup.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -371,7 +374,10 @@ def _add_learning(commands) -> None:
             "then score each with xtts-train evaluate on --n sentences of --held-out: "
             "pairing score, DTW distance, median duration ratio, alignment, stop-token share, "
             "against steps and the wall minutes of training on this machine (compile "
-            "included). Writes OUT/run, OUT/curve.json and OUT/curve.png."
+            "included). With --voices, --held-out is a corpus of voices never trained on "
+            "and each checkpoint is also judged by the speaker measure: identified as the "
+            "reference clip's voice, with the speaker's own clip and with another "
+            "speaker's. Writes OUT/run, OUT/curve.json and OUT/curve.png."
         ),
     )  # fmt: skip
     p.add_argument("--data", type=pathlib.Path, required=True, metavar="CACHE")
@@ -387,6 +393,10 @@ def _add_learning(commands) -> None:
         help="all: every row of --held-out; val: its held-out ids (default: %(default)s)",
     )  # fmt: skip
     p.add_argument("--n", type=int, default=t["n"], help="sentences scored (default: %(default)s)")
+    p.add_argument("--voices", action="store_true",
+                   help="--held-out is a corpus of held-out voices (demo-corpus "
+                   "--held-out-speakers): score whose voice each synthesis is, spoken with "
+                   "its own speaker's clip and with the next speaker's")  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -668,7 +678,7 @@ def _run_startup(args) -> str | dict:
 
     workloads = tuple(args.workload) if args.workload else StartupBenchConfig().workloads
     bench = StartupBenchConfig(workloads=workloads, corpus=args.corpus,
-                               utterances=args.utterances)  # fmt: skip
+                               utterances=args.utterances, compiler=args.compiler)  # fmt: skip
     results = run_startup_benchmarks(bench)
     return results if args.json else format_startup_table(results)
 
@@ -678,7 +688,8 @@ def _run_learning(args) -> str | dict:
 
     bench = LearningBenchConfig(data=args.data, held_out=args.held_out, out=args.out,
                                 steps=args.steps, every=args.every, split=args.split,
-                                n=args.n, overrides=tuple(args.overrides))  # fmt: skip
+                                n=args.n, overrides=tuple(args.overrides),
+                                voices=args.voices)  # fmt: skip
     result = run_learning_benchmark(bench)
     return result if args.json else format_learning_table(result)
 

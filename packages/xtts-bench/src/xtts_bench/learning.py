@@ -5,6 +5,12 @@ scores each on held-out sentences, free-running: pairing score, DTW distance, du
 ratio and alignment, against steps and against the wall minutes of training on this
 machine (time to first step, compile included, plus the measured step times).
 
+In voices mode (`LearningBenchConfig.voices`) the held-out corpus holds voices the run never
+trained on: each checkpoint speaks every sentence with a clip of its own speaker
+(`evaluate --reference-from same-speaker`, which gives the pairing and the other scores
+too) and with a clip of the next speaker (`other-speaker`), and the speaker measure fitted
+on that corpus's recordings (`xtts_bench.speakers`) says whose voice each synthesis is.
+
 A scale for the pairing score: the held-out ground truth blurred by a Gaussian of sigma
 frames and sigma mel bins, scored as a synthesis would be (`blurred_truth_pairing`). A
 model whose pairing is p is, by this measure, as specific to its text as the truth
@@ -23,6 +29,7 @@ from matplotlib.figure import Figure
 from scipy.ndimage import gaussian_filter
 
 import xtts_data as xd
+from xtts_bench import speakers
 from xtts_bench.settings import LearningBenchConfig
 from xtts_train import dtw_distance, evaluate, fit, load_run, load_stack_config, pairing_scores
 
@@ -39,10 +46,15 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
                 f"train.keep_checkpoints={config.steps // config.every + 1}"]  # fmt: skip
     summary = fit(load_stack_config(None, settings), config.data, run, progress=progress)
     minutes = _training_minutes(run, summary)
+    vectors = speakers.read_voices(config.held_out) if config.voices else None
     points = []
     for step in range(config.every, config.steps + 1, config.every):
-        report = evaluate(run, config.held_out, split=config.split, n=config.n, step=step)
-        points.append({"step": step, "minutes": minutes[step], **report.summary})
+        if vectors is None:
+            report = evaluate(run, config.held_out, split=config.split, n=config.n, step=step)
+            points.append({"step": step, "minutes": minutes[step], **report.summary})
+        else:
+            report, voice = _voices(config, run, step, vectors)
+            points.append({"step": step, "minutes": minutes[step], **report.summary, **voice})
     stack, _, tokenizer = load_run(run)
     truth = xd.read_utterances(config.held_out, stack.data, config.split, audio=stack.audio,
                                tokenizer=tokenizer, limit=config.n)  # fmt: skip
@@ -59,6 +71,26 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
     (config.out / "curve.json").write_text(json.dumps(result, indent=1))
     plot_curve(points, config.out / "curve.png", result["blurred_truth_pairing"])
     return result
+
+
+def _voices(config: LearningBenchConfig, run: Path, step: int, vectors) -> tuple[Any, dict]:
+    """Checkpoint `step` speaking the held-out voices with their own clips and with the
+    next speaker's: the own-clip `evaluate` report, and the speaker measure's figures."""
+    figures, reports = {}, {}
+    for reference in ("same-speaker", "other-speaker"):
+        out = config.out / "voices" / f"{step}-{reference}"
+        report = evaluate(run, config.held_out, split="all", n=config.n, step=step, out=out,
+                          reference_from=reference)  # fmt: skip
+        scored = speakers.score_syntheses(config.held_out, report.to_dict(), out,
+                                          vectors=vectors)  # fmt: skip
+        figures[reference], reports[reference] = scored, report
+    same, other = figures["same-speaker"], figures["other-speaker"]
+    return reports["same-speaker"], {
+        "voice_top1": same["top1"], "voice_follows": other["top1"],
+        "voice_likeness": same["similarity"] / same["similarity_truth"],
+        "voice_truth_top1": same["truth"]["top1"], "voice_vocoded_top1": same["vocoded_top1"],
+        "voice_chance": same["truth"]["chance"],
+    }  # fmt: skip
 
 
 def blurred_truth_pairing(mels: list[np.ndarray], sigmas=BLUR_SIGMAS) -> dict[str, float]:
@@ -119,13 +151,29 @@ def plot_curve(points: list[dict[str, Any]], path: Path,
 
 def format_learning_table(result: dict) -> str:
     """One row per scored checkpoint."""
+    voices = "voice_top1" in result["points"][0]
     head = (f"{'step':>6}{'minutes':>9}{'pairing':>9}{'distance':>10}{'ratio':>7}"
             f"{'align':>7}{'stop':>6}")  # fmt: skip
-    rows = [
-        f"{p['step']:>6}{p['minutes']:>9.1f}{p['pairing_mean']:>9.2f}{p['distance_mean']:>10.2f}"
-        f"{p['duration_ratio_median']:>7.2f}{p['alignment_mean']:>7.2f}{p['stopped_share']:>6.0%}"
-        for p in result["points"]
-    ]
+    if voices:
+        head += f"{'voice':>7}{'follows':>9}{'likeness':>10}"
+    rows = []
+    for p in result["points"]:
+        rows.append(
+            f"{p['step']:>6}{p['minutes']:>9.1f}{p['pairing_mean']:>9.2f}"
+            f"{p['distance_mean']:>10.2f}{p['duration_ratio_median']:>7.2f}"
+            f"{p['alignment_mean']:>7.2f}{p['stopped_share']:>6.0%}"
+        )  # fmt: skip
+        if voices:
+            rows[-1] += (f"{p['voice_top1']:>7.0%}{p['voice_follows']:>9.0%}"
+                         f"{p['voice_likeness']:>10.2f}")  # fmt: skip
+    if voices:
+        p = result["points"][0]
+        vocoded = p["voice_vocoded_top1"]
+        rows.append(f"voice: identified as the own clip's voice; follows: as the other "
+                    f"speaker's clip's; likeness: similarity to the clip / two recordings' "
+                    f"(recordings {p['voice_truth_top1']:.0%}, through the same vocoder "
+                    f"{'-' if vocoded is None else f'{vocoded:.0%}'}, chance "
+                    f"{p['voice_chance']:.0%})")  # fmt: skip
     blurred = result.get("blurred_truth_pairing")
     if blurred:
         scale = ", ".join(f"σ={sigma} {pairing:.2f}" for sigma, pairing in blurred.items())

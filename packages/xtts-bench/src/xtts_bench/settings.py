@@ -300,12 +300,15 @@ class StartupBenchConfig:
         utterances, seed: of that synthetic corpus (`utterances` None: 300); `utterances`
             only without a corpus, and `corpus` or `utterances` only with the `default`
             workload (nothing else reads them).
+        compiler: every run's `train.compiler` (`auto`: the graph executor on a CPU,
+            XLA on a GPU).
     """
 
     workloads: tuple[str, ...] = ("demo", "default")
     corpus: Path | None = None
     utterances: int | None = None
     seed: int = 0
+    compiler: str = "auto"
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.workloads) - {"demo", "default"})
@@ -314,6 +317,9 @@ class StartupBenchConfig:
                 f"StartupBenchConfig.workloads: expected some of ('demo', 'default'), "
                 f"received: workloads={self.workloads!r}"
             )
+        if self.compiler not in ("auto", "xla", "graph"):
+            raise SettingsError(f"StartupBenchConfig.compiler: expected one of ('auto', 'xla', "
+                                f"'graph'), received: compiler={self.compiler!r}")  # fmt: skip
         if self.utterances is not None and (isinstance(self.utterances, bool)
                 or not isinstance(self.utterances, int) or self.utterances < 1):  # fmt: skip
             raise SettingsError(f"StartupBenchConfig.utterances: expected an int >= 1, "
@@ -360,6 +366,10 @@ class LearningBenchConfig:
         split: `"all"` (a corpus the run never saw) or `"val"` (the run's held-out ids).
         n: held-out utterances scored at each checkpoint.
         overrides: `--set` values of the stack config (as `xtts-train fit --set`).
+        voices: `held_out` is a corpus of voices the run never trained on (`demo-corpus
+            --held-out-speakers`): each checkpoint speaks every sentence with a clip of
+            its own speaker's voice and with one of the next speaker's (the swapped
+            control), and the speaker measure (`xtts_bench.speakers`) judges both.
     """
 
     data: Path
@@ -370,6 +380,7 @@ class LearningBenchConfig:
     split: str = "all"
     n: int = 24
     overrides: tuple[str, ...] = ()
+    voices: bool = False
 
     def __post_init__(self) -> None:
         for name in ("steps", "every", "n"):
@@ -379,6 +390,11 @@ class LearningBenchConfig:
         if self.steps % self.every:
             raise SettingsError(f"Expected steps a multiple of every, received: "
                                 f"steps={self.steps}, every={self.every}")  # fmt: skip
+        cache = (Path(self.held_out) / "manifest.json").exists()  # the speakers need wavs
+        if self.voices and (self.split != "all" or cache):
+            raise SettingsError(f"Expected voices with a corpus of held-out voices and split "
+                                f"all, received: held_out={str(self.held_out)!r}, "
+                                f"split={self.split!r}")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -133,16 +133,21 @@ def read_voices(corpus: str | Path, *, per_voice: int | None = None) -> dict[str
     return vectors
 
 
-def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path) -> dict:
+def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
+                    vectors: Mapping[str, Sequence[np.ndarray]] | None = None) -> dict:  # fmt: skip
     """Syntheses of `evaluate --json` (`report`, its rows naming `speaker`, `reference`
     and `reference_speaker` as indices into the corpus's sorted speakers), read from
-    `audio/<id>.wav`, judged by a measure fitted on every recording of `corpus`.
+    `audio/<id>.wav`, judged by a measure fitted on every recording of `corpus`
+    (`vectors`: their `read_voices`, when already measured).
 
     Returns:
         `syntheses`, `top1` (identified as the reference's voice), `own_voice` (identified
         as the speaker's own, for swapped references), `similarity` (to the reference's
-        recording, mean), `similarity_truth` (two recordings of one voice, mean), and
-        `ground_truth`'s figures under `truth`.
+        recording, mean), `similarity_truth` (two recordings of one voice, mean),
+        `confusion` ({reference's voice: {identified voice: syntheses}}), `vocoded_top1`
+        (each recording's own mel through the same vocoder, `audio/<id>.truth.wav`,
+        identified as its speaker; None without those files), and `ground_truth`'s
+        figures under `truth`.
 
     Raises:
         SettingsError: rows without a reference clip of the corpus (`--reference-from run`),
@@ -151,9 +156,10 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path) -> d
     rows = xd.read_corpus(corpus).rows
     names = sorted({row.speaker for row in rows})
     paths = {row.id: str(row.audio) for row in rows}
-    vectors = read_voices(corpus)
+    vectors = read_voices(corpus) if vectors is None else vectors
     measure, truth = SpeakerMeasure.fit(vectors), ground_truth(vectors)
-    hits, own, likeness = [], [], []
+    hits, own, likeness, vocoded = [], [], [], []
+    confusion = {name: dict.fromkeys(names, 0) for name in names}
     for row in report["utterances"]:
         if row.get("reference_speaker") is None or row.get("reference") not in paths:
             raise SettingsError(f"Expected evaluate rows spoken with a clip of {corpus} "
@@ -164,13 +170,20 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path) -> d
             raise SettingsError(f"Expected the synthesis {synthesis} (evaluate --out), "
                                 f"received none")  # fmt: skip
         vector = voice_vector(*_load(synthesis))
-        voice = measure.identify(vector)
-        hits.append(voice == names[row["reference_speaker"]])
+        voice, reference = measure.identify(vector), names[row["reference_speaker"]]
+        confusion[reference][voice] += 1
+        hits.append(voice == reference)
         own.append(voice == names[row["speaker"]])
         likeness.append(measure.similarity(vector, voice_vector(*_load(paths[row["reference"]]))))
+        recording = Path(audio) / f"{row['id']}.truth.wav"
+        if recording.is_file():
+            vocoded.append(measure.identify(voice_vector(*_load(recording)))
+                           == names[row["speaker"]])  # fmt: skip
     return {"syntheses": len(hits), "top1": float(np.mean(hits)), "own_voice": float(np.mean(own)),
             "similarity": statistics.mean(likeness),
-            "similarity_truth": truth["similarity_same"], "truth": truth}  # fmt: skip
+            "similarity_truth": truth["similarity_same"], "confusion": confusion,
+            "vocoded_top1": float(np.mean(vocoded)) if vocoded else None,
+            "truth": truth}  # fmt: skip
 
 
 def _load(path: str | Path) -> tuple[np.ndarray, int]:
@@ -218,13 +231,20 @@ def format_speaker_table(result: dict) -> str:
 
 
 def format_synthesis_table(result: dict) -> str:
-    """`score_syntheses`' figures beside the recordings' own (ground truth) and chance."""
-    truth = result["truth"]
-    return "\n".join([
+    """`score_syntheses`' figures beside the recordings' own (ground truth) and chance,
+    then which voice the syntheses of each reference's voice were identified as."""
+    truth, vocoded = result["truth"], result["vocoded_top1"]
+    through = "" if vocoded is None else f"; through the same vocoder {vocoded:.1%}"
+    voices = sorted(result["confusion"])
+    lines = [
         format_speaker_table(truth),
         f"syntheses {result['syntheses']}: identified as the reference's voice "
-        f"{result['top1']:.1%} (ground truth {truth['top1']:.1%}, chance {truth['chance']:.1%}); "
-        f"as the speaker's own {result['own_voice']:.1%}",
+        f"{result['top1']:.1%} (ground truth {truth['top1']:.1%}{through}, chance "
+        f"{truth['chance']:.1%}); as the speaker's own {result['own_voice']:.1%}",
         f"similarity to the reference's recording {result['similarity']:.3f} "
         f"(two recordings of one voice: {result['similarity_truth']:.3f})",
-    ])  # fmt: skip
+        "reference's voice -> identified as: " + " ".join(f"{v:>8}" for v in voices),
+    ]  # fmt: skip
+    for reference, counts in sorted(result["confusion"].items()):
+        lines.append(f"{reference:>34}: " + " ".join(f"{counts[v]:>8}" for v in voices))
+    return "\n".join(lines)

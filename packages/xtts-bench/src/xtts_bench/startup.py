@@ -8,7 +8,8 @@ peak RSS. Per workload, side by side:
 - cold, one compile thread: an empty compile cache, `train.compile_workers=1` (tracing
   still overlaps the one compile running);
 - cold, concurrent: an empty compile cache, one compile thread per core (the default);
-- warm: a second process on the cache the concurrent run filled.
+- warm: a second process on the cache the concurrent run filled (its executables and
+  its stored traces: the warm run registers every program instead of tracing it).
 
 Workloads: `demo` is `xtts-train demo`'s training (its corpus and settings); `default` is
 the default configuration (8 bucket shapes) on a corpus of longer utterances (`corpus`,
@@ -42,7 +43,8 @@ _SCENARIOS = (("cold, 1 compile thread", 1, "fresh"), ("cold, concurrent", 0, "f
 
 def run_startup_benchmarks(bench: StartupBenchConfig, *, progress: bool = True) -> dict:
     """Every scenario of every workload; figures from each run's `summary.json`."""
-    results: dict = {"workloads": {}, "cores": len(os.sched_getaffinity(0))}
+    results: dict = {"workloads": {}, "cores": len(os.sched_getaffinity(0)),
+                     "compiler": bench.compiler}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="xtts-bench-startup-") as tmp:
         work = pathlib.Path(tmp)
         for workload in bench.workloads:
@@ -70,7 +72,7 @@ def _workload(bench: StartupBenchConfig, name: str, work: pathlib.Path):
     import xtts_data as xd
     from xtts_train import DEMO_SETTINGS, load_stack_config
 
-    settings = list(DEMO_SETTINGS) if name == "demo" else []
+    settings = [*(DEMO_SETTINGS if name == "demo" else []), f"train.compiler={bench.compiler}"]
     stack = load_stack_config(None, settings)
     corpus = bench.corpus if name == "default" else None
     if corpus is None:
@@ -104,6 +106,7 @@ def _figures(summary: dict) -> dict:
         "programs": warm["programs"],
         "compiled": warm["compiled"],
         "cache_hits": warm["cache_hits"],
+        "stored": warm.get("stored", 0),
         "workers": warm["workers"],
         "peak_rss_mb": summary["peak_rss_mb"],
     }
@@ -130,11 +133,14 @@ def project_cold(run: dict, cores: int) -> float:
 
 def format_startup_table(results: dict) -> str:
     """The runs of every workload, then the projections."""
-    lines = [f"time to first step (xtts-train fit, new process each), {results['cores']} cores"]
+    lines = [
+        f"time to first step (xtts-train fit, new process each), {results['cores']} cores, "
+        f"train.compiler={results['compiler']}"
+    ]
     for workload, figures in results["workloads"].items():
         lines.append(f"\n{workload}")
         lines.append(f"{'run':<26}{'first step s':>13}{'trace s':>9}{'compile s':>11}"
-                     f"{'step 1 s':>10}{'compiled':>10}{'hits':>6}"
+                     f"{'step 1 s':>10}{'compiled':>10}{'hits':>6}{'stored':>8}"
                      f"{'peak RSS MB':>13}")  # fmt: skip
         for label, run in figures["runs"].items():
             parts = run["startup_s"]
@@ -142,7 +148,7 @@ def format_startup_table(results: dict) -> str:
                 f"{label:<26}{run['time_to_first_step_s']:>13.1f}{parts['trace']:>9.1f}"
                 f"{parts['compile']:>11.1f}{parts['first_step']:>10.1f}"
                 f"{_count(run['compiled']):>10}"
-                f"{_count(run['cache_hits']):>6}{run['peak_rss_mb']:>13.0f}"
+                f"{_count(run['cache_hits']):>6}{run['stored']:>8}{run['peak_rss_mb']:>13.0f}"
             )
         lines.append(f"warm / cold (concurrent): {figures['warm_vs_cold']:.0%}")
         projected = ", ".join(
