@@ -156,11 +156,3 @@ def test_compare_on_a_corpus_smaller_than_a_batch_says_why(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
     assert "fewer utterances than its batch size" in done.stderr
-
-
-def test_the_startup_benchmark_takes_a_known_compiler_only():
-    from xtts_bench import SettingsError, StartupBenchConfig
-
-    assert StartupBenchConfig(compiler="xla").compiler == "xla"
-    with pytest.raises(SettingsError, match=r"StartupBenchConfig.compiler: expected one of"):
-        StartupBenchConfig(compiler="jit")

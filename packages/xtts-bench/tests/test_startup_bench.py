@@ -27,6 +27,7 @@ RUN = {
     },
     "compiled": 2,
     "cache_hits": 0,
+    "stored": 0,
     "workers": 1,
     "peak_rss_mb": 2000.0,
 }
@@ -42,15 +43,23 @@ def test_projection_schedules_compiles_after_their_traces(cores, expected):
 
 
 def test_table_names_every_run_and_the_warm_ratio():
-    warm = {**RUN, "time_to_first_step_s": 10.0, "compiled": 0, "cache_hits": 2}
-    results = {"cores": 2, "workloads": {"demo": {
+    warm = {**RUN, "time_to_first_step_s": 10.0, "compiled": 0, "cache_hits": 2, "stored": 2}
+    results = {"cores": 2, "compiler": "xla", "workloads": {"demo": {
         "runs": {"cold, 1 compile thread": RUN, "cold, concurrent": RUN,
                  "warm (second process)": warm},
         "warm_vs_cold": 0.25, "projected_cold_s": {1: 40.0, 4: 28.0},
     }}}  # fmt: skip
     table = format_startup_table(results)
-    for text in ("cold, 1 compile thread", "warm (second process)", "25%", "4 cores 28 s"):
+    for text in (
+        "cold, 1 compile thread",
+        "warm (second process)",
+        "25%",
+        "4 cores 28 s",
+        "train.compiler=xla",
+    ):
         assert text in table
+    warm_row = next(line for line in table.splitlines() if line.startswith("warm"))
+    assert warm_row.split()[-2] == "2"  # stored traces column
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -58,6 +67,7 @@ def test_table_names_every_run_and_the_warm_ratio():
     ({"workloads": ()}, "workloads"),
     ({"utterances": 0}, "utterances"),
     ({"corpus": "/nonexistent/corpus"}, "corpus"),
+    ({"compiler": "jit"}, "StartupBenchConfig.compiler: expected one of"),
 ])  # fmt: skip
 def test_settings_are_checked(fields, message):
     with pytest.raises(ValueError, match=message):

@@ -206,6 +206,7 @@ def test_a_graph_executor_fit_compiles_nothing_and_a_second_one_traces_nothing(
         "traces"
     ]
     again = _summary(_fit(cache, tmp_path / "again", root, *graph), tmp_path / "again")
-    assert again["warm_up"]["stored"] == 1
+    assert again["warm_up"]["stored"] == again["warm_up"]["deferred"] == 1  # run by step 1
+    assert again["warm_up"]["graph_programs"] == 1
     assert again["traces"] == 0
     assert again["final_loss"] == summary["final_loss"]  # the same step, registered

@@ -18,13 +18,15 @@ warm start pays for the one shape its first step needs instead of a placeholder 
 every shape.
 
 A program for TensorFlow's graph executor (`xtts_train.training.compiler`: `Job.compiler` graph) has
-nothing to compile: it is traced and run once like the others, and never looked up in or
-written to the compile cache.
+nothing to compile: it is traced and run once like the others (one at a time), or, when
+registered from its stored trace, left to its first real call, and never looked up in or
+written to the compile cache's executables.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import os
 import threading
@@ -57,8 +59,9 @@ class Job:
 class Program:
     """A built program: its job's name, and seconds of tracing (or registering its stored
     trace: `stored`) and of its first call (compiling, or loading from the cache, plus one
-    run). A `deferred` program is held by the compile cache and was not called: it loads
-    at its first real call. `compiler`: `"xla"` or `"graph"` (TensorFlow's graph
+    run). A `deferred` program is held by the compile cache, or is a graph-executor program
+    registered from its stored trace, and was not called: it loads (or is optimized by
+    Grappler) at its first real call. `compiler`: `"xla"` or `"graph"` (TensorFlow's graph
     executor: its first call compiles nothing)."""
 
     name: str
@@ -110,7 +113,8 @@ class WarmUp:
 
     @property
     def deferred(self) -> int:
-        """Programs the compile cache holds, left to load at their first real call."""
+        """Programs left to their first real call: held by the compile cache (loaded
+        then), or graph programs registered from stored traces (optimized then)."""
         return sum(p.deferred for p in self.programs)
 
     @property
@@ -183,7 +187,8 @@ def run_jobs(
         jobs: the programs to build.
         workers: compile threads (see `compile_workers`).
         defer_cached: leave programs the compile cache holds to load at their first real
-            call (False: run every program once here, as a measurement wants).
+            call, and graph programs registered from stored traces to be optimized then
+            (False: run every program once here, as a measurement wants).
         progress: called as `progress(done, total, program)` when a program is compiled
             (from a worker thread) or deferred.
 
@@ -195,6 +200,11 @@ def run_jobs(
     programs: dict[int, Program] = {}
     compiled: dict[str, set[str]] = {}  # fingerprint -> entries that appeared meanwhile
     lock = threading.Lock()
+    # Graph-executor programs run one at a time: two functions run at once by the eager
+    # runtime can share one step's resource container, and Grappler's temporaries
+    # (ArithmeticOptimizer's TemporaryVariable, named alike in every program) then collide
+    # (AlreadyExistsError; seen when stored traces made every program ready at once).
+    graph_lock = threading.Lock()
 
     def finish(built: Program, index: int) -> None:
         with lock:
@@ -206,7 +216,8 @@ def run_jobs(
     def compile_one(index: int, job: Job, program: Any, trace_seconds: float, key,
                     stored: bool) -> None:  # fmt: skip
         begin, before = time.perf_counter(), cache.staged() if key else set()
-        job.run(program)
+        with graph_lock if job.compiler == "graph" else contextlib.nullcontext():
+            job.run(program)
         if key:
             compiled[key] = cache.staged() - before
         seconds = time.perf_counter() - begin
@@ -227,9 +238,12 @@ def run_jobs(
                 key = traces.fingerprint(program) if cached else None
                 traced.append(program)
                 trace_seconds = time.perf_counter() - begin
-                if defer_cached and key and cache.holds(key):
+                # Nothing to do ahead for a program its cache holds, or for a registered
+                # graph program (its first call optimizes it, a second or two).
+                held = (key and cache.holds(key)) or (stored and job.compiler == "graph")
+                if defer_cached and held:
                     finish(Program(job.name, trace_seconds, 0.0, deferred=True,
-                                   stored=stored), index)  # fmt: skip
+                                   compiler=job.compiler, stored=stored), index)  # fmt: skip
                 else:
                     futures.append(pool.submit(compile_one, index, job, program,
                                                trace_seconds, key, stored))  # fmt: skip
