@@ -12,8 +12,10 @@ import pytest
 import yaml
 from data_helpers import BAD_ROWS, DATA, REPORT_KEYS
 
-from xtts_data import make_dataset
+from xtts_data import load_config, make_dataset
 from xtts_data.cli import main
+from xtts_data.manifest import Manifest
+from xtts_data.plan import PLAN_FILE, BucketCost, plan_batches, write_plan
 
 COMMANDS = ["prepare", "verify", "doctor", "serve", "demo-corpus"]
 
@@ -109,6 +111,30 @@ def test_doctor_takes_the_caches_feature_settings(cache, tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert "data.trim_top_db: the cache was built with 40.0, the config gives 20" in err
+
+
+def test_doctor_prints_a_memory_plan_and_times_its_batch_sizes(cache, config, tmp_path, capsys):
+    data = load_config(config, built=Manifest.read(cache).settings)[1]
+    spec = make_dataset(cache, data, "train", repeat=True).spec
+    costs = [BucketCost(s.frames, s.text_len, 2**20, s.frames * 2**14) for s in spec.shapes]
+    plan = plan_batches(costs, 0.01, multiple=1)  # a few rows of each bucket, more of short
+    write_plan(plan, tmp_path / PLAN_FILE)
+    args = ["doctor", str(cache), "--config", str(config), "--batches", "8"]
+    assert main([*args, "--plan", str(tmp_path), "--json"]) == 0  # a run folder holds it
+    out = capsys.readouterr().out
+    assert out.startswith(plan.format())
+    values = json.loads(out[len(plan.format()) :])
+    planned = {(b, t, f) for b, (f, t) in zip(plan.batch_sizes, plan.buckets, strict=True)}
+    assert planned != {shape.key for shape in spec.shapes}  # not the frame budget's sizes
+    assert {tuple(shape) for shape in values["shapes"]} <= planned
+    assert {tuple(shape) for shape in values["spec_shapes"]} == planned
+
+    other = dataclasses.replace(plan, costs=(BucketCost(999, 9, 1, 1),) * len(costs))
+    write_plan(other, tmp_path / "other.json")
+    assert main([*args, "--plan", str(tmp_path / "other.json")]) == 2
+    assert "Expected a plan for this pipeline's buckets" in capsys.readouterr().err
+    assert main([*args, "--plan", str(tmp_path / "missing.json")]) == 2
+    assert "xtts-train check --save-plan" in capsys.readouterr().err
 
 
 def test_demo_corpus_writes_an_ljspeech_layout(tmp_path, capsys):

@@ -10,13 +10,15 @@ import pytest
 import yaml
 from train_helpers import MICRO, OVERRIDES, as_cli
 
+import xtts_data as xd
 from xtts_data import BatchShape
+from xtts_data.plan import FILL, BucketCost, plan_batches, read_plan
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.training import planner
 from xtts_train.training.memory import training_bytes
-from xtts_train.training.planner import FILL, BucketCost, estimate_costs, plan_batches
+from xtts_train.training.planner import estimate_costs
 
 GiB = 2**30
 COSTS = [BucketCost(frames=64, text_len=16, fixed=GiB // 4, per_row=10 * 2**20),
@@ -36,7 +38,7 @@ def test_each_bucket_gets_the_largest_batch_within_the_budget():
 
 
 def test_a_budget_too_small_for_one_row_names_the_bucket_and_the_least_budget():
-    with pytest.raises(ConfigError, match=r"Expected train.memory_budget_gb >= ([\d.]+) \(1 row\(s\) of the 128-frame x 24-token bucket need it, with 0.50 GiB held before the steps\), received: memory_budget_gb=0.8$") as refused:  # fmt: skip
+    with pytest.raises(xd.ConfigError, match=r"Expected train.memory_budget_gb >= ([\d.]+) \(1 row\(s\) of the 128-frame x 24-token bucket need it, with 0.50 GiB held before the steps\), received: memory_budget_gb=0.8$") as refused:  # fmt: skip
         plan_batches(COSTS, 0.8, baseline=GiB // 2)
     least = float(re.search(r">= ([\d.]+)", str(refused.value))[1])
     assert min(plan_batches(COSTS, least, baseline=GiB // 2).batch_sizes) >= 1
@@ -88,6 +90,7 @@ def test_fit_trains_on_the_planned_sizes_and_a_resume_keeps_them(cache, tmp_path
     frames = [key[2] for key in measured[0]]
     room = FILL * 0.01 * GiB
     assert sizes == [int((room - 2**20) // (f * 2**16)) for f in frames]
+    assert list(read_plan(run).batch_sizes) == sizes  # for `xtts-data doctor --plan RUN`
     summary = yaml.safe_load((run / "summary.json").read_text())
     assert summary["compiled_shapes"] == len(sizes)
     assert {int(k.split("x")[0]) for k in summary["step_ms_by_shape"]} <= set(sizes)
@@ -96,13 +99,18 @@ def test_fit_trains_on_the_planned_sizes_and_a_resume_keeps_them(cache, tmp_path
     assert yaml.safe_load((run / "config.yaml").read_text())["data"]["batch_sizes"] == sizes
 
 
-def test_check_estimate_prints_the_plan_without_building_anything(cache, capsys, monkeypatch):
+def test_check_estimate_prints_the_plan_without_building_anything(cache, capsys, monkeypatch,
+                                                                  tmp_path):  # fmt: skip
     monkeypatch.setattr(planner, "measure_costs", lambda *a: pytest.fail("measured"))
     base = ["check", "--data", str(cache), "--estimate", *as_cli([*OVERRIDES, *MICRO])]
-    assert main([*base, "--set", "train.memory_budget_gb=2"]) == 0
+    saved = tmp_path / "plan.json"
+    assert main([*base, "--set", "train.memory_budget_gb=2", "--save-plan", str(saved)]) == 0
     out = capsys.readouterr().out
     assert "memory plan (estimated): budget 2.00 GiB" in out
     assert re.search(r"data.batch_sizes=\[\d+,\d+\]", out)
+    assert read_plan(saved).format() in out
+    assert main([*base, "--save-plan", str(saved)]) == 2  # no budget: no plan to save
+    assert "set train.memory_budget_gb" in capsys.readouterr().err
     assert main([*base, "--set", "train.memory_budget_gb=0.001"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "Expected train.memory_budget_gb >= " in line

@@ -122,6 +122,10 @@ def _add_doctor(commands) -> None:
         help="the vocoder's segment pipeline (what `xtts-train fit --task vocoder` reads) "
         "instead of the text-to-mel one; SOURCE must be a cache with waveforms",
     )
+    p.add_argument("--plan", type=Path, metavar="RUN|FILE",
+                   help="a memory plan (a run folder's memory_plan.json, from `xtts-train fit` "
+                   "with train.memory_budget_gb, or `xtts-train check --save-plan FILE`): "
+                   "print it, and time the pipeline at its batch sizes")  # fmt: skip
     p.add_argument("--split", choices=["train", "val", "all"], default="train")
     p.add_argument("--batches", type=_positive, default=200, help="batches timed (default: 200)")
     p.add_argument("--device-ms", type=float, help="simulated device step per batch, ms")
@@ -225,13 +229,25 @@ def _run_doctor(args) -> int:
     from xtts_data.doctor import diagnose, plot
     from xtts_data.manifest import FeatureCache, Manifest
     from xtts_data.pipeline import make_dataset
+    from xtts_data.plan import read_plan
     from xtts_data.segments import make_segment_dataset
 
     # A corpus has no build settings.
     built = Manifest.read(args.source).settings if FeatureCache.is_cache(args.source) else None
     audio, data = load_config(args.config, built=built)
+    plan = None
+    if args.plan is not None:
+        if args.segments:
+            raise XttsDataError("--plan sizes the text-to-mel buckets; the segment pipeline "
+                                "has one shape: pass one of --plan and --segments")  # fmt: skip
+        plan = read_plan(args.plan)
+        data = dataclasses.replace(data, policy="buckets", batch_sizes=plan.batch_sizes,
+                                   num_buckets=len(plan.batch_sizes))  # fmt: skip
     make = make_segment_dataset if args.segments else make_dataset
     pipeline = make(args.source, data, args.split, audio=audio, repeat=True)
+    if plan is not None:
+        _check_plan(plan, pipeline.spec, args.plan)
+        print(plan.format(), flush=True)
     report = diagnose(pipeline, batches=args.batches, device_ms=args.device_ms)
     values = report.to_dict()
     if args.plot:
@@ -242,6 +258,17 @@ def _run_doctor(args) -> int:
     for name, text in _doctor_lines(pipeline, values, segments=args.segments):
         print(f"{name:<19}{text}")
     return 0
+
+
+def _check_plan(plan, spec, source: Path) -> None:
+    """Refuse a plan made for other buckets than the pipeline's."""
+    buckets = [(shape.frames, shape.text_len) for shape in spec.shapes]
+    if buckets != plan.buckets:
+        raise XttsDataError(
+            f"Expected a plan for this pipeline's buckets (frames, text) {buckets}, received: "
+            f"{source} planned {plan.buckets}; pass the config the plan was made with "
+            f"(--config RUN/config.yaml)"
+        )
 
 
 def _doctor_lines(pipeline, values: dict, *, segments: bool) -> list[tuple[str, str]]:

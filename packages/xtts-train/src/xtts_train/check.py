@@ -21,13 +21,14 @@ import time
 from pathlib import Path
 
 import xtts_data as xd
+from xtts_data.plan import MemoryPlan, plan_batches
 from xtts_data.stats import cv
 from xtts_train.config import StackConfig
 from xtts_train.training import compile_cache
 from xtts_train.training.build import build_steps
 from xtts_train.training.compiler import choices
 from xtts_train.training.memory import parameter_count
-from xtts_train.training.planner import MemoryPlan, estimate_costs, measured_plan, plan_batches
+from xtts_train.training.planner import estimate_costs, measured_plan
 from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.training.steps import kept_dtype_policy, shape_of, timed_step
 from xtts_train.training.tasks import task_class
@@ -165,10 +166,14 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
                        stack.train.task, plan)  # fmt: skip
 
 
-def estimate(stack: StackConfig, cache: str | Path) -> str:
+def estimate(stack: StackConfig, cache: str | Path) -> tuple[str, MemoryPlan | None]:
     """Each bucket's estimated train-step memory at the frame budget's batch sizes and,
     with `train.memory_budget_gb`, the batch sizes planned from those estimates; nothing
-    is built or run (`check --estimate`)."""
+    is built or run (`check --estimate`).
+
+    Returns:
+        The printed lines, and the plan (None without a budget).
+    """
     opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     stack = dataclasses.replace(stack, model=model)
@@ -181,8 +186,9 @@ def estimate(stack: StackConfig, cache: str | Path) -> str:
     for shape, cost in zip(spec.shapes, costs, strict=True):
         label = " x ".join(map(str, shape.key))
         lines.append(f"{label:<24}{cost.bytes(shape.batch_size) / 2**30:>8.2f}")
+    plan = None
     if stack.train.memory_budget_gb is not None:
         plan = plan_batches(costs, stack.train.memory_budget_gb, source="estimated",
                             multiple=stack.data.batch_multiple)  # fmt: skip
         lines.append(plan.format())
-    return "\n".join(lines)
+    return "\n".join(lines), plan

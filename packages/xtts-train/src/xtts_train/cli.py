@@ -118,6 +118,10 @@ def _add_check(commands) -> None:
                    help="build and run nothing: print each bucket's estimated step memory "
                    "and, with --set train.memory_budget_gb=N, the batch sizes planned for "
                    "it (text_to_mel)")  # fmt: skip
+    p.add_argument("--save-plan", type=Path, metavar="FILE",
+                   help="with train.memory_budget_gb, also write the memory plan (measured, "
+                   "or estimated with --estimate) to FILE, for `xtts-data doctor --plan` "
+                   "(fit writes its own to RUN/memory_plan.json)")  # fmt: skip
 
 
 def _add_synthesize(commands) -> None:
@@ -335,21 +339,33 @@ def _run_fit(args) -> int:
 
 
 def _run_check(args) -> int:
+    from xtts_data.plan import write_plan
     from xtts_train.check import check, estimate
     from xtts_train.config import load_stack_config
 
     stack = load_stack_config(args.config, args.set, cache=args.data)
     if args.task is not None:
         stack = dataclasses.replace(stack, train=dataclasses.replace(stack.train, task=args.task))
+    if args.save_plan is not None and (stack.train.memory_budget_gb is None
+                                       or stack.data.batch_sizes is not None):  # fmt: skip
+        raise XttsTrainError("--save-plan writes the memory plan: set "
+                             "train.memory_budget_gb (--set train.memory_budget_gb=N), "
+                             "and no data.batch_sizes")  # fmt: skip
     if args.estimate:
         if stack.train.task != "text_to_mel":
             raise XttsTrainError(f"Expected --estimate with the text_to_mel task, received: "
                                  f"train.task={stack.train.task}")  # fmt: skip
-        print(estimate(stack, args.data))
-        return 0
-    report = check(stack, args.data, repeats=args.repeats)
-    print(report.format())
-    return 1 if report.retraced else 0
+        text, plan = estimate(stack, args.data)
+        print(text)
+    else:
+        report = check(stack, args.data, repeats=args.repeats)
+        print(report.format())
+        plan = report.plan
+    if args.save_plan is not None:
+        write_plan(plan, args.save_plan)
+        print(f"plan written to {args.save_plan} (xtts-data doctor CACHE --plan "
+              f"{args.save_plan} times the pipeline at its batch sizes)")  # fmt: skip
+    return 1 if not args.estimate and report.retraced else 0
 
 
 def _run_synthesize(args) -> int:

@@ -346,8 +346,9 @@ class TrainConfig(FrozenConfig):
             `fit` and `check` measure real steps of every bucket in a fresh process
             (`xtts_train.training.planner`) and train with the largest batches whose peak
             stays within 90% of it; the run's config.yaml records them as
-            `data.batch_sizes`, which a resume reuses. `null`: the frame budget decides.
-            Text-to-mel runs only.
+            `data.batch_sizes`, which a resume reuses, and its memory_plan.json the plan
+            (`xtts-data doctor --plan RUN` prints it and times the pipeline at its
+            batches). `null`: the frame budget decides. Text-to-mel runs only.
         init_from: a run folder of the same task and model sizes whose last checkpoint's
             weights the run starts from (fine-tuning), with a fresh optimizer and schedule
             (`xtts_train.runs.init_from`). Read when the run starts; a resumed run goes on
