@@ -58,7 +58,7 @@ def stored(tmp_path_factory):
     job = _job(steps)
     with compile_cache.stable_names(job.name):
         program = job.trace()
-    assert traces.save(folder, job.key, program, job.variables)
+    assert traces.save(folder, job.key, program, job.variables) == traces.fingerprint(program)
     outputs = _step(program, steps)
     weights = [v.numpy() for v in steps.model.trainable_variables]
     return folder, job, traces.fingerprint(program), outputs, weights, program
@@ -109,5 +109,5 @@ def test_a_missing_or_damaged_trace_is_none_and_the_damaged_one_deleted(stored, 
 
 def test_a_capture_outside_the_variables_is_not_stored(stored, tmp_path):
     _, job, *_, program = stored
-    assert not traces.save(tmp_path, job.key, program, job.variables[1:])
+    assert traces.save(tmp_path, job.key, program, job.variables[1:]) is None
     assert not list(tmp_path.iterdir())

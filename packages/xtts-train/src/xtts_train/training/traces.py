@@ -115,11 +115,14 @@ def fingerprint(program: Any) -> str:
 
 
 def save(folder: Path, program_key: str, program: Any,
-         variables: Sequence[tf.Variable]) -> bool:  # fmt: skip
+         variables: Sequence[tf.Variable]) -> str | None:  # fmt: skip
     """Store a traced concrete function under `program_key`.
 
-    Returns False (nothing written) when it cannot be registered again faithfully: a
-    captured input that is none of `variables`, or a gradient registered by name.
+    Returns:
+        Its `fingerprint` (computed from the bytes written, so a caller need not serialize
+        the library again), or None, nothing written, when it cannot be registered again
+        faithfully: a captured input that is none of `variables`, or a gradient registered
+        by name.
     """
     index = {id(v.handle): i for i, v in enumerate(variables)}
     captures = [index.get(id(c)) for c in program.captured_inputs]
@@ -127,7 +130,7 @@ def save(folder: Path, program_key: str, program: Any,
     if None in captures or library.registered_gradients:
         logger.debug("trace of %s not stored: it captures more than its variables",
                      program.function_def.signature.name)  # fmt: skip
-        return False
+        return None
     data = library.SerializeToString(deterministic=True)
     header = {
         "name": program.function_def.signature.name,
@@ -138,7 +141,7 @@ def save(folder: Path, program_key: str, program: Any,
     }
     folder.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(folder / f"{program_key}.trace", json.dumps(header).encode() + b"\n" + data)
-    return True
+    return header["sha256"]
 
 
 def load(folder: Path, program_key: str,

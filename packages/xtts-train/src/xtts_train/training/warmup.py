@@ -231,11 +231,11 @@ def run_jobs(
         try:
             for index, job in enumerate(jobs):
                 begin = time.perf_counter()
-                program, stored = _built(job, folder), True
+                program, stored, key = _built(job, folder), True, None
                 if program is None:
-                    program, stored = _traced(job, folder), False
+                    (program, key), stored = _traced(job, folder), False
                 cached = cache is not None and job.compiler == "xla"  # graph compiles nothing
-                key = traces.fingerprint(program) if cached else None
+                key = (key or traces.fingerprint(program)) if cached else None
                 traced.append(program)
                 trace_seconds = time.perf_counter() - begin
                 # Nothing to do ahead for a program its cache holds, or for a registered
@@ -270,10 +270,11 @@ def _built(job: Job, folder) -> Any:
     return traces.load(folder, job.key, job.variables)
 
 
-def _traced(job: Job, folder) -> Any:
-    """`job`'s program traced (under stable names), and stored when there is a store."""
+def _traced(job: Job, folder) -> tuple[Any, str | None]:
+    """`job`'s program traced (under stable names), and stored when there is a store;
+    with its fingerprint when stored (the library is serialized once)."""
     with compile_cache.stable_names(job.name):
         program = job.trace()
     if folder is not None and job.key is not None:
-        traces.save(folder, job.key, program, job.variables)
-    return program
+        return program, traces.save(folder, job.key, program, job.variables)
+    return program, None
