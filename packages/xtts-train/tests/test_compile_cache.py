@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -194,7 +193,9 @@ def test_a_graph_executor_fit_compiles_nothing_and_a_second_one_traces_nothing(
     root = tmp_path / "xla"
     shutil.copytree(cold[0], root)
     before = {p for p in root.rglob("*") if p.is_file()}
-    graph = ("--set", "train.compiler=graph")
+    # Deterministic, seeded data: both fits take the same first batch.
+    graph = ("--set", "train.compiler=graph", "--set", "data.deterministic=true",
+             "--set", "data.seed=0")  # fmt: skip
     summary = _summary(_fit(cache, tmp_path / "run", root, *graph), tmp_path / "run")
     assert summary["compiler"]["train"] == "graph"
     warm = summary["warm_up"]
@@ -210,4 +211,6 @@ def test_a_graph_executor_fit_compiles_nothing_and_a_second_one_traces_nothing(
     assert again["warm_up"]["stored"] == again["warm_up"]["deferred"] == 1  # run by step 1
     assert again["warm_up"]["graph_programs"] == 1
     assert again["traces"] == 0
-    assert math.isfinite(again["final_loss"])  # bit-equality of a registered step: test_resume
+    # The same first step whether its program ran in the warm-up or was registered and
+    # deferred (a warm-up leaves no trace in the weights, the optimizer or the seeds).
+    assert again["final_loss"] == summary["final_loss"]
