@@ -21,9 +21,11 @@ from xtts_train import (
     stop_loss,
     total_loss,
 )
+from xtts_train.models.text_to_mel.frames import clip_stats, standardize
 
 # Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
 DETERMINISTIC = dict(prenet_dropout=0.0)
+VOICE_INPUT, VOICE_STATS = {"voice_input": True}, {"voice_stats": "mean_std"}
 
 
 def make_batch(config: ModelConfig, *, text_len=8, frames=16, cond_frames=16, seed=0):
@@ -192,9 +194,68 @@ def test_voice_input_reaches_every_frame():
     assert "voice" in {v.path.split("/")[-2] for v in model.trainable_variables}
 
 
-@pytest.mark.parametrize("field", ["tokens", "cond_mel"])
-def test_padding_of_inputs_is_ignored(field):
-    model = tiny_model(**DETERMINISTIC)
+@pytest.mark.parametrize("deviation", [False, True])
+def test_voice_stats_are_the_clips_own_statistics(deviation):
+    config = ModelConfig.from_preset("tiny")
+    batch = make_batch(config, cond_frames=16)  # row 1: 12 real reference frames
+    mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
+    cond = standardize(batch["cond_mel"], config)
+    stats = clip_stats(cond, mask, deviation=deviation).numpy()  # (B, 2, M)
+    for row, real in enumerate([16, 12]):
+        frames = (batch["cond_mel"].numpy()[row, :real] - config.mel_mean) / config.mel_std
+        np.testing.assert_allclose(stats[row, 0], frames.mean(axis=0), atol=1e-5)
+        scale = np.maximum(frames.std(axis=0), 0.1) if deviation else np.ones(80)
+        np.testing.assert_allclose(stats[row, 1], scale, atol=1e-5)
+    constant = standardize(tf.fill([1, 4, 80], -5.0), config)  # a channel that never moves
+    assert np.allclose(clip_stats(constant, tf.ones([1, 4])).numpy()[0, 1], 0.1)  # not 0
+
+
+@pytest.mark.parametrize("mode", ["off", "mean", "mean_std"])
+def test_voice_stats_set_the_voices_spectral_statistics(mode):
+    # Heads that write zeros (the clip's mean, in its units) put out the clip's mean at
+    # every frame, whatever the text; with voice_stats off, the corpus's fixed mean.
+    model = tiny_model(**DETERMINISTIC, voice_stats=mode)
+    batch = make_batch(model.config, cond_frames=16)
+    model(batch)
+    for weight in model.mel_head.weights:
+        weight.assign(tf.zeros_like(weight))
+    before = model(batch)["mel_before"].numpy()  # (B, F, M)
+    for row, real in enumerate([16, 12]):
+        clip_mean = batch["cond_mel"].numpy()[row, :real].mean(axis=0)  # (M,)
+        want = model.config.mel_mean if mode == "off" else np.broadcast_to(clip_mean, (16, 80))
+        np.testing.assert_allclose(before[row], np.broadcast_to(want, (16, 80)), atol=1e-4)
+
+
+@pytest.mark.parametrize(("mode", "scale"), [("mean", 1.0), ("mean_std", 1.5)])
+def test_a_clip_moved_in_level_moves_the_decoded_voice_alike(mode, scale):
+    # The clip reaches the frames through its statistics alone: the same clip, louder in
+    # some channels (and, with the deviation, wider), decodes to the same frames moved
+    # (and scaled) alike, with the same stop probabilities.
+    model = tiny_model(**DETERMINISTIC, voice_stats=mode, reduction_factor=2)
+    batch = make_batch(model.config, cond_frames=16)
+    model(batch)
+    model.stop_head.bias.assign([-20.0] * 2)  # the whole buffer
+    config, offset = model.config, np.linspace(-1.0, 1.0, 80)  # standardised units
+    cond = (batch["cond_mel"].numpy() - config.mel_mean) / config.mel_std
+    moved = (scale * cond + offset) * config.mel_std + config.mel_mean
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    first = model.infer(*args, max_frames=10)
+    second = model.infer(*args[:2], tf.constant(moved, tf.float32), args[3], max_frames=10)
+    want = scale * (first["mel_before"].numpy() - config.mel_mean) / config.mel_std + offset
+    np.testing.assert_allclose(second["mel_before"], want * config.mel_std + config.mel_mean,
+                               atol=1e-3)  # fmt: skip
+    np.testing.assert_allclose(second["stop_probs"], first["stop_probs"], atol=1e-6)
+
+
+def test_voice_stats_are_checked():
+    with pytest.raises(ConfigError, match=r"voice_stats.*one of off, mean, mean_std"):
+        ModelConfig(voice_stats="adain")
+
+
+@pytest.mark.parametrize(("field", "voice"), [("tokens", {}), ("cond_mel", {}),
+                                             ("cond_mel", VOICE_STATS)])  # fmt: skip
+def test_padding_of_inputs_is_ignored(field, voice):
+    model = tiny_model(**DETERMINISTIC, **voice)
     batch = make_batch(model.config, cond_frames=16)
     changed = batch[field].numpy()
     if field == "tokens":
@@ -347,14 +408,13 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
 
 @pytest.mark.parametrize(
     ("r", "max_frames", "compiler", "voice"),
-    [(1, 6, None, False), (2, 6, None, True), (3, 7, None, False), (1, 40, "xla", True),
-     (2, 41, "graph", False)],
+    [(1, 6, None, {}), (2, 6, None, VOICE_INPUT), (3, 7, None, VOICE_STATS),
+     (1, 40, "xla", VOICE_INPUT), (2, 41, "graph", {}), (2, 41, "xla", VOICE_STATS)],
 )  # fmt: skip
 def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler, voice):
     # Each decoding step reads its past from the blocks' key/value caches; teacher forcing
     # runs the decoder over the whole buffer at once (as decoding did before the caches).
-    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r,
-                       voice_input=voice)  # fmt: skip
+    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r, **voice)
     batch = make_batch(model.config)
     model(batch)
     model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer

@@ -44,6 +44,7 @@ Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
+VOICE_STATS = ("off", "mean", "mean_std")  # ModelConfig.voice_stats
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
     "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
@@ -103,6 +104,13 @@ class ModelConfig(FrozenConfig):
             espeak-ng voices (5,000 steps, one core each, side by side), the syntheses of
             4 held-out voices were identified as their clip's voice 27% of the time with
             it and 52% without (chance 25%; README "Voice cloning, measured").
+        voice_stats: "mean" or "mean_std": the decoder reads and writes frames
+            normalised by the reference clip's own per-channel mean (and deviation), its
+            output is moved back by them before the postnet, and the conditioning encoder
+            reads the clip normalised the same way (AdaIN-VC's instance statistics): the
+            clip's statistics set the voice's spectral statistics, for voices never trained
+            on too, by that path alone. "off" (the default): frames are standardised with
+            the fixed `mel_mean` and `mel_std` alone.
         prenet_dropout: dropout of the prenet in training (and in the teacher-forced
             eval losses): the decoder never trusts its own previous frame exactly.
         infer_prenet_dropout: keep the prenet's dropout on in free-running decoding too,
@@ -165,6 +173,7 @@ class ModelConfig(FrozenConfig):
     infer_window_ahead: int = 0
     infer_prenet_dropout: bool = False
     voice_input: bool = False
+    voice_stats: str = "off"
     mel_mean: float = -5.0
     mel_std: float = 2.5
 
@@ -180,6 +189,8 @@ class ModelConfig(FrozenConfig):
         for name in ("infer_prenet_dropout", "voice_input"):
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
+        if self.voice_stats not in VOICE_STATS:
+            self._fail("voice_stats", self.voice_stats, f"one of {', '.join(VOICE_STATS)}")
         if self.d_model % self.heads:
             self._fail("d_model", self.d_model, f"a multiple of heads={self.heads}")
         for name in ("dropout", "prenet_dropout"):

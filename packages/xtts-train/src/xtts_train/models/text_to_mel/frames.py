@@ -5,6 +5,11 @@ The decoder runs one step per group of `r` frames: step `s` reads the last frame
 `s - 1` (`step_inputs`) and writes all `r` frames of group `s`; what it computes once per
 step (an attention row) holds for each frame of the group (`per_frame`). Pure functions of
 static shapes, shared by training (`TextToMel.call`) and decoding (`generation`).
+
+With `ModelConfig.voice_stats` the decoder works one step further from the mel: on
+standardised frames normalised by the reference clip's own per-channel mean (and
+deviation: `clip_stats`, `to_voice`), and its output is moved back by them (`from_voice`),
+as AdaIN-VC's instance statistics (Chou et al. 2019) carry a voice.
 """
 
 from __future__ import annotations
@@ -13,7 +18,14 @@ import tensorflow as tf
 
 from xtts_train.config import ModelConfig
 
-__all__ = ["from_standard", "groups", "per_frame", "shift_right", "standardize", "step_inputs"]
+__all__ = [
+    "clip_stats", "from_standard", "from_voice", "groups", "identity_stats", "per_frame",
+    "shift_right", "standardize", "step_inputs", "to_voice",
+]  # fmt: skip
+
+# The least deviation a channel of a clip is scaled by (standardised units, where a corpus's
+# channels deviate about 0.5-1.2 within a clip): a near-constant channel is not blown up.
+_MIN_DEVIATION = 0.1
 
 
 def groups(frames: int, r: int) -> int:
@@ -51,3 +63,37 @@ def standardize(mel: tf.Tensor, config: ModelConfig) -> tf.Tensor:
 def from_standard(frames: tf.Tensor, config: ModelConfig) -> tf.Tensor:
     """Standardised frames (B, F, M) → mel units: `standardize`'s inverse."""
     return frames * config.mel_std + config.mel_mean
+
+
+def clip_stats(cond: tf.Tensor, cond_mask: tf.Tensor, *, deviation: bool = True) -> tf.Tensor:
+    """A reference clip's per-channel statistics over its real frames.
+
+    Args:
+        cond: standardised reference frames float32 [B, C, M].
+        cond_mask: float32 [B, C], 1 at real frames (at least one per clip).
+        deviation: scale by each channel's deviation too (else by 1).
+
+    Returns:
+        float32 [B, 2, M]: each channel's mean, then its deviation (at least 0.1) or ones.
+    """
+    weights = cond_mask[:, :, None] / tf.reduce_sum(cond_mask, axis=1)[:, None, None]  # (B, C, 1)
+    mean = tf.reduce_sum(cond * weights, axis=1, keepdims=True)  # (B, 1, M)
+    if not deviation:
+        return tf.concat([mean, tf.ones_like(mean)], axis=1)
+    variance = tf.reduce_sum(tf.square(cond - mean) * weights, axis=1, keepdims=True)
+    return tf.concat([mean, tf.maximum(tf.sqrt(variance), _MIN_DEVIATION)], axis=1)
+
+
+def identity_stats(batch: int, n_mels: int) -> tf.Tensor:
+    """Statistics `to_voice` and `from_voice` leave frames alone with: float32 [B, 2, M]."""
+    return tf.concat([tf.zeros([batch, 1, n_mels]), tf.ones([batch, 1, n_mels])], axis=1)
+
+
+def to_voice(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
+    """Standardised frames (B, F, M) → normalised by a clip's `stats` (B, 2, M)."""
+    return (frames - stats[:, :1]) / stats[:, 1:]
+
+
+def from_voice(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
+    """Frames normalised by a clip's `stats` (B, 2, M) → standardised: `to_voice`'s inverse."""
+    return frames * stats[:, 1:] + stats[:, :1]

@@ -27,7 +27,7 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.config import ModelConfig
-from xtts_train.models.text_to_mel.frames import groups, per_frame
+from xtts_train.models.text_to_mel.frames import from_voice, groups, identity_stats, per_frame
 from xtts_train.models.text_to_mel.layers import Decoder
 
 __all__ = ["Context", "Heads", "State", "advance", "finish", "generate", "start", "stop_lengths"]
@@ -45,12 +45,16 @@ class Context(NamedTuple):
         memory_mask: bool [B, 1, S], the memory's key mask.
         keep: the prenet's keep-masks of every step [2, B, steps, P] (`Decoder.prenet_keep`).
         voice: what every step's input frame gets added [B, 1, D] (`Decoder.voice_of`).
+        stats: the reference clip's statistics float32 [B, 2, M] that the frames of the
+            `State` are normalised by (`frames.clip_stats`; identity statistics with
+            `ModelConfig.voice_stats` off).
     """
 
     memory_kvs: list
     memory_mask: tf.Tensor
     keep: tf.Tensor
     voice: tf.Tensor
+    stats: tf.Tensor
 
 
 class State(NamedTuple):
@@ -59,7 +63,8 @@ class State(NamedTuple):
     Attributes:
         t: int32 scalar, steps run.
         frame: float [B, 1, M], the next step's input (the last frame written).
-        frames: standardised frames float32 [B, steps * r, M], zeros not yet written.
+        frames: frames float32 [B, steps * r, M] as the heads write them (standardised, and
+            normalised by `Context.stats`), zeros not yet written.
         probs: stop probabilities float32 [B, steps * r], zeros not yet written.
         attention: the alignment head's rows float32 [B, steps, S], one per step.
         caches: per decoder block, its self-attention keys and values (`Decoder.step`).
@@ -80,6 +85,7 @@ class State(NamedTuple):
 def generate(
     decoder: Decoder, heads: Heads, config: ModelConfig, memory: tf.Tensor,
     memory_mask: tf.Tensor, *, text_shape: tf.TensorShape, max_frames: int,
+    stats: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """Decode `max_frames` frames from the decoder's memory: `start`, `advance` to the end,
     `finish`.
@@ -96,20 +102,27 @@ def generate(
         memory_mask: bool [B, 1, S], the memory's key mask.
         text_shape: (B, T) of the tokens, static.
         max_frames: frames of the buffer, a Python int.
+        stats: the reference clip's statistics float32 [B, 2, M] with
+            `ModelConfig.voice_stats` (the heads write frames normalised by them).
 
     Returns:
-        `finish`'s: standardised frames float32 [B, F, M], stop probabilities float32
-        [B, F] (0 after the loop ended) and the alignment head's attention over the memory
-        float32 [B, F, S] (0 after the loop ended), F = `max_frames`.
+        `finish`'s: standardised frames float32 [B, F, M] (moved back by `stats`), stop
+        probabilities float32 [B, F] (0 after the loop ended) and the alignment head's
+        attention over the memory float32 [B, F, S] (0 after the loop ended), F =
+        `max_frames`.
     """
-    context, state = start(decoder, config, memory, memory_mask, max_frames=max_frames)
+    context, state = start(decoder, config, memory, memory_mask, max_frames=max_frames,
+                           stats=stats)  # fmt: skip
     steps = groups(max_frames, config.reduction_factor)
     state = advance(decoder, heads, config, context, state, steps, text_len=text_shape[1])
-    return finish(state, config, max_frames)
+    frames, probs, attention = finish(state, config, max_frames)
+    if config.voice_stats != "off":
+        frames = from_voice(frames, context.stats)
+    return frames, probs, attention
 
 
 def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor,
-          *, max_frames: int) -> tuple[Context, State]:  # fmt: skip
+          *, max_frames: int, stats: tf.Tensor | None = None) -> tuple[Context, State]:  # fmt: skip
     """A decoding of `max_frames` frames before its first step.
 
     Args:
@@ -117,6 +130,7 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
         config: the model's config.
         memory: float [B, S, D]; memory_mask: bool [B, 1, S] (as `generate`'s).
         max_frames: frames of the buffer, a Python int.
+        stats: the reference clip's statistics [B, 2, M] (None: identity statistics).
 
     Returns:
         The `Context` of every step and the `State` at step 0 (empty buffers and caches).
@@ -132,7 +146,8 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
         attention=tf.zeros([batch, steps, width]), caches=caches,
         focus=tf.zeros([batch], tf.int32), done=tf.zeros([batch], tf.bool),
     )  # fmt: skip
-    return Context(memory_kvs, memory_mask, keep, voice), state
+    stats = identity_stats(batch, config.n_mels) if stats is None else stats
+    return Context(memory_kvs, memory_mask, keep, voice, stats), state
 
 
 def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
@@ -180,9 +195,10 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Contex
 
 def finish(state: State, config: ModelConfig,
            max_frames: int) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
-    """A decoding's buffers cut to `max_frames` frames: standardised frames float32
-    [B, F, M], stop probabilities float32 [B, F] and the alignment head's attention over
-    the memory float32 [B, F, S], one row per frame (frames not decoded: zeros)."""
+    """A decoding's buffers cut to `max_frames` frames: frames float32 [B, F, M] as the
+    heads wrote them (standardised, or normalised by `Context.stats`), stop probabilities
+    float32 [B, F] and the alignment head's attention over the memory float32 [B, F, S],
+    one row per frame (frames not decoded: zeros)."""
     attention = per_frame(state.attention, max_frames, config.reduction_factor)
     return state.frames[:, :max_frames], state.probs[:, :max_frames], attention
 

@@ -8,6 +8,10 @@ mel shifted right ─ prenet ─ causal self-attn + cross-attn(memory) ─┴─
 hidden ─ mel head ─ mel_before ─ postnet (residual) ─ mel_after
 hidden ─ stop head ─ stop_logits
 ```
+With `ModelConfig.voice_stats` the decoder reads and its heads write frames normalised by
+the reference clip's per-channel mean (and deviation), moved back before the postnet
+(`frames.clip_stats`), and the conditioning encoder reads the clip normalised the same
+way: the clip's statistics set the voice's spectral statistics, by that path alone.
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
 `s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
 (the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
@@ -27,7 +31,15 @@ import tensorflow as tf
 from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
-from xtts_train.models.text_to_mel.frames import from_standard, per_frame, standardize, step_inputs
+from xtts_train.models.text_to_mel.frames import (
+    clip_stats,
+    from_standard,
+    from_voice,
+    per_frame,
+    standardize,
+    step_inputs,
+    to_voice,
+)
 from xtts_train.models.text_to_mel.generation import (
     Context,
     State,
@@ -150,11 +162,16 @@ class TextToMel(keras.Model):
             training=training,
         )  # fmt: skip
         frames = standardize(batch["mel"], self.config)  # (B, F, M)
+        stats = self.voice_stats(batch["cond_mel"], batch["cond_lengths"])  # (B, 2, M) | None
+        if stats is not None:
+            frames = to_voice(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
         keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
         hidden, attention = self.decoder(inputs, memory, memory_mask, keep, training=training)
         before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
+        if stats is not None:
+            before = from_voice(before, stats)
         mel_before, mel_after = self._outputs(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
@@ -174,11 +191,27 @@ class TextToMel(keras.Model):
         text = self.text_encoder(tokens, token_mask, training=training)  # (B, T, D)
         cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
         cond = standardize(cond_mel, self.config)  # (B, C, M)
+        stats = self.voice_stats(cond_mel, cond_lengths)  # (B, 2, M) | None
+        if stats is not None:  # the clip's statistics reach the frames by this path alone
+            cond = to_voice(cond, stats)
         latents = self.cond_encoder(cond, cond_mask, training=training)  # (B, L, D)
         memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
         latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)  # latents are always real
         mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
         return memory, key_mask(mask)
+
+    def voice_stats(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
+        """The reference clip's statistics the decoder's frames are normalised by
+        (`frames.clip_stats`): float32 [B, 2, M], or None with `ModelConfig.voice_stats` off.
+
+        Args:
+            cond_mel: float32 [B, C, M] reference mel; cond_lengths: int32 [B] real frames.
+        """
+        if self.config.voice_stats == "off":
+            return None
+        cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
+        return clip_stats(standardize(cond_mel, self.config), cond_mask,
+                          deviation=self.config.voice_stats == "mean_std")  # fmt: skip
 
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
         """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
@@ -209,6 +242,7 @@ class TextToMel(keras.Model):
         before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
             self.decoder, self._heads, self.config, memory, memory_mask,
             text_shape=tokens.shape, max_frames=max_frames,
+            stats=self.voice_stats(cond_mel, cond_lengths),
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
         mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
@@ -233,7 +267,8 @@ class TextToMel(keras.Model):
         _check_max_frames(max_frames)
         self._build_weights()
         memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames)
+        return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames,
+                     stats=self.voice_stats(cond_mel, cond_lengths))  # fmt: skip
 
     def stream_advance(self, context: Context, state: State, until: tf.Tensor) -> State:
         """`infer`'s loop from `state` up to step `until`, or until every utterance stopped:
@@ -250,15 +285,17 @@ class TextToMel(keras.Model):
         return advance(self.decoder, self._heads, self.config, context, state, until,
                        text_len=text_len)  # fmt: skip
 
-    def mel_window(self, before: tf.Tensor, lengths: tf.Tensor, first: tf.Tensor, *,
-                   frames: int) -> tf.Tensor:  # fmt: skip
+    def mel_window(self, before: tf.Tensor, stats: tf.Tensor, lengths: tf.Tensor,
+                   first: tf.Tensor, *, frames: int) -> tf.Tensor:  # fmt: skip
         """`infer`'s `mel` at frames `first .. first + frames - 1` of a decoding buffer, the
         postnet run over those frames and its context (`Postnet.context_frames` each side)
         alone: one static shape wherever the frames lie.
 
         Args:
-            before: standardised frames float32 [B, N, M] (`State.frames`, N >= the buffer's
-                `max_frames`); frames up to `first + frames + context_frames` decoded.
+            before: frames float32 [B, N, M] as the heads wrote them (`State.frames`, N >=
+                the buffer's `max_frames`); frames up to `first + frames + context_frames`
+                decoded.
+            stats: float32 [B, 2, M], what `before` is normalised by (`Context.stats`).
             lengths: int32 [B], real frames (`stop_lengths`, `max_frames` where no stop yet):
                 the postnet sees zeros from there on, as in `infer`.
             first: int32 scalar, the first frame.
@@ -273,6 +310,8 @@ class TextToMel(keras.Model):
         padded = tf.pad(before, [[0, 0], [reach, frames + reach], [0, 0]])
         # A gather, not a slice: XLA compiles a slice's start into the program, once per value.
         window = tf.gather(padded, first + tf.range(width), axis=1)  # from frame first - reach
+        if self.config.voice_stats != "off":
+            window = from_voice(window, stats)
         at = first - reach + tf.range(width)  # (W,) the window's frame indices
         mask = (at[None, :] >= 0) & (at[None, :] < lengths[:, None])  # (B, W)
         _, mel = self._outputs(window, mask)

@@ -118,8 +118,8 @@ class Streaming:
                 advance = self._advance.get_concrete_function(context, state, until)
                 state = advance(context, state, until)
                 lengths = tf.constant([self.max_frames])
-                mel = self._mel.get_concrete_function(state.frames, lengths, first)
-                mel(state.frames, lengths, first)
+                mel = self._mel.get_concrete_function(state.frames, context.stats, lengths, first)
+                mel(state.frames, context.stats, lengths, first)
             self._programs[text] = _Programs(start, advance, mel)
         return self._programs[text]
 
@@ -165,7 +165,8 @@ class MelStream:
             stop = first + self._chunk if end is None else min(first + self._chunk, end)
             if stop <= first:
                 break
-            mel = self._programs.mel(state.frames, self._lengths, tf.constant(first))
+            mel = self._programs.mel(state.frames, context.stats, self._lengths,
+                                     tf.constant(first))  # fmt: skip
             yield mel[0, : stop - first].numpy()
             first = stop
         _, probs, attention = finish(state, self._config, self._max_frames)
