@@ -247,14 +247,17 @@ def _run_doctor(args) -> int:
     pipeline = make(args.source, data, args.split, audio=audio, repeat=True)
     if plan is not None:
         _check_plan(plan, pipeline.spec, args.plan)
-        print(plan.format(), flush=True)
     report = diagnose(pipeline, batches=args.batches, device_ms=args.device_ms)
     values = report.to_dict()
     if args.plot:
         plot(report, args.plot)
     if args.json:
+        if plan is not None:
+            values["memory_plan"] = dataclasses.asdict(plan)
         print(json.dumps(values, indent=1))
         return 0
+    if plan is not None:
+        print(plan.format())
     for name, text in _doctor_lines(pipeline, values, segments=args.segments):
         print(f"{name:<19}{text}")
     return 0
