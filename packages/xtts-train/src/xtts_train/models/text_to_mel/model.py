@@ -157,12 +157,11 @@ class TextToMel(keras.Model):
             ConfigError: a missing field, or mels with another `n_mels` than the config.
         """
         _check_batch(batch, self.config)
-        memory, memory_mask = self.encode(
+        memory, memory_mask, stats = self.encode(
             batch["tokens"], batch["token_mask"], batch["cond_mel"], batch["cond_lengths"],
             training=training,
         )  # fmt: skip
         frames = standardize(batch["mel"], self.config)  # (B, F, M)
-        stats = self.voice_stats(batch["cond_mel"], batch["cond_lengths"])  # (B, 2, M) | None
         if stats is not None:
             frames = to_voice(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
@@ -186,32 +185,28 @@ class TextToMel(keras.Model):
             cond_mel: float32 [B, C, M] reference mel; cond_lengths: int32 [B] real frames.
 
         Returns:
-            memory [B, T + L, D] and its attention mask bool [B, 1, T + L].
+            memory [B, T + L, D], its attention mask bool [B, 1, T + L], and the clip's
+            statistics that the decoder's frames are normalised by (`frames.clip_stats`:
+            float32 [B, 2, M]; None with `ModelConfig.voice_stats` off).
         """
         text = self.text_encoder(tokens, token_mask, training=training)  # (B, T, D)
         cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
         cond = standardize(cond_mel, self.config)  # (B, C, M)
-        stats = self.voice_stats(cond_mel, cond_lengths)  # (B, 2, M) | None
+        stats = self._voice_stats(cond, cond_mask)  # (B, 2, M) | None
         if stats is not None:  # the clip's statistics reach the frames by this path alone
             cond = to_voice(cond, stats)
         latents = self.cond_encoder(cond, cond_mask, training=training)  # (B, L, D)
         memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
         latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)  # latents are always real
         mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
-        return memory, key_mask(mask)
+        return memory, key_mask(mask), stats
 
-    def voice_stats(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
-        """The reference clip's statistics the decoder's frames are normalised by
-        (`frames.clip_stats`): float32 [B, 2, M], or None with `ModelConfig.voice_stats` off.
-
-        Args:
-            cond_mel: float32 [B, C, M] reference mel; cond_lengths: int32 [B] real frames.
-        """
+    def _voice_stats(self, cond: tf.Tensor, cond_mask: tf.Tensor) -> tf.Tensor | None:
+        """`frames.clip_stats` of the standardised clip (B, C, M) as `ModelConfig.voice_stats`
+        asks (None: off)."""
         if self.config.voice_stats == "off":
             return None
-        cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
-        return clip_stats(standardize(cond_mel, self.config), cond_mask,
-                          deviation=self.config.voice_stats == "mean_std")  # fmt: skip
+        return clip_stats(cond, cond_mask, deviation=self.config.voice_stats == "mean_std")
 
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
         """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
@@ -238,11 +233,10 @@ class TextToMel(keras.Model):
         """
         _check_max_frames(max_frames)
         self._build_weights()
-        memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
+        memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
         before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
             self.decoder, self._heads, self.config, memory, memory_mask,
-            text_shape=tokens.shape, max_frames=max_frames,
-            stats=self.voice_stats(cond_mel, cond_lengths),
+            text_shape=tokens.shape, max_frames=max_frames, stats=stats,
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
         mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
@@ -266,9 +260,9 @@ class TextToMel(keras.Model):
         """
         _check_max_frames(max_frames)
         self._build_weights()
-        memory, memory_mask = self.encode(tokens, token_mask, cond_mel, cond_lengths)
+        memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
         return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames,
-                     stats=self.voice_stats(cond_mel, cond_lengths))  # fmt: skip
+                     stats=stats)  # fmt: skip
 
     def stream_advance(self, context: Context, state: State, until: tf.Tensor) -> State:
         """`infer`'s loop from `state` up to step `until`, or until every utterance stopped:
