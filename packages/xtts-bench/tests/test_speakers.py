@@ -110,6 +110,33 @@ def test_syntheses_are_judged_against_their_reference_s_voice(tmp_path, capsys):
     assert main(["speakers", str(corpus), "--syntheses", str(report)]) == 2  # no --audio
     with pytest.raises(SettingsError, match="reference-from"):
         score_syntheses(corpus, {"utterances": [{**rows[0], "reference": "run"}]}, audio)
+    assert result["vocoded_similarity"] is None  # no row spoken with its own voice's clip
+
+
+def test_a_vocoded_recording_is_scored_against_its_own_voice_s_clip(tmp_path, capsys):
+    corpus, audio = _corpus(tmp_path / "corpus"), tmp_path / "eval"
+    audio.mkdir()
+    names, rows = sorted(VOICES), []
+    for i, voice in enumerate(names):
+        soundfile.write(audio / f"{voice}-s.wav", _clip(voice, 7), RATE)
+        soundfile.write(audio / f"{voice}-s.truth.wav", _clip(voice, 9), RATE)
+        rows.append({"id": f"{voice}-s", "speaker": i, "reference": f"{voice}-0",
+                     "reference_speaker": i})  # fmt: skip
+    result = score_syntheses(corpus, {"utterances": rows}, audio)
+    measure = SpeakerMeasure.fit(read_voices(corpus))
+
+    def vector(path):
+        return voice_vector(*soundfile.read(path, dtype="float32"))
+
+    expected = np.mean([measure.similarity(vector(audio / f"{voice}-s.truth.wav"),
+                                           vector(corpus / "wavs" / f"{voice}-0.wav"))
+                        for voice in names])  # fmt: skip
+    assert result["vocoded_similarity"] == pytest.approx(expected, rel=1e-4)
+    assert result["vocoded_similarity"] > result["truth"]["similarity_other"] + 0.5
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"utterances": rows}))
+    assert main(["speakers", str(corpus), "--syntheses", str(report), "--audio", str(audio)]) == 0
+    assert f"a recording through the same vocoder: {expected:.3f}" in capsys.readouterr().out
 
 
 def test_the_cli_reads_a_corpus_by_speaker(tmp_path, capsys):

@@ -146,7 +146,10 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
         recording, mean), `similarity_truth` (two recordings of one voice, mean),
         `confusion` ({reference's voice: {identified voice: syntheses}}), `vocoded_top1`
         (each recording's own mel through the same vocoder, `audio/<id>.truth.wav`,
-        identified as its speaker; None without those files), and `ground_truth`'s
+        identified as its speaker; None without those files), `vocoded_similarity` (that
+        vocoded recording's similarity to its reference clip's recording, mean over the
+        rows whose clip is of their own voice: what a model that rendered the true mel
+        would score through this vocoder; None without such rows), and `ground_truth`'s
         figures under `truth`.
 
     Raises:
@@ -158,7 +161,7 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
     paths = {row.id: str(row.audio) for row in rows}
     vectors = read_voices(corpus) if vectors is None else vectors
     measure, truth = SpeakerMeasure.fit(vectors), ground_truth(vectors)
-    hits, own, likeness, vocoded = [], [], [], []
+    hits, own, likeness, vocoded, vocoded_likeness = [], [], [], [], []
     confusion = {name: dict.fromkeys(names, 0) for name in names}
     for row in report["utterances"]:
         if row.get("reference_speaker") is None or row.get("reference") not in paths:
@@ -174,15 +177,19 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
         confusion[reference][voice] += 1
         hits.append(voice == reference)
         own.append(voice == names[row["speaker"]])
-        likeness.append(measure.similarity(vector, voice_vector(*_load(paths[row["reference"]]))))
+        clip = voice_vector(*_load(paths[row["reference"]]))
+        likeness.append(measure.similarity(vector, clip))
         recording = Path(audio) / f"{row['id']}.truth.wav"
         if recording.is_file():
-            vocoded.append(measure.identify(voice_vector(*_load(recording)))
-                           == names[row["speaker"]])  # fmt: skip
+            recorded = voice_vector(*_load(recording))
+            vocoded.append(measure.identify(recorded) == names[row["speaker"]])
+            if row["reference_speaker"] == row["speaker"]:
+                vocoded_likeness.append(measure.similarity(recorded, clip))
     return {"syntheses": len(hits), "top1": float(np.mean(hits)), "own_voice": float(np.mean(own)),
             "similarity": statistics.mean(likeness),
             "similarity_truth": truth["similarity_same"], "confusion": confusion,
             "vocoded_top1": float(np.mean(vocoded)) if vocoded else None,
+            "vocoded_similarity": statistics.mean(vocoded_likeness) if vocoded_likeness else None,
             "truth": truth}  # fmt: skip
 
 
@@ -233,8 +240,9 @@ def format_speaker_table(result: dict) -> str:
 def format_synthesis_table(result: dict) -> str:
     """`score_syntheses`' figures beside the recordings' own (ground truth) and chance,
     then which voice the syntheses of each reference's voice were identified as."""
-    truth, vocoded = result["truth"], result["vocoded_top1"]
+    truth, vocoded, alike = result["truth"], result["vocoded_top1"], result["vocoded_similarity"]
     through = "" if vocoded is None else f"; through the same vocoder {vocoded:.1%}"
+    vocoder = "" if alike is None else f"; a recording through the same vocoder: {alike:.3f}"
     voices = sorted(result["confusion"])
     lines = [
         format_speaker_table(truth),
@@ -242,7 +250,7 @@ def format_synthesis_table(result: dict) -> str:
         f"{result['top1']:.1%} (ground truth {truth['top1']:.1%}{through}, chance "
         f"{truth['chance']:.1%}); as the speaker's own {result['own_voice']:.1%}",
         f"similarity to the reference's recording {result['similarity']:.3f} "
-        f"(two recordings of one voice: {result['similarity_truth']:.3f})",
+        f"(two recordings of one voice: {result['similarity_truth']:.3f}{vocoder})",
         "reference's voice -> identified as: " + " ".join(f"{v:>8}" for v in voices),
     ]  # fmt: skip
     for reference, counts in sorted(result["confusion"].items()):

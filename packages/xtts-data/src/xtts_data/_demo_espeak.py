@@ -41,11 +41,19 @@ __all__ = [
 ]
 
 ESPEAK_RATE = 22050  # espeak-ng always writes 22050 Hz 16-bit mono
-# espeak-ng's voice variants (`espeak-ng --voices=variant`), one per speaker after the
-# first, which speaks the language's own voice: male and female timbres, then the Klatt
-# synthesiser's and two character voices, so 16 speakers sound clearly apart.
+# espeak-ng's voice variants (`espeak-ng --voices=variant`, by file name), one per speaker
+# after the first, which speaks the language's own voice. The first 15 (male and female
+# timbres, the Klatt synthesiser's and two character voices) keep their places, so a
+# 16-speaker corpus sounds as it always has; 32 more named voices follow, so up to 48
+# speakers each get their own timbre (and, as always, their own pitch and rate). The last
+# four are unlike each other (two female, two male) and are the held-out voices of a
+# 48-speaker corpus with `held_out_speakers=4`.
 VARIANTS = ("m1", "f1", "m2", "f2", "m3", "f3", "m4", "f4", "m5", "f5", "m6", "m7", "klatt",
-            "croak", "grandma")  # fmt: skip
+            "croak", "grandma",
+            "m8", "adam", "Alex", "Alicia", "Andrea", "Andy", "antonio", "aunty", "belinda",
+            "benjamin", "caleb", "david", "Denis", "Diogo", "edward", "Gene", "gustave",
+            "Henrique", "Hugo", "iven", "Jacky", "john", "Lee", "linda", "marcelo", "Mario",
+            "Michael", "Mike", "Annie", "boris", "steph", "Storm")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

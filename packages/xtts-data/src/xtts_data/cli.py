@@ -161,7 +161,9 @@ def _add_demo_corpus(commands) -> None:
     )
     p.add_argument("out", type=Path, help="new (or empty) folder")
     p.add_argument("--n", type=_positive, default=200, help="utterances (default: 200)")
-    p.add_argument("--speakers", type=_positive, default=1, help="speakers (default: 1)")
+    p.add_argument("--speakers", type=_positive, default=1,
+                   help="speakers, each at its own pitch and rate; with espeak-ng the first "
+                   "48 each speak with their own voice variant (default: 1)")  # fmt: skip
     p.add_argument("--held-out-speakers", type=int, default=0, metavar="K",
                    help="write the last K voices to OUT/held-out/ (a corpus of the same "
                    "layout) instead of OUT: voices a model trained on OUT never heard "

@@ -194,7 +194,8 @@ def write_demo_corpus(
     PCM mono). Ids look like `DEMO001-0001`. About 20% of texts hold a number, amount or
     abbreviation ("1984", "$5.50", "3rd", "Dr.", "50%") spelled out in `normalized_text`.
     Utterance `i` goes to speaker `i % speakers`; speakers differ in pitch, formants and
-    speaking rate.
+    speaking rate, and with espeak-ng each of the first 48 also in its voice variant
+    (`xtts_data._demo_espeak.VARIANTS`; past 48 the variants repeat at other pitches).
 
     In a language other than English, rows are `id|text` (`id|text||speaker` with
     speakers): built-in sentences as written, digits included (about a quarter hold a
