@@ -21,10 +21,78 @@ from xtts_bench.settings import LearningBenchConfig
 @pytest.mark.parametrize(("fields", "match"), [
     (dict(steps=0), "steps"), (dict(every=0), "every"), (dict(n=True), "n"),
     (dict(steps=250, every=100), "multiple of every"),
+    (dict(run="run"), "either data .* or run"), (dict(data=None), "either data .* or run"),
+    (dict(data=None, run="run", overrides=("model.preset=tiny",)), "no overrides"),
+    (dict(vocoder="voc"), "vocoder only with voices"),
 ])  # fmt: skip
 def test_bad_settings_are_value_errors(tmp_path, fields, match):
     with pytest.raises(ValueError, match=match):
-        LearningBenchConfig(data=tmp_path, held_out=tmp_path, out=tmp_path, **fields)
+        LearningBenchConfig(**{"data": tmp_path, "held_out": tmp_path, "out": tmp_path, **fields})
+
+
+def _stopped_run(root, steps):
+    """A run folder as `fit` leaves it: summary, metrics and the given checkpoints."""
+    (root / "checkpoints").mkdir(parents=True)
+    for step in steps:
+        (root / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"")
+    (root / "summary.json").write_text(
+        json.dumps({"time_to_first_step_s": 60.0, "step_ms_median": 100.0})
+    )
+    lines = [{"step": s, "step_ms": 100.0} for s in range(50, 350, 50)]
+    (root / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return root
+
+
+def test_an_existing_run_is_scored_in_place_without_training(tmp_path, monkeypatch):
+    from xtts_bench import learning
+
+    run = _stopped_run(tmp_path / "run", (100, 200, 300))
+    scored = []
+
+    class Report:
+        def __init__(self):
+            self.summary = {"pairing_mean": 0.5, "distance_mean": 1.0, "alignment_mean": 0.5,
+                            "duration_ratio_median": 1.0, "stopped_share": 1.0}  # fmt: skip
+
+    def evaluate(path, data, *, split, n, step):
+        scored.append((path, step))
+        return Report()
+
+    class Stack:
+        data = audio = None
+
+    def read_utterances(*args, **kwargs):
+        mels = np.random.default_rng(0).normal(size=(3, 12, 4))
+        return [type("Utterance", (), {"mel": mel})() for mel in mels]
+
+    def fit(*args, **kwargs):
+        raise AssertionError("a run given is not trained again")
+
+    monkeypatch.setattr(learning, "fit", fit)
+    monkeypatch.setattr(learning, "evaluate", evaluate)
+    monkeypatch.setattr(learning, "load_run", lambda path: (Stack(), None, None))
+    monkeypatch.setattr(learning.xd, "read_utterances", read_utterances)
+    config = LearningBenchConfig(run=run, held_out=tmp_path, out=tmp_path / "out", steps=200,
+                                 every=100)  # fmt: skip
+    (tmp_path / "out").mkdir()
+    result = learning.run_learning_benchmark(config, progress=False)
+    assert scored == [(run, 100), (run, 200)]
+    assert not (tmp_path / "out" / "run").exists()
+    minutes = [p["minutes"] for p in result["points"]]
+    assert minutes == pytest.approx([(60 + 10) / 60, (60 + 20) / 60])  # its own step times
+
+
+def test_an_existing_run_must_keep_every_checkpoint_scored(tmp_path):
+    from xtts_bench.learning import run_learning_benchmark
+    from xtts_train import XttsTrainError
+
+    run = _stopped_run(tmp_path / "run", (100, 300))
+    config = LearningBenchConfig(run=run, held_out=tmp_path, out=tmp_path, steps=300, every=100)
+    with pytest.raises(XttsTrainError, match=r"steps \[200\] missing \(kept: \[100, 300\]\)"):
+        run_learning_benchmark(config, progress=False)
+    (run / "summary.json").unlink()  # still running, or killed before it stopped
+    with pytest.raises(XttsTrainError, match=r"summary\.json"):
+        run_learning_benchmark(config, progress=False)
 
 
 def test_voices_need_a_corpus_of_held_out_voices(tmp_path):
@@ -67,7 +135,8 @@ def test_a_checkpoint_s_voices_are_judged_with_both_clips(tmp_path, monkeypatch)
         def to_dict(self):
             return {"utterances": self.utterances}
 
-    def evaluate(run, data, *, split, n, step, out, reference_from):
+    def evaluate(run, data, *, split, n, step, out, reference_from, vocoder):
+        assert vocoder == tmp_path / "voc"
         out.mkdir(parents=True)
         other = reference_from == "other-speaker"
         utterances = []
@@ -80,13 +149,14 @@ def test_a_checkpoint_s_voices_are_judged_with_both_clips(tmp_path, monkeypatch)
 
     monkeypatch.setattr(learning, "evaluate", evaluate)
     config = LearningBenchConfig(data=tmp_path, held_out=corpus, out=tmp_path / "out",
-                                 voices=True)  # fmt: skip
+                                 voices=True, vocoder=tmp_path / "voc")  # fmt: skip
     report, figures = learning._voices(config, tmp_path, 100, speakers.read_voices(corpus))
     assert report.summary == {"pairing_mean": 0.5}
     assert figures["voice_top1"] == 0.5  # spk0's own clip: right; spk1's: wrong
     assert figures["voice_follows"] == 0.5  # swapped: spk1's clip ignored, spk0's followed
     assert figures["voice_truth_top1"] == 1.0
     assert figures["voice_chance"] == 0.5
+    assert figures["voice_vocoded_likeness"] is None  # no recording through the vocoder
 
 
 def test_minutes_add_the_start_up_and_each_interval(tmp_path):
@@ -111,12 +181,14 @@ def test_the_table_and_picture_have_every_point(tmp_path):
     table = format_learning_table({"points": points, "blurred_truth_pairing": {"2": 0.5}})
     assert table.splitlines()[-1].endswith("σ=2 0.50")
     voiced = [{**p, "voice_top1": 0.75, "voice_follows": 0.5, "voice_likeness": 0.9,
-               "voice_truth_top1": 1.0, "voice_vocoded_top1": 1.0, "voice_chance": 0.25}
+               "voice_truth_top1": 1.0, "voice_vocoded_top1": 1.0, "voice_chance": 0.25,
+               "voice_vocoded_likeness": 0.7}
               for p in points]  # fmt: skip
     table = format_learning_table({"points": voiced}).splitlines()
     assert table[0].split()[-3:] == ["voice", "follows", "likeness"]
     assert table[3].split()[-3:] == ["75%", "50%", "0.90"]
     assert "through the same vocoder 100%, chance 25%" in table[-1]
+    assert table[-1].endswith("a recording's likeness through the same vocoder 0.70)")
 
 
 def test_blurring_the_truth_raises_its_pairing_towards_one():

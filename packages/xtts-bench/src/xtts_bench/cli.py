@@ -377,10 +377,17 @@ def _add_learning(commands) -> None:
             "included). With --voices, --held-out is a corpus of voices never trained on "
             "and each checkpoint is also judged by the speaker measure: identified as the "
             "reference clip's voice, with the speaker's own clip and with another "
-            "speaker's. Writes OUT/run, OUT/curve.json and OUT/curve.png."
+            "speaker's. Writes OUT/run, OUT/curve.json and OUT/curve.png. With --run "
+            "instead of --data, scores an existing run's kept checkpoints at --every steps "
+            "up to --steps where they are, training nothing."
         ),
     )  # fmt: skip
-    p.add_argument("--data", type=pathlib.Path, required=True, metavar="CACHE")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=pathlib.Path, metavar="CACHE",
+                        help="train a run on this feature cache into OUT/run")  # fmt: skip
+    source.add_argument("--run", type=pathlib.Path, metavar="RUN",
+                        help="score this existing run (xtts-train fit --workdir RUN) instead; "
+                        "its minutes are its own, from its metrics.jsonl")  # fmt: skip
     p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CACHE_OR_CORPUS")
     p.add_argument("--out", type=pathlib.Path, required=True, metavar="DIR")
     t = {f.name: f.default for f in dataclasses.fields(LearningBenchConfig)}
@@ -397,6 +404,10 @@ def _add_learning(commands) -> None:
                    help="--held-out is a corpus of held-out voices (demo-corpus "
                    "--held-out-speakers): score whose voice each synthesis is, spoken with "
                    "its own speaker's clip and with the next speaker's")  # fmt: skip
+    p.add_argument("--vocoder", type=pathlib.Path, metavar="RUN",
+                   help="with --voices: a vocoder run (xtts-train fit --task vocoder) turns "
+                   "the syntheses into the audio the speaker measure hears (default: "
+                   "Griffin-Lim)")  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -686,10 +697,10 @@ def _run_startup(args) -> str | dict:
 def _run_learning(args) -> str | dict:
     from xtts_bench.learning import format_learning_table, run_learning_benchmark
 
-    bench = LearningBenchConfig(data=args.data, held_out=args.held_out, out=args.out,
-                                steps=args.steps, every=args.every, split=args.split,
-                                n=args.n, overrides=tuple(args.overrides),
-                                voices=args.voices)  # fmt: skip
+    bench = LearningBenchConfig(data=args.data, run=args.run, held_out=args.held_out,
+                                out=args.out, steps=args.steps, every=args.every,
+                                split=args.split, n=args.n, overrides=tuple(args.overrides),
+                                voices=args.voices, vocoder=args.vocoder)  # fmt: skip
     result = run_learning_benchmark(bench)
     return result if args.json else format_learning_table(result)
 

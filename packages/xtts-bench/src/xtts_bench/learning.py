@@ -3,7 +3,9 @@
 One `xtts-train fit` keeps a checkpoint every `every` steps; `xtts-train evaluate` then
 scores each on held-out sentences, free-running: pairing score, DTW distance, duration
 ratio and alignment, against steps and against the wall minutes of training on this
-machine (time to first step, compile included, plus the measured step times).
+machine (time to first step, compile included, plus the measured step times). Given an
+existing run instead (`LearningBenchConfig.run`), it scores that run's kept checkpoints
+where they are and trains nothing.
 
 In voices mode (`LearningBenchConfig.voices`) the held-out corpus holds voices the run never
 trained on: each checkpoint speaks every sentence with a clip of its own speaker
@@ -31,7 +33,16 @@ from scipy.ndimage import gaussian_filter
 import xtts_data as xd
 from xtts_bench import speakers
 from xtts_bench.settings import LearningBenchConfig
-from xtts_train import dtw_distance, evaluate, fit, load_run, load_stack_config, pairing_scores
+from xtts_train import (
+    XttsTrainError,
+    dtw_distance,
+    evaluate,
+    fit,
+    kept_steps,
+    load_run,
+    load_stack_config,
+    pairing_scores,
+)
 
 __all__ = ["blurred_truth_pairing", "format_learning_table", "run_learning_benchmark"]
 
@@ -39,22 +50,32 @@ BLUR_SIGMAS = (1, 2, 4, 8)  # frames and mel bins
 
 
 def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True) -> dict:
-    """Train, score every checkpoint, write `curve.json` and `curve.png` into `out`."""
-    run = config.out / "run"
-    settings = [*config.overrides, f"train.steps={config.steps}",
-                f"train.checkpoint_every={config.every}",
-                f"train.keep_checkpoints={config.steps // config.every + 1}"]  # fmt: skip
-    summary = fit(load_stack_config(None, settings), config.data, run, progress=progress)
-    minutes = _training_minutes(run, summary)
+    """Train (or take `config.run`), score every `every`th checkpoint, write `curve.json`
+    and `curve.png` into `out`.
+
+    Raises:
+        XttsTrainError: an existing run without a finished `summary.json` or without a
+            checkpoint the curve scores (checked before any is scored).
+    """
+    if config.run is None:
+        run = config.out / "run"
+        settings = [*config.overrides, f"train.steps={config.steps}",
+                    f"train.checkpoint_every={config.every}",
+                    f"train.keep_checkpoints={config.steps // config.every + 1}"]  # fmt: skip
+        summary = fit(load_stack_config(None, settings), config.data, run, progress=progress)
+    else:
+        run, summary = config.run, _scorable_run(config)
+    logged = _training_minutes(run, summary)
     vectors = speakers.read_voices(config.held_out) if config.voices else None
     points = []
     for step in range(config.every, config.steps + 1, config.every):
+        minutes = _minutes_at(logged, step)
         if vectors is None:
             report = evaluate(run, config.held_out, split=config.split, n=config.n, step=step)
-            points.append({"step": step, "minutes": minutes[step], **report.summary})
+            points.append({"step": step, "minutes": minutes, **report.summary})
         else:
             report, voice = _voices(config, run, step, vectors)
-            points.append({"step": step, "minutes": minutes[step], **report.summary, **voice})
+            points.append({"step": step, "minutes": minutes, **report.summary, **voice})
     stack, _, tokenizer = load_run(run)
     truth = xd.read_utterances(config.held_out, stack.data, config.split, audio=stack.audio,
                                tokenizer=tokenizer, limit=config.n)  # fmt: skip
@@ -73,6 +94,27 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
     return result
 
 
+def _scorable_run(config: LearningBenchConfig) -> dict:
+    """`config.run`'s `summary.json`, once every checkpoint the curve scores is known kept."""
+    run, wanted = config.run, range(config.every, config.steps + 1, config.every)
+    if not (run / "summary.json").is_file():
+        raise XttsTrainError(f"Expected a run that has stopped (its summary.json written), "
+                             f"received: {run}")  # fmt: skip
+    kept = kept_steps(run)
+    missing = [step for step in wanted if step not in kept]
+    if missing:
+        raise XttsTrainError(f"Expected {run} to keep a checkpoint at every {config.every} "
+                             f"steps up to {config.steps}, received: steps {missing} missing "
+                             f"(kept: {kept}); choose --every and --steps among them")  # fmt: skip
+    return json.loads((run / "summary.json").read_text())
+
+
+def _minutes_at(logged: dict[int, float], step: int) -> float:
+    """Wall minutes at `step`, interpolated between the logged steps around it."""
+    steps = sorted(logged)
+    return float(np.interp(step, steps, [logged[s] for s in steps]))
+
+
 def _voices(config: LearningBenchConfig, run: Path, step: int, vectors) -> tuple[Any, dict]:
     """Checkpoint `step` speaking the held-out voices with their own clips and with the
     next speaker's: the own-clip `evaluate` report, and the speaker measure's figures."""
@@ -80,7 +122,7 @@ def _voices(config: LearningBenchConfig, run: Path, step: int, vectors) -> tuple
     for reference in ("same-speaker", "other-speaker"):
         out = config.out / "voices" / f"{step}-{reference}"
         report = evaluate(run, config.held_out, split="all", n=config.n, step=step, out=out,
-                          reference_from=reference)  # fmt: skip
+                          reference_from=reference, vocoder=config.vocoder)  # fmt: skip
         scored = speakers.score_syntheses(config.held_out, report.to_dict(), out,
                                           vectors=vectors)  # fmt: skip
         figures[reference], reports[reference] = scored, report
@@ -89,6 +131,8 @@ def _voices(config: LearningBenchConfig, run: Path, step: int, vectors) -> tuple
         "voice_top1": same["top1"], "voice_follows": other["top1"],
         "voice_likeness": same["similarity"] / same["similarity_truth"],
         "voice_truth_top1": same["truth"]["top1"], "voice_vocoded_top1": same["vocoded_top1"],
+        "voice_vocoded_likeness": (None if same["vocoded_similarity"] is None else
+                                   same["vocoded_similarity"] / same["similarity_truth"]),
         "voice_chance": same["truth"]["chance"],
     }  # fmt: skip
 
@@ -168,12 +212,13 @@ def format_learning_table(result: dict) -> str:
                          f"{p['voice_likeness']:>10.2f}")  # fmt: skip
     if voices:
         p = result["points"][0]
-        vocoded = p["voice_vocoded_top1"]
+        vocoded, alike = p["voice_vocoded_top1"], p.get("voice_vocoded_likeness")
         rows.append(f"voice: identified as the own clip's voice; follows: as the other "
                     f"speaker's clip's; likeness: similarity to the clip / two recordings' "
                     f"(recordings {p['voice_truth_top1']:.0%}, through the same vocoder "
                     f"{'-' if vocoded is None else f'{vocoded:.0%}'}, chance "
-                    f"{p['voice_chance']:.0%})")  # fmt: skip
+                    f"{p['voice_chance']:.0%}; a recording's likeness through the same "
+                    f"vocoder {'-' if alike is None else f'{alike:.2f}'})")  # fmt: skip
     blurred = result.get("blurred_truth_pairing")
     if blurred:
         scale = ", ".join(f"σ={sigma} {pairing:.2f}" for sigma, pairing in blurred.items())

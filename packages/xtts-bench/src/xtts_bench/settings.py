@@ -359,20 +359,26 @@ class LearningBenchConfig:
     """One learning-curve run.
 
     Attributes:
-        data: the training feature cache.
+        data: the training feature cache of a run trained here, into `out / "run"`.
+        run: instead of `data`, an existing run (`xtts-train fit --workdir RUN`) whose kept
+            checkpoints at `every`, `2 * every`, ... `steps` are scored where they are.
         held_out: a cache or corpus of sentences to score (`split` of it).
-        out: folder for the run, `curve.json` and `curve.png`.
+        out: folder for the run (with `data`), `curve.json` and `curve.png`.
         steps: training steps; a checkpoint is scored every `every` steps.
         split: `"all"` (a corpus the run never saw) or `"val"` (the run's held-out ids).
         n: held-out utterances scored at each checkpoint.
-        overrides: `--set` values of the stack config (as `xtts-train fit --set`).
+        overrides: `--set` values of the stack config (as `xtts-train fit --set`), for a
+            run trained here only.
         voices: `held_out` is a corpus of voices the run never trained on (`demo-corpus
             --held-out-speakers`): each checkpoint speaks every sentence with a clip of
             its own speaker's voice and with one of the next speaker's (the swapped
             control), and the speaker measure (`xtts_bench.speakers`) judges both.
+        vocoder: with `voices`, a vocoder run (`fit --task vocoder`) that turns the
+            syntheses into the audio the speaker measure hears (None: Griffin-Lim).
     """
 
-    data: Path
+    data: Path | None = None
+    run: Path | None = None
     held_out: Path
     out: Path
     steps: int = 1000
@@ -381,6 +387,7 @@ class LearningBenchConfig:
     n: int = 24
     overrides: tuple[str, ...] = ()
     voices: bool = False
+    vocoder: Path | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "every", "n"):
@@ -390,11 +397,23 @@ class LearningBenchConfig:
         if self.steps % self.every:
             raise SettingsError(f"Expected steps a multiple of every, received: "
                                 f"steps={self.steps}, every={self.every}")  # fmt: skip
+        if (self.data is None) == (self.run is None):
+            raise SettingsError(f"Expected either data (a cache to train a run on) or run (a "
+                                f"run to score), received: data={self.data}, "
+                                f"run={self.run}")  # fmt: skip
+        if self.run is not None and self.overrides:
+            raise SettingsError(f"Expected no overrides when scoring an existing run (they "
+                                f"change only a run trained here), received: "
+                                f"run={self.run}, overrides={list(self.overrides)}")  # fmt: skip
         cache = (Path(self.held_out) / "manifest.json").exists()  # the speakers need wavs
         if self.voices and (self.split != "all" or cache):
             raise SettingsError(f"Expected voices with a corpus of held-out voices and split "
                                 f"all, received: held_out={str(self.held_out)!r}, "
                                 f"split={self.split!r}")  # fmt: skip
+        if self.vocoder is not None and not self.voices:
+            raise SettingsError(f"Expected a vocoder only with voices (no other figure "
+                                f"hears audio), received: vocoder={self.vocoder}, "
+                                f"voices=False")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

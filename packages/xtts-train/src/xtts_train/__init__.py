@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from xtts_train.models.vocoder.model import Vocoder
     from xtts_train.runs.evaluation import dtw_distance, pairing_scores
     from xtts_train.runs.held_out import EvalReport, evaluate
+    from xtts_train.runs.loading import kept_steps
     from xtts_train.synthesize import load_reference, load_run
     from xtts_train.training.build import build_steps
     from xtts_train.training.optim import AdamW, warmup_cosine
@@ -95,6 +96,7 @@ __all__ = [
     "evaluate",
     "fit",
     "kept_dtype_policy",
+    "kept_steps",
     "load_reference",
     "load_run",
     "load_stack_config",
@@ -130,6 +132,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
         **dict.fromkeys(["dtw_distance", "pairing_scores"], "runs.evaluation"),
         **dict.fromkeys(["EvalReport", "evaluate"], "runs.held_out"),
+        "kept_steps": "runs.loading",
         **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "models.text_to_mel.losses"),
         **dict.fromkeys(["TextToMel", "dummy_batch"], "models.text_to_mel.model"),
         "Vocoder": "models.vocoder.model",

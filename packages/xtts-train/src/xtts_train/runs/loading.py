@@ -12,13 +12,18 @@ import tensorflow as tf
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import XttsTrainError
 
-__all__ = ["latest_step", "load_run_config", "restore_weights", "step_of"]
+__all__ = ["kept_steps", "latest_step", "load_run_config", "restore_weights", "step_of"]
 
 
 def latest_step(workdir: str | Path) -> int:
     """The step of the newest checkpoint in `workdir` (0 when there is none)."""
     latest = tf.train.latest_checkpoint(str(Path(workdir) / "checkpoints"))
     return step_of(latest) if latest else 0
+
+
+def kept_steps(workdir: str | Path) -> list[int]:
+    """The steps of the checkpoints kept in `workdir`, ascending (empty when there are none)."""
+    return sorted(int(p.name[5:-6]) for p in (Path(workdir) / "checkpoints").glob("ckpt-*.index"))
 
 
 def step_of(path: str) -> int:
@@ -58,8 +63,8 @@ def restore_weights(workdir: Path, model: keras.Model, *, step: int | None = Non
     if step is not None:
         latest = str(workdir / "checkpoints" / f"ckpt-{step}")
         if not Path(latest + ".index").is_file():
-            kept = sorted(int(p.name[5:-6]) for p in (workdir / "checkpoints").glob("ckpt-*.index"))
-            raise XttsTrainError(f"{workdir} has no checkpoint of step {step} (kept: {kept})")
+            raise XttsTrainError(f"{workdir} has no checkpoint of step {step} "
+                                 f"(kept: {kept_steps(workdir)})")  # fmt: skip
     try:
         restored = tf.train.Checkpoint(model=model).restore(latest)
         restored.expect_partial()  # the optimizer and step are training state
