@@ -250,6 +250,32 @@ def test_a_clip_moved_in_level_moves_the_decoded_voice_alike(mode, scale):
 def test_voice_stats_are_checked():
     with pytest.raises(ConfigError, match=r"voice_stats.*one of off, mean, mean_std"):
         ModelConfig(voice_stats="adain")
+    with pytest.raises(ConfigError, match=r"voice_stats_source.*one of clip, utterance"):
+        ModelConfig(voice_stats="mean", voice_stats_source="target")
+    with pytest.raises(ConfigError, match=r"voice_stats_source.*clip while voice_stats is off"):
+        ModelConfig(voice_stats_source="utterance")
+
+
+def test_teacher_forcing_can_normalise_by_the_spoken_utterance_s_own_statistics():
+    # With voice_stats_source=utterance, heads that write zeros put out the spoken
+    # utterance's own mean over its real frames, not the clip's; the clip's level then
+    # changes nothing in training (the latents read it normalised), and inference still
+    # takes the clip's statistics, having no utterance.
+    model = tiny_model(**DETERMINISTIC, voice_stats="mean_std", voice_stats_source="utterance")
+    batch = make_batch(model.config, cond_frames=16)
+    model(batch)
+    for weight in model.mel_head.weights:
+        weight.assign(tf.zeros_like(weight))
+    before = model(batch)["mel_before"].numpy()  # (B, F, M)
+    for row, real in enumerate([16, 11]):
+        own = batch["mel"].numpy()[row, :real].mean(axis=0)  # (M,)
+        np.testing.assert_allclose(before[row], np.broadcast_to(own, (16, 80)), atol=1e-4)
+    louder = replace(batch, cond_mel=batch["cond_mel"].numpy() * 1.5 + 2.0)
+    np.testing.assert_allclose(model(louder)["mel_before"], before, atol=1e-4)
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    inferred = model.infer(*args, max_frames=4)["mel_before"].numpy()
+    clip = batch["cond_mel"].numpy()[0].mean(axis=0)
+    np.testing.assert_allclose(inferred[0], np.broadcast_to(clip, (4, 80)), atol=1e-4)
 
 
 @pytest.mark.parametrize(("field", "voice"), [("tokens", {}), ("cond_mel", {}),

@@ -45,6 +45,7 @@ _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 VOICE_STATS = ("off", "mean", "mean_std")  # ModelConfig.voice_stats
+VOICE_STATS_SOURCES = ("clip", "utterance")  # ModelConfig.voice_stats_source
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
     "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
@@ -111,6 +112,12 @@ class ModelConfig(FrozenConfig):
             clip's statistics set the voice's spectral statistics, for voices never trained
             on too, by that path alone. "off" (the default): frames are standardised with
             the fixed `mel_mean` and `mel_std` alone.
+        voice_stats_source: whose statistics normalise the frames in teacher-forced
+            training (and its eval losses): "clip" (the default), the reference clip's, as
+            in inference; "utterance", those of the utterance being spoken (its real
+            frames), so the decoder learns to write frames whose own statistics are the
+            ones it is given, and in inference, given the clip's, speaks with the clip's.
+            The latents read the clip either way. Needs `voice_stats` on.
         prenet_dropout: dropout of the prenet in training (and in the teacher-forced
             eval losses): the decoder never trusts its own previous frame exactly.
         infer_prenet_dropout: keep the prenet's dropout on in free-running decoding too,
@@ -174,6 +181,7 @@ class ModelConfig(FrozenConfig):
     infer_prenet_dropout: bool = False
     voice_input: bool = False
     voice_stats: str = "off"
+    voice_stats_source: str = "clip"
     mel_mean: float = -5.0
     mel_std: float = 2.5
 
@@ -191,6 +199,12 @@ class ModelConfig(FrozenConfig):
                 self._fail(name, getattr(self, name), "true or false")
         if self.voice_stats not in VOICE_STATS:
             self._fail("voice_stats", self.voice_stats, f"one of {', '.join(VOICE_STATS)}")
+        if self.voice_stats_source not in VOICE_STATS_SOURCES:
+            self._fail("voice_stats_source", self.voice_stats_source,
+                       f"one of {', '.join(VOICE_STATS_SOURCES)}")  # fmt: skip
+        if self.voice_stats_source != "clip" and self.voice_stats == "off":
+            self._fail("voice_stats_source", self.voice_stats_source,
+                       "clip while voice_stats is off (no statistics to take)")  # fmt: skip
         if self.d_model % self.heads:
             self._fail("d_model", self.d_model, f"a multiple of heads={self.heads}")
         for name in ("dropout", "prenet_dropout"):

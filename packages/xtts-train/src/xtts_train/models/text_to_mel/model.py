@@ -12,6 +12,9 @@ With `ModelConfig.voice_stats` the decoder reads and its heads write frames norm
 the reference clip's per-channel mean (and deviation), moved back before the postnet
 (`frames.clip_stats`), and the conditioning encoder reads the clip normalised the same
 way: the clip's statistics set the voice's spectral statistics, by that path alone.
+With `voice_stats_source="utterance"` teacher forcing normalises by the spoken
+utterance's own statistics instead, so the decoder learns to write frames with the
+statistics it is given (inference still gives it the clip's).
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
 `s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
 (the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
@@ -162,6 +165,9 @@ class TextToMel(keras.Model):
             training=training,
         )  # fmt: skip
         frames = standardize(batch["mel"], self.config)  # (B, F, M)
+        if stats is not None and self.config.voice_stats_source == "utterance":
+            spoken = batch.get("mel_mask", tf.ones(frames.shape[:2]))  # (B, F)
+            stats = self._voice_stats(frames, tf.cast(spoken, tf.float32))  # its own
         if stats is not None:
             frames = to_voice(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
