@@ -30,12 +30,13 @@ CPU_TINY = next(path for path in RECIPES if path.stem == "cpu-tiny")
 PRESET_OF = {
     "cpu-tiny": ("model", "tiny"),
     "cpu-vocoder": ("vocoder", "small"),
+    "cpu-voices": ("model", "tiny"),
     "gpu-small": ("model", "small"),
     "gpu-base": ("model", "base"),
 }
 # The host whose memory `fit` checks a text-to-mel recipe's steps against (half of it):
 # a laptop for the CPU recipe, GPU machines as the recipes' headers name them.
-HOST_GIB = {"cpu-tiny": 8, "gpu-small": 32, "gpu-base": 64}
+HOST_GIB = {"cpu-tiny": 8, "cpu-voices": 8, "gpu-small": 32, "gpu-base": 64}
 
 # Overrides that keep the CPU recipe's run tiny and fast; none is a feature setting, so
 # the cache built from the recipe serves them.
