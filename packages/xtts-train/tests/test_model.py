@@ -210,16 +210,22 @@ def test_voice_stats_are_the_clips_own_statistics(deviation):
     assert np.allclose(clip_stats(constant, tf.ones([1, 4])).numpy()[0, 1], 0.1)  # not 0
 
 
-@pytest.mark.parametrize("mode", ["off", "mean", "mean_std"])
-def test_voice_stats_set_the_voices_spectral_statistics(mode):
-    # Heads that write zeros (the clip's mean, in its units) put out the clip's mean at
-    # every frame, whatever the text; with voice_stats off, the corpus's fixed mean.
-    model = tiny_model(**DETERMINISTIC, voice_stats=mode)
+def silent_heads(**overrides):
+    """A deterministic tiny model whose mel head writes zeros, a batch, and its
+    teacher-forced `mel_before` (B, F, M): what the frames' statistics alone put out."""
+    model = tiny_model(**DETERMINISTIC, **overrides)
     batch = make_batch(model.config, cond_frames=16)
     model(batch)
     for weight in model.mel_head.weights:
         weight.assign(tf.zeros_like(weight))
-    before = model(batch)["mel_before"].numpy()  # (B, F, M)
+    return model, batch, model(batch)["mel_before"].numpy()
+
+
+@pytest.mark.parametrize("mode", ["off", "mean", "mean_std"])
+def test_voice_stats_set_the_voices_spectral_statistics(mode):
+    # Heads that write zeros (the clip's mean, in its units) put out the clip's mean at
+    # every frame, whatever the text; with voice_stats off, the corpus's fixed mean.
+    model, batch, before = silent_heads(voice_stats=mode)
     for row, real in enumerate([16, 12]):
         clip_mean = batch["cond_mel"].numpy()[row, :real].mean(axis=0)  # (M,)
         want = model.config.mel_mean if mode == "off" else np.broadcast_to(clip_mean, (16, 80))
@@ -261,12 +267,7 @@ def test_teacher_forcing_can_normalise_by_the_spoken_utterance_s_own_statistics(
     # utterance's own mean over its real frames, not the clip's; the clip's level then
     # changes nothing in training (the latents read it normalised), and inference still
     # takes the clip's statistics, having no utterance.
-    model = tiny_model(**DETERMINISTIC, voice_stats="mean_std", voice_stats_source="utterance")
-    batch = make_batch(model.config, cond_frames=16)
-    model(batch)
-    for weight in model.mel_head.weights:
-        weight.assign(tf.zeros_like(weight))
-    before = model(batch)["mel_before"].numpy()  # (B, F, M)
+    model, batch, before = silent_heads(voice_stats="mean_std", voice_stats_source="utterance")
     for row, real in enumerate([16, 11]):
         own = batch["mel"].numpy()[row, :real].mean(axis=0)  # (M,)
         np.testing.assert_allclose(before[row], np.broadcast_to(own, (16, 80)), atol=1e-4)
