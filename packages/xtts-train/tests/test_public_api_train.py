@@ -16,9 +16,8 @@ EXPECTED = {
     "StepFunctions", "Streaming", "TextToMel", "TrainConfig", "Update", "XttsTrainError",
     "accumulated_gradients", "adamw", "build_steps", "chain", "clip_by_global_norm",
     "dtw_distance", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "kept_steps",
-    "load_reference",
-    "load_run", "load_stack_config", "masked_l1", "pairing_scores", "shape_of", "stop_loss",
-    "timed_step", "total_loss", "warmup_cosine",
+    "load_reference", "load_run", "load_stack_config", "masked_l1", "pairing_scores",
+    "shape_of", "stop_loss", "timed_step", "total_loss", "warmup_cosine",
     # the vocoder and the tasks
     "Task", "TextToMelTask", "VocoderTask", "Vocoder", "VocoderConfig", "vocoder_losses",
     "VocodeReport", "Vocoding", "load_vocoder", "vocode",

@@ -23,7 +23,8 @@ def latest_step(workdir: str | Path) -> int:
 
 def kept_steps(workdir: str | Path) -> list[int]:
     """The steps of the checkpoints kept in `workdir`, ascending (empty when there are none)."""
-    return sorted(int(p.name[5:-6]) for p in (Path(workdir) / "checkpoints").glob("ckpt-*.index"))
+    indexes = (Path(workdir) / "checkpoints").glob("ckpt-*.index")
+    return sorted(step_of(str(index.with_suffix(""))) for index in indexes)
 
 
 def step_of(path: str) -> int:
