@@ -65,6 +65,16 @@ def new_venv(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, str]:
     return tmp_path / "venv" / "bin" / "python", pin, tensorflow
 
 
+def pip_install(python: pathlib.Path, *args: object, cwd: pathlib.Path | None = None) -> None:
+    """`python -m pip install -q ARGS`; a failure shows pip's own error, not the warnings
+    about index locations this machine lacks that come before it (a CI report cuts a long
+    output in the middle: once that hid a full disk)."""
+    done = subprocess.run([python, "-m", "pip", "install", "-q", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)  # fmt: skip
+    lines = [line for line in done.stderr.splitlines() if "is ignored" not in line]
+    assert done.returncode == 0, f"pip install {args} failed:\n" + "\n".join(lines[-20:])
+
+
 def clean_env() -> dict[str, str]:
     """This process's environment without the variables that could leak the source tree
     or this environment's packages into the new venv's interpreter."""
@@ -87,7 +97,7 @@ def test_xtts_audio_installs_alone(tmp_path):
     extra, _, _ = installed_tensorflow()
     other = {"tensorflow-cpu": "tensorflow", "tensorflow": "tensorflow-cpu"}[tensorflow]
     package = f"{ROOT / 'packages/xtts-audio'}[{extra}]"
-    subprocess.run([python, "-m", "pip", "install", "-q", "-c", pin, package], check=True)
+    pip_install(python, "-c", pin, package)
     listed = subprocess.run(
         [python, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True, check=True
     ).stdout
@@ -115,8 +125,7 @@ def test_readme_install_command_gives_working_console_scripts(tmp_path):
     requirements = readme_install_command(extra)
     python, pin, _ = new_venv(tmp_path)
     # Run from the repository root, as the README's `cd xtts` leaves a reader of it.
-    subprocess.run([python, "-m", "pip", "install", "-q", "-c", pin, *requirements],
-                   check=True, cwd=ROOT)  # fmt: skip
+    pip_install(python, "-c", pin, *requirements, cwd=ROOT)
     bin_dir = python.parent
     for script in ("xtts-data", "xtts-train", "xtts-bench"):
         done = subprocess.run([bin_dir / script, "--help"], capture_output=True, text=True,
