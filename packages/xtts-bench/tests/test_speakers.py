@@ -4,15 +4,17 @@ and timbre), scores likeness, and refuses what it cannot measure."""
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
 import soundfile
 
 from xtts_bench.cli import main
-from xtts_bench.errors import SettingsError
+from xtts_bench.errors import MissingExtraError, SettingsError
 from xtts_bench.speakers import (
     SpeakerMeasure,
+    ge2e_vector,
     ground_truth,
     read_voices,
     score_syntheses,
@@ -146,3 +148,27 @@ def test_the_cli_reads_a_corpus_by_speaker(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "top-1 identification (leave one out)  100.0%   chance 33.3%" in out
     assert main(["speakers", str(tmp_path), "--per-voice", "1"]) == 2
+    assert main(["speakers", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["encoder"] == "mfcc"
+
+
+def test_an_unknown_encoder_and_a_missing_extra_are_named(tmp_path, monkeypatch):
+    _corpus(tmp_path)
+    with pytest.raises(SettingsError, match=r"Expected an encoder of \('mfcc', 'ge2e'\)"):
+        read_voices(tmp_path, encoder="xvector")
+    monkeypatch.setitem(sys.modules, "resemblyzer", None)  # as if not installed
+    with pytest.raises(MissingExtraError, match=r"xtts-bench\[ge2e\]"):
+        ge2e_vector(_clip("low", 0), RATE)
+
+
+def test_the_ge2e_encoder_embeds_a_clip_as_a_unit_vector():
+    pytest.importorskip("resemblyzer", reason="the ge2e extra (hatch env voices)")
+    first, again = ge2e_vector(_clip("low", 0), RATE), ge2e_vector(_clip("low", 0), RATE)
+    assert first.shape == (256,)
+    assert first.dtype == np.float64
+    assert np.linalg.norm(first) == pytest.approx(1.0, abs=1e-4)
+    np.testing.assert_allclose(first, again, atol=1e-6)  # the same clip, the same vector
+    other = ge2e_vector(_clip("high", 0), RATE)
+    assert not np.allclose(first, other, atol=1e-3)
+    with pytest.raises(SettingsError, match="silence"):
+        ge2e_vector(np.zeros(RATE, np.float32), RATE)

@@ -18,6 +18,7 @@ from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_bench.errors import SettingsError, XttsBenchError
 from xtts_bench.settings import (
+    SPEAKER_ENCODERS,
     AudioBenchConfig,
     CompilerBenchConfig,
     DataBenchConfig,
@@ -485,6 +486,10 @@ def _add_speakers(commands) -> None:
                    "voice, and their similarity to it")  # fmt: skip
     p.add_argument("--audio", type=pathlib.Path, metavar="DIR",
                    help="with --syntheses: evaluate's --out folder")  # fmt: skip
+    p.add_argument("--encoder", choices=SPEAKER_ENCODERS, default="mfcc",
+                   help="the voice vector: mfcc, MFCC and pitch statistics (default); ge2e, "
+                   "the GE2E speaker encoder's embedding (resemblyzer, the ge2e extra), a "
+                   "second opinion from a network trained on thousands of speakers")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -740,10 +745,17 @@ def _run_speakers(args) -> str | dict:
         raise SettingsError("--syntheses and --audio go together: evaluate's JSON and --out")
     if args.syntheses is not None:
         report = json.loads(args.syntheses.read_text())
-        result = speakers.score_syntheses(args.corpus, report, args.audio)
-        return result if args.json else speakers.format_synthesis_table(result)
-    result = speakers.ground_truth(speakers.read_voices(args.corpus, per_voice=args.per_voice))
-    return result if args.json else speakers.format_speaker_table(result)
+        result = speakers.score_syntheses(args.corpus, report, args.audio,
+                                          encoder=args.encoder)  # fmt: skip
+        table = speakers.format_synthesis_table
+    else:
+        table = speakers.format_speaker_table
+        vectors = speakers.read_voices(args.corpus, per_voice=args.per_voice,
+                                       encoder=args.encoder)  # fmt: skip
+        result = speakers.ground_truth(vectors, encoder=args.encoder)
+    if args.json:
+        return {"encoder": args.encoder, **result}
+    return f"voice vectors: {args.encoder}\n{table(result)}"
 
 
 def _run_wer(args) -> str | dict:

@@ -16,6 +16,7 @@ from xtts_bench.errors import SettingsError
 from xtts_train import PRESETS, StackConfig, load_stack_config
 
 __all__ = [
+    "SPEAKER_ENCODERS",
     "AudioBenchConfig",
     "CompilerBenchConfig",
     "DataBenchConfig",
@@ -25,6 +26,10 @@ __all__ = [
     "StartupBenchConfig",
     "TrainBenchConfig",
 ]
+
+# What `xtts-bench speakers` turns a clip into (`xtts_bench.speakers`): MFCC and pitch
+# statistics, or the GE2E speaker encoder's embedding.
+SPEAKER_ENCODERS = ("mfcc", "ge2e")
 
 
 def _check_overrides(owner: str, overrides) -> None:

@@ -9,6 +9,12 @@ as the cosine of their standardised vectors (`similarity`). Fitted on a corpus's
 voices, it judges a synthesis conditioned on one of their clips without ever having seen
 the model (issue 31's speaker figures).
 
+The vector may instead be a pretrained speaker encoder's embedding (`encoder="ge2e"`,
+`ge2e_vector`): the GE2E encoder of Real-Time-Voice-Cloning (Wan et al. 2018), whose
+weights ship in the `resemblyzer` wheel (the `ge2e` extra). It reads the audio, not
+statistics a postfilter could set, so it checks the MFCC measure with a second opinion;
+the measure built on it (standardised, logistic regression) is the same.
+
 `ground_truth` is its score on the recordings themselves: each clip identified by a
 measure fitted on the other clips (leave-one-out), beside chance (1 / voices), and the
 mean similarity of two recordings of the same voice and of two of different voices.
@@ -20,8 +26,9 @@ reference clip's voice, and its similarity to that clip's recording.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import librosa
@@ -29,12 +36,14 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 import xtts_data as xd
-from xtts_bench.errors import SettingsError
+from xtts_bench.errors import SettingsError, import_extra
+from xtts_bench.settings import SPEAKER_ENCODERS
 
 __all__ = [
     "SpeakerMeasure",
     "format_speaker_table",
     "format_synthesis_table",
+    "ge2e_vector",
     "ground_truth",
     "read_voices",
     "score_syntheses",
@@ -46,6 +55,9 @@ _TOP_DB = 40.0
 _FMIN, _FMAX = 60.0, 500.0  # Hz: the pitch range of the voices measured (yin's search)
 
 
+GE2E_HINT = 'pip install "xtts-bench[ge2e]" (resemblyzer, and the torch it runs on)'
+
+
 def voice_vector(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     """float64 [42]: MFCC means and deviations over the loud frames, log-pitch mean and
     deviation over the voiced ones (0, 0 for a clip with no voiced frame).
@@ -53,9 +65,7 @@ def voice_vector(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     Raises:
         SettingsError: an empty or silent clip.
     """
-    audio = np.asarray(audio, np.float32)
-    if audio.size == 0 or not np.any(audio):
-        raise SettingsError("Expected a clip with sound to measure its voice, received silence")
+    audio = _sounding(audio)
     mfcc = librosa.feature.mfcc(y=audio, sr=sample_rate, n_mfcc=_MFCC)  # (20, frames)
     energy = librosa.feature.rms(y=audio)[0]  # (frames,)
     frames = min(mfcc.shape[1], energy.size)
@@ -65,6 +75,48 @@ def voice_vector(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     voiced = np.log(f0[(f0 > _FMIN * 1.05) & (f0 < _FMAX * 0.95)])
     pitch = [voiced.mean(), voiced.std()] if voiced.size else [0.0, 0.0]
     return np.concatenate([mfcc.mean(axis=1), mfcc.std(axis=1), pitch]).astype(np.float64)
+
+
+def ge2e_vector(audio: np.ndarray, sample_rate: int) -> np.ndarray:
+    """float64 [256]: the GE2E speaker encoder's embedding of the clip (resemblyzer's
+    `VoiceEncoder` on the CPU, after its own preprocessing: 16 kHz, level normalised,
+    pauses cut by webrtcvad).
+
+    Raises:
+        SettingsError: an empty or silent clip, or one with no speech left after the cut.
+        MissingExtraError: the `ge2e` extra is not installed.
+    """
+    resemblyzer = import_extra("resemblyzer", hint=GE2E_HINT)
+    speech = resemblyzer.preprocess_wav(_sounding(audio), source_sr=sample_rate)
+    if speech.size == 0:
+        raise SettingsError("Expected a clip with speech to embed, received none after "
+                            "resemblyzer's voice activity cut")  # fmt: skip
+    return _ge2e(resemblyzer).embed_utterance(speech).astype(np.float64)
+
+
+def _vector_of(encoder: str) -> Callable[[np.ndarray, int], np.ndarray]:
+    """The clip → voice vector of `encoder` (`settings.SPEAKER_ENCODERS`).
+
+    Raises:
+        SettingsError: an unknown encoder.
+    """
+    if encoder not in SPEAKER_ENCODERS:
+        raise SettingsError(f"Expected an encoder of {SPEAKER_ENCODERS}, received: {encoder!r}")
+    return {"mfcc": voice_vector, "ge2e": ge2e_vector}[encoder]
+
+
+def _sounding(audio: np.ndarray) -> np.ndarray:
+    """float32 audio, checked to hold sound (SettingsError: empty or silent)."""
+    audio = np.asarray(audio, np.float32)
+    if audio.size == 0 or not np.any(audio):
+        raise SettingsError("Expected a clip with sound to measure its voice, received silence")
+    return audio
+
+
+@functools.cache
+def _ge2e(resemblyzer):
+    """The encoder, loaded once (its weights from the wheel)."""
+    return resemblyzer.VoiceEncoder("cpu", verbose=False)
 
 
 @dataclasses.dataclass
@@ -78,14 +130,21 @@ class SpeakerMeasure:
     mean: np.ndarray
     scale: np.ndarray
     classifier: LogisticRegression
+    standardised_similarity: bool = True
 
     @classmethod
-    def fit(cls, vectors: Mapping[str, Sequence[np.ndarray]]) -> SpeakerMeasure:
-        """Fitted on `voice_vector`s of at least two voices, at least one clip each.
+    def fit(cls, vectors: Mapping[str, Sequence[np.ndarray]], *,
+            encoder: str = "mfcc") -> SpeakerMeasure:  # fmt: skip
+        """Fitted on voice vectors (`encoder`'s) of at least two voices, at least one clip
+        each. The classifier reads them standardised; so does the similarity of MFCC
+        statistics, whose values have unrelated scales, while a GE2E embedding's is its
+        own cosine, the one it was trained to score.
 
         Raises:
-            SettingsError: fewer than two voices, or a voice without a clip.
+            SettingsError: fewer than two voices, or a voice without a clip; an unknown
+                encoder.
         """
+        _vector_of(encoder)
         if len(vectors) < 2 or any(len(v) == 0 for v in vectors.values()):
             counts = {voice: len(v) for voice, v in vectors.items()}
             raise SettingsError(f"Expected clips of at least two voices, received: {counts}")
@@ -95,29 +154,34 @@ class SpeakerMeasure:
         mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-8
         classifier = LogisticRegression(max_iter=5000, C=1.0)
         classifier.fit((x - mean) / scale, y)
-        return cls(voices, mean, scale, classifier)
+        return cls(voices, mean, scale, classifier, standardised_similarity=encoder == "mfcc")
 
     def identify(self, vector: np.ndarray) -> str:
         """The known voice `vector` is most likely."""
         return self.voices[int(self.classifier.predict(self._standard(vector)[None])[0])]
 
     def similarity(self, a: np.ndarray, b: np.ndarray) -> float:
-        """Cosine of two vectors standardised over the recordings: 1 for the same voice
-        vector, near 0 for unrelated ones."""
-        a, b = self._standard(a), self._standard(b)
+        """Cosine of two vectors (standardised over the recordings, for MFCC statistics):
+        1 for the same voice vector, near 0 for unrelated ones."""
+        if self.standardised_similarity:
+            a, b = self._standard(a), self._standard(b)
         return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
     def _standard(self, vector: np.ndarray) -> np.ndarray:
         return (np.asarray(vector, np.float64) - self.mean) / self.scale
 
 
-def read_voices(corpus: str | Path, *, per_voice: int | None = None) -> dict[str, list[np.ndarray]]:
-    """`voice_vector`s of a corpus's recordings by speaker (`xtts_data.read_corpus`
-    layouts), the first `per_voice` of each (all: None).
+def read_voices(corpus: str | Path, *, per_voice: int | None = None,
+                encoder: str = "mfcc") -> dict[str, list[np.ndarray]]:  # fmt: skip
+    """Voice vectors (`encoder`'s: `voice_vector` or `ge2e_vector`) of a corpus's
+    recordings by speaker (`xtts_data.read_corpus` layouts), the first `per_voice` of
+    each (all: None).
 
     Raises:
-        SettingsError: a corpus without a speaker column, or with one speaker.
+        SettingsError: a corpus without a speaker column, or with one speaker; an
+            unknown encoder.
     """
+    vector = _vector_of(encoder)
     rows = xd.read_corpus(corpus).rows
     by_voice: dict[str, list[str]] = {}
     for row in rows:
@@ -129,16 +193,17 @@ def read_voices(corpus: str | Path, *, per_voice: int | None = None) -> dict[str
     for voice, paths in sorted(by_voice.items()):
         vectors[voice] = []
         for path in paths[:per_voice]:
-            vectors[voice].append(voice_vector(*_load(path)))
+            vectors[voice].append(vector(*_load(path)))
     return vectors
 
 
 def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
-                    vectors: Mapping[str, Sequence[np.ndarray]] | None = None) -> dict:  # fmt: skip
+                    vectors: Mapping[str, Sequence[np.ndarray]] | None = None,
+                    encoder: str = "mfcc") -> dict:  # fmt: skip
     """Syntheses of `evaluate --json` (`report`, its rows naming `speaker`, `reference`
     and `reference_speaker` as indices into the corpus's sorted speakers), read from
     `audio/<id>.wav`, judged by a measure fitted on every recording of `corpus`
-    (`vectors`: their `read_voices`, when already measured).
+    (`vectors`: their `read_voices` with the same `encoder`, when already measured).
 
     Returns:
         `syntheses`, `top1` (identified as the reference's voice), `own_voice` (identified
@@ -159,8 +224,10 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
     rows = xd.read_corpus(corpus).rows
     names = sorted({row.speaker for row in rows})
     paths = {row.id: str(row.audio) for row in rows}
-    vectors = read_voices(corpus) if vectors is None else vectors
-    measure, truth = SpeakerMeasure.fit(vectors), ground_truth(vectors)
+    vector = _vector_of(encoder)
+    vectors = read_voices(corpus, encoder=encoder) if vectors is None else vectors
+    measure = SpeakerMeasure.fit(vectors, encoder=encoder)
+    truth = ground_truth(vectors, encoder=encoder)
     hits, own, likeness, vocoded, vocoded_likeness = [], [], [], [], []
     confusion = {name: dict.fromkeys(names, 0) for name in names}
     for row in report["utterances"]:
@@ -172,16 +239,16 @@ def score_syntheses(corpus: str | Path, report: Mapping, audio: str | Path, *,
         if not synthesis.is_file():
             raise SettingsError(f"Expected the synthesis {synthesis} (evaluate --out), "
                                 f"received none")  # fmt: skip
-        vector = voice_vector(*_load(synthesis))
-        voice, reference = measure.identify(vector), names[row["reference_speaker"]]
+        measured = vector(*_load(synthesis))
+        voice, reference = measure.identify(measured), names[row["reference_speaker"]]
         confusion[reference][voice] += 1
         hits.append(voice == reference)
         own.append(voice == names[row["speaker"]])
-        clip = voice_vector(*_load(paths[row["reference"]]))
-        likeness.append(measure.similarity(vector, clip))
+        clip = vector(*_load(paths[row["reference"]]))
+        likeness.append(measure.similarity(measured, clip))
         recording = Path(audio) / f"{row['id']}.truth.wav"
         if recording.is_file():
-            recorded = voice_vector(*_load(recording))
+            recorded = vector(*_load(recording))
             vocoded.append(measure.identify(recorded) == names[row["speaker"]])
             if row["reference_speaker"] == row["speaker"]:
                 vocoded_likeness.append(measure.similarity(recorded, clip))
@@ -198,9 +265,10 @@ def _load(path: str | Path) -> tuple[np.ndarray, int]:
     return audio, int(rate)
 
 
-def ground_truth(vectors: Mapping[str, Sequence[np.ndarray]]) -> dict:
-    """The measure on the recordings: leave-one-out top-1 identification, chance, and the
-    mean similarity of same-voice and of different-voice pairs.
+def ground_truth(vectors: Mapping[str, Sequence[np.ndarray]], *, encoder: str = "mfcc") -> dict:
+    """The measure on the recordings (their `encoder` vectors): leave-one-out top-1
+    identification, chance, and the mean similarity of same-voice and of different-voice
+    pairs.
 
     Raises:
         SettingsError: a voice with fewer than two clips (nothing left to fit on).
@@ -213,9 +281,9 @@ def ground_truth(vectors: Mapping[str, Sequence[np.ndarray]]) -> dict:
         for i, clip in enumerate(clips):
             rest = {v: [c for j, c in enumerate(cs) if (v, j) != (voice, i)]
                     for v, cs in vectors.items()}  # fmt: skip
-            hits += SpeakerMeasure.fit(rest).identify(clip) == voice
+            hits += SpeakerMeasure.fit(rest, encoder=encoder).identify(clip) == voice
             total += 1
-    measure = SpeakerMeasure.fit(vectors)
+    measure = SpeakerMeasure.fit(vectors, encoder=encoder)
     same, other = [], []
     items = [(voice, clip) for voice, clips in vectors.items() for clip in clips]
     for i, (va, a) in enumerate(items):
