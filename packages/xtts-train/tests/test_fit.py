@@ -210,6 +210,16 @@ def test_synthesize_save_mel_writes_the_frames_turned_into_audio(run, tmp_path, 
     np.testing.assert_allclose(wave, to_waveform(mel, stack.audio).numpy(), atol=1e-3)
 
 
+def test_synthesize_changes_the_run_s_decoding_settings_alone(run, tmp_path, capsys):
+    _, workdir = run
+    out = tmp_path / "speech.wav"
+    args = ["synthesize", "--run", str(workdir), "--text", "Fine day.", "--out", str(out)]
+    assert main([*args, "--set", "train.steps=5"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "a decoding setting of the trained run, received: 'train.steps=5'" in line
+    assert not out.exists()
+
+
 def test_synthesize_sizes_its_buffer_from_the_text_unless_given(run, tmp_path):
     _, workdir = run
     short = synthesize(workdir, "Hi.", tmp_path / "short.wav")
@@ -411,6 +421,7 @@ def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["step"] == 30
     assert report["split"] == "all"
+    assert report["settings"] == []  # the run's own decoding settings
     rows = report["utterances"]
     assert len(rows) == 3
     assert len({row["id"] for row in rows}) == 3
@@ -431,10 +442,11 @@ def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
 
 def test_the_text_report_has_a_row_per_utterance_and_a_summary(run, cache, capsys):
     _, workdir = run
-    assert _evaluate(workdir, cache, "--split", "all", "--n", "2", "--step", "20") == 0
+    assert _evaluate(workdir, cache, "--split", "all", "--n", "2", "--step", "20",
+                     "--set", "model.infer_global_variance=true") == 0  # fmt: skip
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 + 2 + 1
-    assert "step 20" in lines[-1]
+    assert "step 20, --set model.infer_global_variance=true:" in lines[-1]
     assert "pairing" in lines[-1]
 
 
@@ -461,6 +473,10 @@ def _other_audio(workdir, tmp_path):
         (None, [], r"held no utterances out of training \(data.val_fraction=0\)"),
         (None, ["--split", "all", "--step", "7"], "no checkpoint of step 7"),
         (None, ["--split", "all", "--n", "1"], "at least 2"),
+        (None, ["--split", "all", "--set", "model.heads=4"],
+         r"Expected --set model\.infer_KEY=VALUE, .* received: 'model\.heads=4'"),
+        (None, ["--split", "all", "--set", "model.infer_global_variance=maybe"],
+         "infer_global_variance"),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_one_line_error_with_exit_2(run, cache, tmp_path, capsys, make_run,

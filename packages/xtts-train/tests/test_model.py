@@ -11,6 +11,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras
 import numpy as np
 import pytest
+import scipy.fft
 import tensorflow as tf
 
 from xtts_train import (
@@ -21,7 +22,8 @@ from xtts_train import (
     stop_loss,
     total_loss,
 )
-from xtts_train.models.text_to_mel.frames import clip_stats, standardize
+from xtts_train.models.text_to_mel.frames import clip_stats, match_global_variance, standardize
+from xtts_train.models.text_to_mel.streaming import Streaming
 
 # Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
 DETERMINISTIC = dict(prenet_dropout=0.0)
@@ -90,6 +92,7 @@ def test_defaults_are_the_tiny_preset_and_dicts_round_trip():
         (dict(infer_window_ahead=-1), "infer_window_ahead=-1"),
         (dict(infer_window_back=True), "infer_window_back=True"),
         (dict(infer_prenet_dropout=1), "infer_prenet_dropout=1"),
+        (dict(infer_global_variance="yes"), "infer_global_variance='yes'"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
 )
@@ -277,6 +280,52 @@ def test_teacher_forcing_can_normalise_by_the_spoken_utterance_s_own_statistics(
     inferred = model.infer(*args, max_frames=4)["mel_before"].numpy()
     clip = batch["cond_mel"].numpy()[0].mean(axis=0)
     np.testing.assert_allclose(inferred[0], np.broadcast_to(clip, (4, 80)), atol=1e-4)
+
+
+def cepstra(frames: np.ndarray) -> np.ndarray:
+    """Log-mel frames (F, M) → their cepstra (F, M): the orthonormal DCT-II, by SciPy."""
+    return scipy.fft.dct(frames, type=2, norm="ortho", axis=-1)
+
+
+def test_global_variance_scales_each_cepstral_deviation_to_the_clip_s():
+    rng = np.random.default_rng(0)
+    mel = rng.normal(-5.0, 1.0, [2, 12, 80]).astype(np.float32)
+    clip = rng.normal(-4.0, 2.0, [2, 10, 80]).astype(np.float32)
+    mask, clip_mask = np.ones([2, 12], np.float32), np.ones([2, 10], np.float32)
+    mask[1, 9:], clip_mask[0, 7:] = 0.0, 0.0  # real frames: 12 and 9; the clips' 7 and 10
+    out = match_global_variance(*map(tf.constant, (mel, mask, clip, clip_mask))).numpy()
+    for row, (real, clip_real) in enumerate([(12, 7), (9, 10)]):
+        got, had = cepstra(out[row, :real]), cepstra(mel[row, :real])
+        want = cepstra(clip[row, :clip_real]).std(axis=0)  # (M,) the clip's deviations
+        np.testing.assert_allclose(got.std(axis=0), want, rtol=1e-3)
+        np.testing.assert_allclose(got.mean(axis=0), had.mean(axis=0), atol=1e-3)  # kept
+        ratio = (got - had.mean(axis=0)) / (had - had.mean(axis=0))  # one scale per coefficient
+        np.testing.assert_allclose(ratio, np.broadcast_to(ratio[:1], ratio.shape), rtol=1e-2)
+    np.testing.assert_array_equal(out[1, 9:], mel[1, 9:])  # past the end: as decoded
+    # Frames with the clip's own variance come back as they are.
+    same = match_global_variance(*map(tf.constant, (clip, clip_mask, clip, clip_mask)))
+    np.testing.assert_allclose(same.numpy(), clip, atol=1e-4)
+
+
+def test_infer_matches_the_clip_s_global_variance_only_when_configured():
+    plain = tiny_model(**DETERMINISTIC)
+    batch = make_batch(plain.config, cond_frames=16)
+    plain(batch)
+    matched = tiny_model(**DETERMINISTIC, infer_global_variance=True)
+    matched(batch)
+    matched.set_weights(plain.get_weights())  # a decoding setting: the same weights
+    for model in (plain, matched):
+        model.stop_head.bias.assign([-20.0])  # the whole buffer
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    first, second = plain.infer(*args, max_frames=8), matched.infer(*args, max_frames=8)
+    np.testing.assert_allclose(second["mel_before"], first["mel_before"], atol=1e-6)
+    clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
+    want = match_global_variance(first["mel"], tf.ones([2, 8]), batch["cond_mel"], clip_mask)
+    np.testing.assert_allclose(second["mel"], want, atol=1e-4)
+    assert not np.allclose(second["mel"], first["mel"], atol=1e-2)
+    # A stream has the utterance's variance only at its end: refused, not silently unlike.
+    with pytest.raises(ConfigError, match=r"infer_global_variance=false to stream"):
+        Streaming(matched, cond_frames=16, max_frames=8)
 
 
 @pytest.mark.parametrize(("field", "voice"), [("tokens", {}), ("cond_mel", {}),

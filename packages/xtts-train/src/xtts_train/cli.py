@@ -161,6 +161,7 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--chunk-frames", type=int, metavar="N",
                    help="mel frames of each streamed chunk, in the decoder and the vocoder "
                    "(with --stream; default: 32)")  # fmt: skip
+    _add_decoding_set(p)
 
 
 def _add_evaluate(commands) -> None:
@@ -195,8 +196,18 @@ def _add_evaluate(commands) -> None:
                    "(run, the default), a clip of another utterance of its own speaker "
                    "(same-speaker), or of the next speaker's (other-speaker: the swapped "
                    "control); the JSON report names each row's speaker and reference")  # fmt: skip
+    _add_decoding_set(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_decoding_set(p) -> None:
+    """`--set model.infer_KEY=VALUE`: a decoding setting of the trained run, changed for
+    this command (`synthesize`, `evaluate`)."""
+    p.add_argument("--set", action="append", default=[], metavar="model.infer_KEY=VALUE",
+                   help="change one of the run's decoding settings for this command "
+                   "(repeatable), e.g. model.infer_global_variance=true; the settings that "
+                   "shape the weights are refused")  # fmt: skip
 
 
 def _add_vocode(commands) -> None:
@@ -382,7 +393,7 @@ def _run_synthesize(args) -> int:
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames, language=args.language,
                         vocoder=args.vocoder, save_mel=args.save_mel, stream=args.stream,
-                        **chunk)  # fmt: skip
+                        overrides=args.set, **chunk)  # fmt: skip
     if result.unknown:
         shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
         print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "
@@ -407,7 +418,7 @@ def _run_evaluate(args) -> int:
         raise XttsTrainError("--vocoder writes the audio of --out: pass --out DIR with it")
     report = evaluate(args.run, args.data, split=args.split, n=args.n, out=args.out,
                       step=args.step, progress=not args.quiet, vocoder=args.vocoder,
-                      reference_from=args.reference_from)  # fmt: skip
+                      reference_from=args.reference_from, overrides=args.set)  # fmt: skip
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.format())
     return 0
 

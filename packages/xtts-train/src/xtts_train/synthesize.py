@@ -14,7 +14,7 @@ import dataclasses
 import json
 import time
 import wave
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -68,20 +68,22 @@ class _Spoken(NamedTuple):
     first_audio: float | None
 
 
-def load_run(workdir: str | Path, *, step: int | None = None,
+def load_run(workdir: str | Path, *, step: int | None = None, overrides: Sequence[str] = (),
              ) -> tuple[StackConfig, TextToMel, Tokenizer]:  # fmt: skip
     """The config, the model with a checkpoint's weights, and the tokenizer of a run.
 
     Args:
         workdir: the training run.
         step: the checkpoint saved at this step; None: the last one.
+        overrides: `model.infer_*=VALUE` settings of its decoding (`load_run_config`).
 
     Raises:
         XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), a
-            vocoder run, no checkpoint yet, or none at `step`.
+            vocoder run, no checkpoint yet, none at `step`, or an override of another
+            setting.
     """
     workdir = Path(workdir)
-    stack = load_run_config(workdir, "text_to_mel")
+    stack = load_run_config(workdir, "text_to_mel", overrides)
     if not (workdir / "tokenizer.json").is_file():
         raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'tokenizer.json'} "
                              f"missing)")  # fmt: skip
@@ -97,7 +99,8 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                griffin_lim_iters: int = 32,
                truth: np.ndarray | None = None, language: str | None = None,
                vocoder: str | Path | None = None, save_mel: bool = False,
-               stream: bool = False, chunk_frames: int = CHUNK_FRAMES) -> Synthesis:  # fmt: skip
+               stream: bool = False, chunk_frames: int = CHUNK_FRAMES,
+               overrides: Sequence[str] = ()) -> Synthesis:  # fmt: skip
     """Speak `text` with the run's model; writes `out` (WAV), `out` with `.png` and, with
     `save_mel`, `out` with `.npy`.
 
@@ -125,11 +128,15 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             The mel is the unstreamed one up to float rounding, and the audio the
             vocoder's of it with `chunk_frames`-frame windows.
         chunk_frames: frames of each streamed chunk, in the decoder and the vocoder.
+        overrides: `model.infer_*=VALUE` settings of the run's decoding (`--set`).
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
             on, a text with none of the run's symbols, a vocoder of other audio
-            settings (each named, both values), or `stream` without a vocoder.
+            settings (each named, both values), `stream` without a vocoder, or an
+            override of a setting other than `model.infer_*`.
+        ConfigError: an invalid override value, or `stream` with a model that cannot
+            stream (`TextToMel.check_streamable`).
     """
     if stream and vocoder is None:  # before anything loads
         raise XttsTrainError(STREAM_NEEDS_VOCODER)
@@ -137,7 +144,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     waveforms = Waveforms(Path(workdir), load_run_config(Path(workdir), "text_to_mel"),
                           vocoder=vocoder, griffin_lim_iters=griffin_lim_iters,
                           chunk_frames=chunk_frames if stream else None)  # fmt: skip
-    stack, model, tokenizer = load_run(workdir)
+    stack, model, tokenizer = load_run(workdir, overrides=overrides)
     encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
     if max_frames is None:

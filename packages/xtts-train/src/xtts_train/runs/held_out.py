@@ -46,6 +46,7 @@ class EvalReport:
         utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
             `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`.
         max_frames: the decoding buffer (twice the longest truth, rounded up).
+        settings: the `--set` overrides of the run's decoding settings it ran with.
     """
 
     run: Path
@@ -54,6 +55,7 @@ class EvalReport:
     step: int
     utterances: list[dict[str, Any]]
     max_frames: int
+    settings: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def summary(self) -> dict[str, float]:
@@ -69,7 +71,8 @@ class EvalReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": str(self.run), "data": str(self.data), "split": self.split,
-                "step": self.step, "max_frames": self.max_frames, "summary": self.summary,
+                "step": self.step, "max_frames": self.max_frames, "settings": self.settings,
+                "summary": self.summary,
                 "utterances": self.utterances}  # fmt: skip
 
     def format(self) -> str:
@@ -83,7 +86,8 @@ class EvalReport:
         ]
         s = self.summary
         tail = (
-            f"{len(self.utterances)} utterances ({self.split}) of {self.data}, step {self.step}: "
+            f"{len(self.utterances)} utterances ({self.split}) of {self.data}, step {self.step}"
+            f"{''.join(f', --set {o}' for o in self.settings)}: "
             f"median duration ratio {s['duration_ratio_median']:.2f}, alignment "
             f"{s['alignment_mean']:.2f}, distance {s['distance_mean']:.2f}, pairing "
             f"{s['pairing_mean']:.2f} (~1: ignores the text), stop token fired in "
@@ -99,7 +103,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
              out: str | Path | None = None, step: int | None = None,
              progress: bool = False, griffin_lim_iters: int = 32,
              vocoder: str | Path | None = None,
-             reference_from: str = "run") -> EvalReport:  # fmt: skip
+             reference_from: str = "run", overrides: Sequence[str] = ()) -> EvalReport:  # fmt: skip
     """Synthesise utterances of `data` free-running and score them against the truth.
 
     Args:
@@ -120,12 +124,15 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
             its voice it is not reading); `other-speaker`, those of an utterance of the
             next speaker (the swapped-reference control). Each row records `speaker`,
             `reference` (an id, or `run`) and `reference_speaker` (None for `run`).
+        overrides: `model.infer_*=VALUE` settings of the run's decoding (`--set`),
+            recorded in the report.
 
     Raises:
         XttsTrainError: no checkpoint, nothing held out, fewer than 2 utterances, a
             vocoder without `out` or of other audio settings, an unknown `reference_from`,
             or a selection without the clips it asks for (a speaker with one utterance
-            for `same-speaker`, one speaker for `other-speaker`).
+            for `same-speaker`, one speaker for `other-speaker`), or an override of a
+            setting other than `model.infer_*`.
         XttsDataError: a source with other audio or text settings, `n` above the split.
     """
     run, data = Path(run), Path(data)
@@ -138,7 +145,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
     if out is not None:
         waveforms = Waveforms(run, load_run_config(run, "text_to_mel"), vocoder=vocoder,
                               griffin_lim_iters=griffin_lim_iters)  # fmt: skip
-    stack, model, tokenizer = load_run(run, step=step)
+    stack, model, tokenizer = load_run(run, step=step, overrides=overrides)
     if split == "val" and stack.data.val_fraction == 0:
         raise XttsTrainError(
             f"{run} held no utterances out of training (data.val_fraction=0): evaluate a "
@@ -179,7 +186,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
     if out is not None:
         _write_audio(Path(out), utterances, decoded, waveforms, max_frames)
     step = step if step is not None else latest_step(run)
-    return EvalReport(run, data, split, step, rows, max_frames)
+    return EvalReport(run, data, split, step, rows, max_frames, list(overrides))
 
 
 REFERENCE_FROM = ("run", "same-speaker", "other-speaker")

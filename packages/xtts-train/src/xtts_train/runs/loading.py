@@ -4,6 +4,7 @@ resume), `synthesize`, `evaluate` and `vocode` read runs through these."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import keras
@@ -12,7 +13,14 @@ import tensorflow as tf
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import XttsTrainError
 
-__all__ = ["kept_steps", "latest_step", "load_run_config", "restore_weights", "step_of"]
+__all__ = [
+    "INFERENCE_SETTINGS", "kept_steps", "latest_step", "load_run_config", "restore_weights",
+    "step_of",
+]  # fmt: skip
+
+# The settings of a trained run that may change when it is read back (`--set` of `evaluate`
+# and `synthesize`): how it decodes, not what it learned.
+INFERENCE_SETTINGS = "model.infer_"
 
 
 def latest_step(workdir: str | Path) -> int:
@@ -32,15 +40,25 @@ def step_of(path: str) -> int:
     return int(path.rsplit("-", 1)[1])
 
 
-def load_run_config(workdir: Path, task: str) -> StackConfig:
-    """A run's `config.yaml`, checked to be a run of `task` (`train.task`).
+def load_run_config(workdir: Path, task: str, overrides: Sequence[str] = ()) -> StackConfig:
+    """A run's `config.yaml`, checked to be a run of `task` (`train.task`), with
+    `overrides` of its decoding settings applied (`model.infer_*=VALUE`, as `--set`).
 
     Raises:
-        XttsTrainError: not a run folder, an invalid config, or a run of another task.
+        XttsTrainError: not a run folder, a run of another task, or an override of a
+            setting other than `model.infer_*` (those shape the weights).
+        ConfigError: an invalid config or override value.
     """
     if not (workdir / "config.yaml").is_file():
         raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'config.yaml'} missing)")
-    stack = load_stack_config(workdir / "config.yaml")
+    for override in overrides:
+        if not override.split("=", 1)[0].strip().startswith(INFERENCE_SETTINGS):
+            raise XttsTrainError(
+                f"Expected --set {INFERENCE_SETTINGS}KEY=VALUE, a decoding setting of the "
+                f"trained run, received: {override!r} (the other settings shape the "
+                f"weights, or the training)"
+            )
+    stack = load_stack_config(workdir / "config.yaml", overrides)
     if stack.train.task != task:
         raise XttsTrainError(
             f"Expected a {task} run, received: {workdir}, a run of train.task={stack.train.task}"

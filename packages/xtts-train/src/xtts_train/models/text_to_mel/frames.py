@@ -10,6 +10,10 @@ With `ModelConfig.voice_stats` the decoder works one step further from the mel: 
 standardised frames normalised by the reference clip's own per-channel mean (and
 deviation: `clip_stats`, `to_voice`), and its output is moved back by them (`from_voice`),
 as AdaIN-VC's instance statistics (Chou et al. 2019) carry a voice.
+
+`match_global_variance` is the inference-time postfilter of
+`ModelConfig.infer_global_variance`: the decoded mel's cepstral deviation over the
+utterance scaled to the clip's.
 """
 
 from __future__ import annotations
@@ -19,10 +23,14 @@ import tensorflow as tf
 from xtts_train.config import ModelConfig
 
 __all__ = [
-    "clip_stats", "from_standard", "from_voice", "groups", "identity_stats", "per_frame",
-    "shift_right", "standardize", "step_inputs", "to_voice",
+    "clip_stats", "from_standard", "from_voice", "groups", "identity_stats",
+    "match_global_variance", "per_frame", "shift_right", "standardize", "step_inputs",
+    "to_voice",
 ]  # fmt: skip
 
+# The least cepstral deviation of an utterance that `match_global_variance` scales up (ln-mel
+# units, where speech's coefficients deviate about 0.1-10): a flat one is not blown up.
+_MIN_CEPSTRAL_DEVIATION = 1e-3
 # The least deviation a channel of a clip is scaled by (standardised units, where a corpus's
 # channels deviate about 0.5-1.2 within a clip): a near-constant channel is not blown up.
 _MIN_DEVIATION = 0.1
@@ -76,12 +84,10 @@ def clip_stats(cond: tf.Tensor, cond_mask: tf.Tensor, *, deviation: bool = True)
     Returns:
         float32 [B, 2, M]: each channel's mean, then its deviation (at least 0.1) or ones.
     """
-    weights = cond_mask[:, :, None] / tf.reduce_sum(cond_mask, axis=1)[:, None, None]  # (B, C, 1)
-    mean = tf.reduce_sum(cond * weights, axis=1, keepdims=True)  # (B, 1, M)
+    mean, spread = _moments(cond, cond_mask)  # (B, 1, M) each
     if not deviation:
         return tf.concat([mean, tf.ones_like(mean)], axis=1)
-    variance = tf.reduce_sum(tf.square(cond - mean) * weights, axis=1, keepdims=True)
-    return tf.concat([mean, tf.maximum(tf.sqrt(variance), _MIN_DEVIATION)], axis=1)
+    return tf.concat([mean, tf.maximum(spread, _MIN_DEVIATION)], axis=1)
 
 
 def identity_stats(batch: int, n_mels: int) -> tf.Tensor:
@@ -97,3 +103,39 @@ def to_voice(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
 def from_voice(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
     """Frames normalised by a clip's `stats` (B, 2, M) → standardised: `to_voice`'s inverse."""
     return frames * stats[:, 1:] + stats[:, :1]
+
+
+def match_global_variance(mel: tf.Tensor, mask: tf.Tensor, clip: tf.Tensor,
+                          clip_mask: tf.Tensor) -> tf.Tensor:  # fmt: skip
+    """Decoded mels with each cepstral coefficient's deviation over the utterance scaled to
+    the clip's, its mean over the utterance kept: the global-variance postfilter (Toda &
+    Tokuda 2007) with the clip's variance as the target.
+
+    The cepstrum is the orthonormal DCT-II of each log-mel frame, so the map is linear
+    per frame and the inverse DCT brings the frames back.
+
+    Args:
+        mel: log-mel frames float32 [B, F, M] (the decoding's, in mel units).
+        mask: float32 [B, F], 1 at the utterance's real frames; the others are returned
+            as they are.
+        clip: the reference clip's log-mel frames float [B, C, M], in the same units.
+        clip_mask: float32 [B, C], 1 at the clip's real frames (at least one per clip).
+
+    Returns:
+        float32 [B, F, M].
+    """
+    cepstra = tf.signal.dct(mel, type=2, norm="ortho")  # (B, F, M)
+    mean, deviation = _moments(cepstra, mask)  # (B, 1, M) each
+    _, target = _moments(tf.signal.dct(tf.cast(clip, tf.float32), type=2, norm="ortho"),
+                         clip_mask)  # fmt: skip
+    scaled = mean + (cepstra - mean) * target / tf.maximum(deviation, _MIN_CEPSTRAL_DEVIATION)
+    keep = mask[:, :, None]
+    return tf.signal.idct(scaled, type=2, norm="ortho") * keep + mel * (1.0 - keep)
+
+
+def _moments(frames: tf.Tensor, mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Per-channel mean and deviation (B, 1, M) of frames (B, F, M) over the real ones
+    (mask (B, F), at least one: else 0 and 0)."""
+    weights = mask[:, :, None] / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)[:, None, None]
+    mean = tf.reduce_sum(frames * weights, axis=1, keepdims=True)
+    return mean, tf.sqrt(tf.reduce_sum(tf.square(frames - mean) * weights, axis=1, keepdims=True))

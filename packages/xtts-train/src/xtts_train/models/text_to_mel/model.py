@@ -38,6 +38,7 @@ from xtts_train.models.text_to_mel.frames import (
     clip_stats,
     from_standard,
     from_voice,
+    match_global_variance,
     per_frame,
     standardize,
     step_inputs,
@@ -225,8 +226,10 @@ class TextToMel(keras.Model):
             max_frames: frames of the buffer, a Python int.
 
         Returns:
-            `mel` float32 [B, max_frames, M] after the postnet (frames from `lengths` on
-            are not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
+            `mel` float32 [B, max_frames, M] after the postnet (and, with
+            `ModelConfig.infer_global_variance`, `frames.match_global_variance` to the
+            clip; frames from `lengths` on are not meaningful), `mel_before` [B,
+            max_frames, M] (the frames fed back),
             `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
             int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
@@ -246,6 +249,10 @@ class TextToMel(keras.Model):
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
         mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
+        if self.config.infer_global_variance:
+            clip_mask = tf.sequence_mask(cond_lengths, cond_mel.shape[1], tf.float32)
+            mel = match_global_variance(mel, tf.sequence_mask(lengths, max_frames, tf.float32),
+                                        cond_mel, clip_mask)  # fmt: skip
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
@@ -262,13 +269,27 @@ class TextToMel(keras.Model):
             nested tuples of tensors, which cross `tf.function` boundaries.
 
         Raises:
-            ConfigError: `max_frames` is not a positive int.
+            ConfigError: `max_frames` is not a positive int, or
+                `ModelConfig.infer_global_variance` is on (it scales by the whole
+                utterance's variance, which a stream has only at its end).
         """
         _check_max_frames(max_frames)
+        self.check_streamable()
         self._build_weights()
         memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
         return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames,
                      stats=stats)  # fmt: skip
+
+    def check_streamable(self) -> None:
+        """Raises ConfigError where a stream could not give `infer`'s frames: with
+        `ModelConfig.infer_global_variance`, which scales by the whole utterance's
+        variance, known only at its end."""
+        if self.config.infer_global_variance:
+            raise ConfigError(
+                "Expected model.infer_global_variance=false to stream, received true: it "
+                "scales the frames by the whole utterance's variance, known only at its "
+                "end. Synthesise without streaming, or set it to false"
+            )
 
     def stream_advance(self, context: Context, state: State, until: tf.Tensor) -> State:
         """`infer`'s loop from `state` up to step `until`, or until every utterance stopped:

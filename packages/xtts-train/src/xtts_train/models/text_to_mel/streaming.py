@@ -59,7 +59,8 @@ class Streaming:
 
     Raises:
         XttsTrainError: a size that is not an int >= 1.
-        ConfigError: a buffer too large for this machine's memory.
+        ConfigError: a buffer too large for this machine's memory, or a model that cannot
+            stream (`TextToMel.check_streamable`).
     """
 
     def __init__(self, model: TextToMel, *, cond_frames: int, max_frames: int,
@@ -69,6 +70,7 @@ class Streaming:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
         check_decoding_memory(model.config, max_frames)
+        model.check_streamable()
         self.model, self.cond_frames = model, cond_frames
         self.max_frames, self.chunk_frames = max_frames, chunk_frames
         self.compiler = resolve(compiler, "decode")
