@@ -12,8 +12,8 @@ the model (issue 31's speaker figures).
 The vector may instead be a pretrained speaker encoder's embedding (`encoder="ge2e"`,
 `ge2e_vector`): the GE2E encoder of Real-Time-Voice-Cloning (Wan et al. 2018), whose
 weights ship in the `resemblyzer` wheel (the `ge2e` extra). It reads the audio, not
-statistics a postfilter could set, so it checks the MFCC measure with a second opinion;
-the measure built on it (standardised, logistic regression) is the same.
+statistics a postfilter could set, so it checks the MFCC measure with a second opinion.
+The classifier built on it is the same; its likeness is the embedding's own cosine.
 
 `ground_truth` is its score on the recordings themselves: each clip identified by a
 measure fitted on the other clips (leave-one-out), beside chance (1 / voices), and the
@@ -53,8 +53,6 @@ __all__ = [
 _MFCC = 20
 _TOP_DB = 40.0
 _FMIN, _FMAX = 60.0, 500.0  # Hz: the pitch range of the voices measured (yin's search)
-
-
 GE2E_HINT = 'pip install "xtts-bench[ge2e]" (resemblyzer, and the torch it runs on)'
 
 

@@ -288,7 +288,8 @@ class TextToMel(keras.Model):
             raise ConfigError(
                 "Expected model.infer_global_variance=false to stream, received true: it "
                 "scales the frames by the whole utterance's variance, known only at its "
-                "end. Synthesise without streaming, or set it to false"
+                "end. Synthesise without streaming, or stream with --set "
+                "model.infer_global_variance=false"
             )
 
     def stream_advance(self, context: Context, state: State, until: tf.Tensor) -> State:
