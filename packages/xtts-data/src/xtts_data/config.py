@@ -21,7 +21,9 @@ from xtts_audio.frozen_config import FrozenConfig
 from xtts_data.errors import ConfigError
 from xtts_data.text import TextConfig
 
-__all__ = ["BuiltSettings", "DataConfig", "differences", "load_config", "read_stack"]
+__all__ = [
+    "BuiltSettings", "DataConfig", "differences", "load_config", "override_key", "read_stack",
+]  # fmt: skip
 
 Policy = Literal["fixed", "buckets"]
 
@@ -340,10 +342,15 @@ def _read_yaml(path: str | Path) -> Any:
         ) from None
 
 
+def override_key(override: str) -> str:
+    """The `section.key` of a `section.key=value` override, as `read_stack` reads it."""
+    return override.partition("=")[0].strip()
+
+
 def _apply(sections: dict[str, dict[str, Any]], override: str) -> None:
     """Set one `section.key=value` (the value parsed as YAML) in `sections`."""
-    key, sep, raw = override.partition("=")
-    parts = key.strip().split(".")
+    _, sep, raw = override.partition("=")
+    parts = override_key(override).split(".")
     if not sep or len(parts) < 2 or parts[0] not in SECTIONS:
         raise ConfigError(
             f"Expected --set section.key=value with section audio, data, model, train or "

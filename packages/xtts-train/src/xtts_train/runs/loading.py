@@ -10,6 +10,7 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 
+from xtts_data.config import override_key
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import XttsTrainError
 
@@ -52,7 +53,7 @@ def load_run_config(workdir: Path, task: str, overrides: Sequence[str] = ()) -> 
     if not (workdir / "config.yaml").is_file():
         raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'config.yaml'} missing)")
     for override in overrides:
-        if not override.split("=", 1)[0].strip().startswith(INFERENCE_SETTINGS):
+        if not override_key(override).startswith(INFERENCE_SETTINGS):
             raise XttsTrainError(
                 f"Expected --set {INFERENCE_SETTINGS}KEY=VALUE, a decoding setting of the "
                 f"trained run, received: {override!r} (the other settings shape the "

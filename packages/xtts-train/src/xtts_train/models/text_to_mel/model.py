@@ -248,11 +248,11 @@ class TextToMel(keras.Model):
             text_shape=tokens.shape, max_frames=max_frames, stats=stats,
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
-        mel_before, mel = self._outputs(before, tf.sequence_mask(lengths, max_frames))
+        real = tf.sequence_mask(lengths, max_frames)  # (B, F)
+        mel_before, mel = self._outputs(before, real)
         if self.config.infer_global_variance:
             clip_mask = tf.sequence_mask(cond_lengths, cond_mel.shape[1], tf.float32)
-            mel = match_global_variance(mel, tf.sequence_mask(lengths, max_frames, tf.float32),
-                                        cond_mel, clip_mask)  # fmt: skip
+            mel = match_global_variance(mel, tf.cast(real, tf.float32), cond_mel, clip_mask)
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
