@@ -443,10 +443,12 @@ def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
 def test_the_text_report_has_a_row_per_utterance_and_a_summary(run, cache, capsys):
     _, workdir = run
     assert _evaluate(workdir, cache, "--split", "all", "--n", "2", "--step", "20",
-                     "--set", "model.infer_global_variance=true") == 0  # fmt: skip
+                     "--set", "model.infer_global_variance=true",
+                     "--set", "model.infer_reference_frames=24") == 0  # fmt: skip
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 + 2 + 1
-    assert "step 20, --set model.infer_global_variance=true:" in lines[-1]
+    assert ("step 20, --set model.infer_global_variance=true, --set "
+            "model.infer_reference_frames=24:") in lines[-1]  # fmt: skip
     assert "pairing" in lines[-1]
 
 
@@ -477,6 +479,9 @@ def _other_audio(workdir, tmp_path):
          r"Expected --set model\.infer_KEY=VALUE, .* received: 'model\.heads=4'"),
         (None, ["--split", "all", "--set", "model.infer_global_variance=maybe"],
          "infer_global_variance"),
+        (None, ["--split", "all", "--set", "model.infer_reference_frames=8"],
+         r"infer_reference_frames 0 \(data.cond_frames\) or at least data.cond_frames=16, "
+         r"received: 8"),
     ],
 )  # fmt: skip
 def test_bad_input_is_a_one_line_error_with_exit_2(run, cache, tmp_path, capsys, make_run,
@@ -578,6 +583,28 @@ def test_a_reference_of_another_rate_is_resampled_not_misread(run, tmp_path):
     assert native.shape == other.shape == (stack.data.cond_frames, stack.audio.n_mels)
     # The same tone either way (misread at 22050 Hz, a 16 kHz clip's tone would be 303 Hz).
     assert np.mean(np.abs(native - other)) < 0.1
+
+
+def test_decoding_reads_more_of_the_reference_only_when_asked(run, tmp_path):
+    _, workdir = run
+    clip = _clip(tmp_path / "long.wav", 1.0, 22050)  # 87 frames
+    crop = load_run_config(workdir, "text_to_mel")
+    assert crop.reference_frames == crop.data.cond_frames == 16
+    assert load_reference(workdir, crop, clip).shape == (16, crop.audio.n_mels)
+    stack, model, _ = load_run(workdir, overrides=["model.infer_reference_frames=48"])
+    assert stack.reference_frames == 48
+    assert load_reference(workdir, stack, clip).shape == (48, stack.audio.n_mels)
+    model.stop_head.bias.assign([-20.0])  # the whole buffer: frame by frame comparable
+    rng = np.random.default_rng(1)
+    voice = rng.normal(-5, 2, [48, stack.model.n_mels]).astype(np.float32)
+    later = voice.copy()
+    later[16:] = rng.normal(-5, 2, [32, stack.model.n_mels])  # the crop's 16 frames kept
+    for frames, differs in ((16, False), (48, True)):
+        decoding = Decoding(model, cond_frames=frames, max_frames=12)
+        (a,) = decoding([[5, 6, 1]], voice)
+        (b,) = decoding([[5, 6, 1]], later)
+        changed = not np.allclose(a.buffer, b.buffer, atol=1e-5)
+        assert changed == differs, f"reading {frames} frames"
 
 
 @pytest.mark.parametrize(

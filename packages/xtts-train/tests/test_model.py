@@ -93,6 +93,7 @@ def test_defaults_are_the_tiny_preset_and_dicts_round_trip():
         (dict(infer_window_back=True), "infer_window_back=True"),
         (dict(infer_prenet_dropout=1), "infer_prenet_dropout=1"),
         (dict(infer_global_variance="yes"), "infer_global_variance='yes'"),
+        (dict(infer_reference_frames=-1), "infer_reference_frames=-1"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
 )

@@ -162,6 +162,12 @@ class ModelConfig(FrozenConfig):
             measure and from 0.84x to 0.86x by a GE2E speaker encoder, and identification
             to 100%, for pairing 0.61 -> 0.63 (README "Voice cloning, measured"). It
             needs the whole utterance, so streaming refuses it.
+        infer_reference_frames: frames of a reference clip that decoding conditions on
+            (its first ones, fewer if it is shorter): the latents, the voice statistics
+            and the global variance are then read from more of the voice than training's
+            crop. 0 (the default): `data.cond_frames`, the crop's own length; otherwise at
+            least that. XTTS conditions on up to 30 s of reference. A decoding setting, as
+            `infer_global_variance` is.
         mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
             in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
 
@@ -196,6 +202,7 @@ class ModelConfig(FrozenConfig):
     infer_window_ahead: int = 0
     infer_prenet_dropout: bool = False
     infer_global_variance: bool = False
+    infer_reference_frames: int = 0
     voice_input: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
@@ -207,7 +214,12 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 self._fail(name, value, "an int >= 1")
-        for name in ("infer_window_back", "infer_window_ahead", "attention_block"):
+        for name in (
+            "infer_window_back",
+            "infer_window_ahead",
+            "attention_block",
+            "infer_reference_frames",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
@@ -493,6 +505,20 @@ class StackConfig(FrozenConfig):
     model: ModelConfig
     train: TrainConfig
     vocoder: VocoderConfig = dataclasses.field(default_factory=VocoderConfig)
+
+    def __post_init__(self) -> None:
+        frames = self.model.infer_reference_frames
+        if frames and frames < self.data.cond_frames:
+            raise ConfigError(
+                f"Expected model.infer_reference_frames 0 (data.cond_frames) or at least "
+                f"data.cond_frames={self.data.cond_frames}, received: {frames}"
+            )
+
+    @property
+    def reference_frames(self) -> int:
+        """Frames of a reference clip that decoding conditions on (its first ones):
+        `model.infer_reference_frames`, or with 0 `data.cond_frames`, the training crop's."""
+        return self.model.infer_reference_frames or self.data.cond_frames
 
 
 def load_stack_config(

@@ -2,12 +2,12 @@
 
 The SavedModel's `serving_default` takes one utterance's token ids (any length up to
 `max_text`) and a reference mel (any length; cropped or zero-padded to the run's
-`cond_frames`), pads them to static shapes, and runs the model's decoding (`infer`, a
-fixed `max_frames` buffer; under XLA where the run's `train.compiler` resolves to it on
-the exporting machine, as `synthesize` decodes there). It returns the mel features, the stop
-probabilities, the decoded length and a waveform of the decoded frames (at least two per
-symbol, as `synthesize`): float32 [samples] in [-1, 1], `frames * hop_length` of them with
-a vocoder.
+`StackConfig.reference_frames`), pads them to static shapes, and runs the model's
+decoding (`infer`, a fixed `max_frames` buffer; under XLA where the run's
+`train.compiler` resolves to it on the exporting machine, as `synthesize` decodes there).
+It returns the mel features, the stop probabilities, the decoded length and a waveform
+of the decoded frames (at least two per symbol, as `synthesize`): float32 [samples] in
+[-1, 1], `frames * hop_length` of them with a vocoder.
 
 The waveform is Griffin-Lim's (peak 0.9, as `to_waveform`), or with `vocoder` a vocoder
 run's (`fit --task vocoder`) trained on the run's audio settings. The vocoder hears the
@@ -72,7 +72,7 @@ class _Speaker(tf.Module):
         if (workdir / "reference.npy").exists():
             load_reference(workdir, stack)  # a damaged clip is an error, not an asset
         self.audio, self.max_text, self.max_frames = stack.audio, max_text, max_frames
-        self.cond_frames, self.n_mels = stack.data.cond_frames, stack.model.n_mels
+        self.cond_frames, self.n_mels = stack.reference_frames, stack.model.n_mels
         self.griffin_lim = {} if griffin_lim_iters is None else {"n_iter": griffin_lim_iters}
         assets = {name: workdir / name for name in _ASSETS if (workdir / name).exists()}
         self.vocoder = None

@@ -152,11 +152,11 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if stream:
-        streaming = Streaming(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+        streaming = Streaming(model, cond_frames=stack.reference_frames, max_frames=max_frames,
                               chunk_frames=chunk_frames, compiler=stack.train.compiler)  # fmt: skip
         spoken = _speak_streamed(streaming, encoded.ids, cond, waveforms, out, stack)
     else:
-        decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+        decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=max_frames,
                             compiler=stack.train.compiler)  # fmt: skip
         spoken = _speak(decoding, encoded.ids, cond, waveforms, out, stack)
     features = spoken.features
@@ -231,10 +231,11 @@ def _write_wav(path: Path, chunks: Iterable[np.ndarray], sample_rate: int) -> fl
 
 def load_reference(workdir: Path, stack: StackConfig,
                    reference: str | Path | None = None) -> np.ndarray:  # fmt: skip
-    """float32 [cond_frames, n_mels]: the mel of `reference` (an audio file) as the cache's
-    references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`,
-    its first `cond_frames` frames), or the run's saved reference clip (a crop of a
-    training utterance) when None.
+    """float32 [frames, n_mels]: the mel of `reference` (an audio file) as the cache's
+    references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`),
+    its first `StackConfig.reference_frames` frames at most (`data.cond_frames` unless
+    `model.infer_reference_frames` asks for more), or the run's saved reference clip (a
+    crop of `data.cond_frames` of a training utterance) when None.
 
     Raises:
         XttsTrainError: no `reference` given and the run saved none; a silent reference
@@ -268,7 +269,7 @@ def load_reference(workdir: Path, stack: StackConfig,
             f"{stack.data.trim_top_db} dB), the run conditions on data.cond_frames={need}: "
             f"give a clip of at least {seconds:.2f} s of speech"
         )
-    return mel[:need]
+    return mel[: stack.reference_frames]
 
 
 def plot_decoding(path: Path, title: str, mel: np.ndarray, attention: np.ndarray,

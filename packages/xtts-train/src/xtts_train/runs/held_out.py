@@ -119,9 +119,10 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         vocoder: a vocoder run trained on the run's audio settings, which writes the
             audio instead of Griffin-Lim (checked before anything is decoded).
         reference_from: the voice each utterance is spoken in (`REFERENCE_FROM`): `run`,
-            the run's reference clip for all; `same-speaker`, the first `cond_frames`
-            frames of the next utterance of its own speaker in the selection (a clip of
-            its voice it is not reading); `other-speaker`, those of an utterance of the
+            the run's reference clip for all; `same-speaker`, the first
+            `StackConfig.reference_frames` frames of the next utterance of its own
+            speaker in the selection (a clip of its voice it is not reading);
+            `other-speaker`, those of an utterance of the
             next speaker (the swapped-reference control). Each row records `speaker`,
             `reference` (an id, or `run`) and `reference_speaker` (None for `run`).
         overrides: `model.infer_*=VALUE` settings of the run's decoding (`--set`),
@@ -159,7 +160,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
             f"compares at least 2"
         )
     max_frames = buffer_frames(max(len(u.mel) for u in utterances))
-    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=max_frames,
+    decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=max_frames,
                         batch_size=min(_BATCH, len(utterances)),
                         compiler=stack.train.compiler)  # fmt: skip
     voices = voice_sources(utterances, reference_from)  # index of each row's clip, or None
