@@ -134,6 +134,39 @@ def test_conditioning_mel_is_a_crop_of_another_utterance_of_the_speaker(epoch, r
     assert others == rows  # in-batch partner or the bank: never the row itself
 
 
+def test_voice_warp_scales_each_train_row_and_its_clip_by_one_factor(cache):
+    import math
+
+    from xtts_audio import mel_warp_positions, warp_mel
+    from xtts_data.stages import WARP_FACTORS
+
+    plain = dataclasses.replace(DATA, deterministic=True, val_fraction=0.3)
+    warped = dataclasses.replace(plain, voice_warp=0.25)
+    pipeline = make_dataset(cache, warped, "train")
+    assert python_ops(pipeline.dataset) == []
+    factors = np.exp(np.linspace(-math.log(1.25), math.log(1.25), WARP_FACTORS))
+    table = mel_warp_positions(AUDIO, factors)
+    drawn, first = set(), _epoch(pipeline)
+    for before, after in zip(_epoch(make_dataset(cache, plain, "train")), first, strict=True):
+        np.testing.assert_array_equal(before["tokens"], after["tokens"])  # the same rows
+        for i in range(len(before["mel"])):
+            for k, positions in enumerate(table):
+                row = warp_mel(before["mel"][i : i + 1], positions[None]).numpy()[0]
+                if np.allclose(row, after["mel"][i], atol=1e-5):
+                    clip = warp_mel(before["cond_mel"][i : i + 1], positions[None]).numpy()[0]
+                    np.testing.assert_allclose(clip, after["cond_mel"][i], atol=1e-5)
+                    drawn.add(k)
+                    break
+            else:
+                pytest.fail(f"row {i}: no factor of the table gives its warped mel")
+    assert len(drawn) > 3  # each row its own draw
+    again = _epoch(make_dataset(cache, warped, "train"))[0]  # the seed's draws
+    np.testing.assert_array_equal(again["mel"], first[0]["mel"])
+    for before, after in zip(_epoch(make_dataset(cache, plain, "val")),
+                             _epoch(make_dataset(cache, warped, "val")), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(before["mel"], after["mel"])  # validation: as it is
+
+
 def test_split_is_deterministic_and_disjoint(cache):
     ids = FeatureCache.open(cache).manifest.samples.id.astype(str)
     held_out = is_validation(ids, 0.3).numpy()

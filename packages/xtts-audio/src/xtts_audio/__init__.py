@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         spectrogram,
         stft,
     )
+    from xtts_audio.warp import mel_warp_positions, warp_mel
     from xtts_audio.wav import decode_wav, load_wav
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "mel_features",
     "mel_spectrogram",
     "mel_to_magnitude",
+    "mel_warp_positions",
     "normalize",
     "num_frames",
     "preemphasis",
@@ -54,6 +56,7 @@ __all__ = [
     "stft",
     "to_mono",
     "trim_silence",
+    "warp_mel",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -69,6 +72,7 @@ __getattr__, __dir__ = lazy_exports(
              "spectrogram", "stft"],
             "spectral",
         ),
+        **dict.fromkeys(["mel_warp_positions", "warp_mel"], "warp"),
         **dict.fromkeys(["decode_wav", "load_wav"], "wav"),
     },
 )  # fmt: skip

@@ -55,6 +55,13 @@ def window(config: MelConfig) -> np.ndarray:
     return out
 
 
+def mel_edges(config: MelConfig) -> np.ndarray:
+    """float64 [n_mels + 2]: the filters' edges on the mel scale, evenly spaced from `fmin`
+    to `fmax`; filter `i` rises from edge `i`, peaks at `i + 1` and falls to `i + 2`."""
+    return np.linspace(hz_to_mel(config.fmin, htk=config.htk),
+                       hz_to_mel(config.fmax, htk=config.htk), config.n_mels + 2)  # fmt: skip
+
+
 @functools.lru_cache(maxsize=32)
 def mel_filterbank(config: MelConfig) -> np.ndarray:
     """Triangular mel filters as librosa.filters.mel builds them: float64 [n_freqs, n_mels].
@@ -63,12 +70,7 @@ def mel_filterbank(config: MelConfig) -> np.ndarray:
         ConfigError: some filter has no FFT bin under it (n_mels too large for n_fft).
     """
     fft_freqs = np.fft.rfftfreq(config.n_fft, d=1.0 / config.sample_rate)
-    mel_edges = np.linspace(
-        hz_to_mel(config.fmin, htk=config.htk),
-        hz_to_mel(config.fmax, htk=config.htk),
-        config.n_mels + 2,
-    )
-    hz_edges = mel_to_hz(mel_edges, htk=config.htk)
+    hz_edges = mel_to_hz(mel_edges(config), htk=config.htk)
     widths = np.diff(hz_edges)
     ramps = hz_edges[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / widths[:-1, None]

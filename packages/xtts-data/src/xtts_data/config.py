@@ -83,6 +83,11 @@ class DataConfig(FrozenConfig):
         pad_multiple: padded lengths are multiples of this.
         cond_frames: frames of the speaker-conditioning mel (a crop of another utterance
             of the same speaker).
+        voice_warp: speaker augmentation of the `train` split: each row and its
+            conditioning crop have their frequency axis scaled by one factor drawn from
+            `1 / (1 + voice_warp)` to `1 + voice_warp` (`stages.WarpVoices`; the pitch
+            and the formants move together, as with a shorter or longer vocal tract), so
+            the model hears voices between and beyond the corpus's. 0 (the default): off.
         refs_per_speaker: reference crops per speaker kept for rows whose batch holds no
             other utterance of their speaker (fewer when the bank would exceed 64 MiB).
         val_fraction: share of utterances, chosen by a hash of their id, held out as the
@@ -122,6 +127,7 @@ class DataConfig(FrozenConfig):
     max_text_len: int | None = None
     pad_multiple: int = 8
     cond_frames: int = 128
+    voice_warp: float = 0.0
     refs_per_speaker: int = 4
     val_fraction: float = 0.05
     segment_frames: int = 32
@@ -153,6 +159,8 @@ class DataConfig(FrozenConfig):
                 "batch_size", self.batch_size, f"a multiple of batch_multiple={self.batch_multiple}"
             )
         self._check_batch_sizes()
+        if not (_is_number(self.voice_warp) and 0.0 <= self.voice_warp < 1.0):
+            self._fail("voice_warp", self.voice_warp, "a number in [0, 1)")
         if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
             self._fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
         if not isinstance(self.keep_audio, bool):

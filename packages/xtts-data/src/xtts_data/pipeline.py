@@ -41,6 +41,7 @@ from xtts_data.stages import (
     Repeat,
     SelectSplit,
     Shuffle,
+    WarpVoices,
     split_threshold,
 )
 
@@ -183,6 +184,12 @@ def make_dataset(
         FinishBatches(
             bank=_bank(src, plan.chosen, config),
             cond_frames=config.cond_frames,
+            seed=seed,
+            deterministic=config.deterministic,
+        ),
+        WarpVoices(
+            audio=src.audio,
+            warp=config.voice_warp if split == "train" else 0.0,
             seed=seed,
             deterministic=config.deterministic,
         ),

@@ -6,7 +6,7 @@ Every stage is a frozen object whose settings are checked when it is made, calle
 
 ```
 utterances ─ SelectSplit ─ DropTooLong ─ KeepInMemory ─ Repeat ─ Shuffle ─ Distribute
-  ─ BucketBatches ─ FinishBatches ─ Prefetch ─ batches
+  ─ BucketBatches ─ FinishBatches ─ WarpVoices ─ Prefetch ─ batches
 ```
 An utterance is a dict of `frames`, `speaker`, `split` (the id's split bucket) int32
 scalars, `tokens` int32 [T] and `mel` float32 [F, n_mels] (what `_source` reads); a batch
@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 
+import numpy as np
 import tensorflow as tf
 
+from xtts_audio import MelConfig, mel_warp_positions, warp_mel
 from xtts_data import _references, record
 from xtts_data.buckets import BatchShape
-from xtts_data.config import _is_int
+from xtts_data.config import _is_int, _is_number
 from xtts_data.errors import ConfigError
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "SelectSplit",
     "Shuffle",
     "Stage",
+    "WarpVoices",
     "split_threshold",
 ]
 
@@ -48,6 +52,8 @@ AUTOTUNE = tf.data.AUTOTUNE
 # buffer to the consumer's average pace, so each step still waited ~1 ms for its batch
 # (measured: 93.5% -> see README for the utilization with a fixed buffer).
 PREFETCH_BATCHES = 4
+# The factors `WarpVoices` draws from: 0.8 .. 1.25 in 33 steps of 1.4% at voice_warp 0.25.
+WARP_FACTORS = 33
 
 
 def _check_int(name: str, value: object, *, least: int) -> None:
@@ -279,6 +285,52 @@ class FinishBatches:
             num_parallel_calls=AUTOTUNE,
             deterministic=self.deterministic,
         )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, eq=False)
+class WarpVoices:
+    """Speaker augmentation: each row's `mel` and its `cond_mel` (a clip of the same voice)
+    get their frequency axis scaled by one factor, so the batch speaks in voices the corpus
+    never had (vocal tract length perturbation: `xtts_audio.warp_mel`).
+
+    In and out: batches of `FinishBatches`. Each row draws one of `WARP_FACTORS` factors
+    evenly spaced in log from `1 / (1 + warp)` to `1 + warp`; batch i draws from the seed
+    (seed, i) folded apart from the crops': reproducible for a given seed. A warp of 0 is
+    off.
+
+    Attributes:
+        audio: the mel recipe the features were made with (their mel scale).
+        warp: `DataConfig.voice_warp`, >= 0.
+        seed: the draws' seed.
+        deterministic: keep the order of batches under parallel mapping.
+    """
+
+    audio: MelConfig
+    warp: float
+    seed: int
+    deterministic: bool = False
+
+    def __post_init__(self):
+        if not (_is_number(self.warp) and 0.0 <= self.warp < 1.0):
+            raise ConfigError(f"Expected warp a number in [0, 1), received: warp={self.warp!r}")
+
+    def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
+        if not self.warp:
+            return ds
+        factors = np.exp(np.linspace(-math.log1p(self.warp), math.log1p(self.warp),
+                                     WARP_FACTORS))  # fmt: skip
+        table = tf.constant(mel_warp_positions(self.audio, factors))  # (K, M)
+
+        def warp(index, batch):
+            seed = tf.random.experimental.stateless_fold_in(tf.stack([self.seed, index]), 1)
+            pick = tf.random.stateless_uniform(tf.shape(batch["mel"])[:1], seed,
+                                               maxval=WARP_FACTORS, dtype=tf.int32)  # fmt: skip
+            positions = tf.gather(table, pick)  # (B, M)
+            return {**batch, "mel": warp_mel(batch["mel"], positions),
+                    "cond_mel": warp_mel(batch["cond_mel"], positions)}  # fmt: skip
+
+        return ds.enumerate().map(warp, num_parallel_calls=AUTOTUNE,
+                                  deterministic=self.deterministic)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
