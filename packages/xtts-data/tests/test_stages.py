@@ -28,6 +28,7 @@ from xtts_data.stages import (
     Repeat,
     SelectSplit,
     Shuffle,
+    WarpVoices,
     split_threshold,
 )
 
@@ -281,6 +282,53 @@ def test_finish_batches_rejects_a_bank_of_other_crops():
 
 
 @pytest.mark.parametrize("device", [None, "/cpu:0"])
+def _warp_batches(warp: float, seed: int = 0):
+    from xtts_audio import MelConfig
+
+    rng = np.random.default_rng(0)
+    batches = [{"mel": rng.normal(size=[4, 6, 80]).astype(np.float32),
+                "cond_mel": rng.normal(size=[4, 5, 80]).astype(np.float32),
+                "tokens": np.full([4, 3], i, np.int32)} for i in range(3)]  # fmt: skip
+    ds = tf.data.Dataset.from_tensor_slices(
+        {k: np.stack([b[k] for b in batches]) for k in batches[0]}
+    )
+    stage = WarpVoices(audio=MelConfig.from_preset("xtts"), warp=warp, seed=seed)
+    return batches, [{k: v.numpy() for k, v in b.items()} for b in stage(ds)]
+
+
+def test_warp_voices_scales_a_row_and_its_clip_by_one_drawn_factor():
+    from xtts_audio import MelConfig, mel_warp_positions, warp_mel
+    from xtts_data.stages import WARP_FACTORS
+
+    factors = np.exp(np.linspace(-np.log(1.25), np.log(1.25), WARP_FACTORS))
+    table = mel_warp_positions(MelConfig.from_preset("xtts"), factors)
+    before, after = _warp_batches(0.25)
+    drawn = []
+    for b, a in zip(before, after, strict=True):
+        np.testing.assert_array_equal(b["tokens"], a["tokens"])  # other fields pass through
+        for i in range(4):
+            errors = [np.abs(warp_mel(b["mel"][i : i + 1], p[None])[0] - a["mel"][i]).max()
+                      for p in table]  # fmt: skip
+            k = int(np.argmin(errors))
+            assert errors[k] < 1e-5
+            clip = warp_mel(b["cond_mel"][i : i + 1], table[k][None])[0]
+            np.testing.assert_allclose(clip, a["cond_mel"][i], atol=1e-5)  # the same factor
+            drawn.append(k)
+    assert len(set(drawn)) > 3
+    _, again = _warp_batches(0.25)
+    np.testing.assert_array_equal(again[2]["mel"], after[2]["mel"])  # the seed's draws
+    _, other = _warp_batches(0.25, seed=1)
+    assert not np.array_equal(other[2]["mel"], after[2]["mel"])
+
+
+def test_warp_voices_of_zero_returns_its_input_and_bad_warps_are_refused():
+    before, after = _warp_batches(0.0)
+    for b, a in zip(before, after, strict=True):
+        np.testing.assert_array_equal(b["mel"], a["mel"])
+    with pytest.raises(ConfigError, match=r"Expected warp a number in \[0, 1\), received: warp=1"):
+        WarpVoices(audio=None, warp=1, seed=0)
+
+
 def test_prefetch_hands_out_the_same_elements(device):
     ds = tf.data.Dataset.range(6)
     assert list(Prefetch(batches=2, device=device)(ds).as_numpy_iterator()) == list(range(6))
