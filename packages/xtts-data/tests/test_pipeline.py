@@ -135,17 +135,14 @@ def test_conditioning_mel_is_a_crop_of_another_utterance_of_the_speaker(epoch, r
 
 
 def test_voice_warp_scales_each_train_row_and_its_clip_by_one_factor(cache):
-    import math
-
     from xtts_audio import mel_warp_positions, warp_mel
-    from xtts_data.stages import WARP_FACTORS
+    from xtts_data.stages import warp_factors
 
     plain = dataclasses.replace(DATA, deterministic=True, val_fraction=0.3)
     warped = dataclasses.replace(plain, voice_warp=0.25)
     pipeline = make_dataset(cache, warped, "train")
     assert python_ops(pipeline.dataset) == []
-    factors = np.exp(np.linspace(-math.log(1.25), math.log(1.25), WARP_FACTORS))
-    table = mel_warp_positions(AUDIO, factors)
+    table = mel_warp_positions(AUDIO, warp_factors(0.25))
     drawn, first = set(), _epoch(pipeline)
     for before, after in zip(_epoch(make_dataset(cache, plain, "train")), first, strict=True):
         np.testing.assert_array_equal(before["tokens"], after["tokens"])  # the same rows

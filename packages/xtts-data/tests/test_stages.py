@@ -18,6 +18,7 @@ from xtts_data.buckets import BatchShape
 from xtts_data.errors import ConfigError
 from xtts_data.pipeline import DatasetSpec
 from xtts_data.stages import (
+    WARP_FACTORS,
     BucketBatches,
     Chain,
     Distribute,
@@ -30,6 +31,7 @@ from xtts_data.stages import (
     Shuffle,
     WarpVoices,
     split_threshold,
+    warp_factors,
 )
 
 M = 3  # mel channels
@@ -298,9 +300,12 @@ def _warp_batches(warp: float, seed: int = 0):
 
 def test_warp_voices_scales_a_row_and_its_clip_by_one_drawn_factor():
     from xtts_audio import MelConfig, mel_warp_positions, warp_mel
-    from xtts_data.stages import WARP_FACTORS
 
-    factors = np.exp(np.linspace(-np.log(1.25), np.log(1.25), WARP_FACTORS))
+    factors = warp_factors(0.25)
+    assert len(factors) == WARP_FACTORS
+    assert factors[0] == pytest.approx(0.8)
+    assert factors[-1] == pytest.approx(1.25)
+    np.testing.assert_allclose(np.diff(np.log(factors)), np.log(1.25) * 2 / (WARP_FACTORS - 1))
     table = mel_warp_positions(MelConfig.from_preset("xtts"), factors)
     before, after = _warp_batches(0.25)
     drawn = []

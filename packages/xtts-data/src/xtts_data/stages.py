@@ -44,6 +44,7 @@ __all__ = [
     "Stage",
     "WarpVoices",
     "split_threshold",
+    "warp_factors",
 ]
 
 Stage = Callable[[tf.data.Dataset], tf.data.Dataset]
@@ -317,9 +318,7 @@ class WarpVoices:
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         if not self.warp:
             return ds
-        factors = np.exp(np.linspace(-math.log1p(self.warp), math.log1p(self.warp),
-                                     WARP_FACTORS))  # fmt: skip
-        table = tf.constant(mel_warp_positions(self.audio, factors))  # (K, M)
+        table = tf.constant(mel_warp_positions(self.audio, warp_factors(self.warp)))  # (K, M)
 
         def warp(index, batch):
             seed = tf.random.experimental.stateless_fold_in(tf.stack([self.seed, index]), 1)
@@ -353,6 +352,12 @@ class Prefetch:
         if self.device:
             return ds.apply(tf.data.experimental.prefetch_to_device(self.device))
         return ds.prefetch(self.batches)
+
+
+def warp_factors(warp: float) -> np.ndarray:
+    """float64 [WARP_FACTORS]: the factors `WarpVoices` draws from, evenly spaced in log
+    from `1 / (1 + warp)` to `1 + warp`."""
+    return np.exp(np.linspace(-math.log1p(warp), math.log1p(warp), WARP_FACTORS))
 
 
 def _padded_shapes(tokens, mel) -> dict:
