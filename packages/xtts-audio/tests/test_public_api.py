@@ -15,7 +15,7 @@ EXPECTED = {
     "decode_wav", "deemphasis", "denormalize", "griffin_lim", "istft", "load_wav",
     "mel_features", "mel_spectrogram", "mel_to_magnitude", "normalize", "num_frames",
     "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "to_mono",
-    "trim_silence", "mel_warp_positions", "warp_mel",
+    "trim_silence", "mel_warp_positions", "warp_mel", "PITCH_RANGE", "mel_pitch",
 }  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from train_helpers import MICRO, OVERRIDES, as_cli
 
+from xtts_audio import MelConfig
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train.cli import main
 from xtts_train.config import ModelConfig, load_stack_config
@@ -82,10 +83,10 @@ def test_training_estimate_grows_with_the_model():
 
 @pytest.mark.parametrize("overrides", [{}, {"reduction_factor": 3, "postnet_layers": 1,
                                             "cond_convs": 1, "vocab_size": 90,
-                                            "voice_input": True}])  # fmt: skip
+                                            "voice_input": True, "voice_pitch": True}])  # fmt: skip
 def test_parameter_count_from_the_sizes_is_the_model_s(overrides):
     config = dataclasses.replace(ModelConfig.from_preset("tiny"), **overrides)
-    model = TextToMel(config)
+    model = TextToMel(config, MelConfig.from_preset("xtts"))
     model(dummy_batch(config))
     assert memory._parameters(config) == model.parameter_count()
 

@@ -14,6 +14,7 @@ import pytest
 import scipy.fft
 import tensorflow as tf
 
+from xtts_audio import MelConfig, mel_features
 from xtts_train import (
     ConfigError,
     ModelConfig,
@@ -22,12 +23,20 @@ from xtts_train import (
     stop_loss,
     total_loss,
 )
-from xtts_train.models.text_to_mel.frames import clip_stats, match_global_variance, standardize
+from xtts_train.models.text_to_mel import model as model_module
+from xtts_train.models.text_to_mel.frames import (
+    clip_stats,
+    match_global_variance,
+    standardize,
+    voice_pitch,
+)
 from xtts_train.models.text_to_mel.streaming import Streaming
 
 # Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
 DETERMINISTIC = dict(prenet_dropout=0.0)
 VOICE_INPUT, VOICE_STATS = {"voice_input": True}, {"voice_stats": "mean_std"}
+VOICE_PITCH = {"voice_pitch": True, "voice_stats": "mean_std"}
+AUDIO = MelConfig.from_preset("xtts")  # the features' recipe, for `voice_pitch`
 
 
 def make_batch(config: ModelConfig, *, text_len=8, frames=16, cond_frames=16, seed=0):
@@ -58,9 +67,17 @@ def make_batch(config: ModelConfig, *, text_len=8, frames=16, cond_frames=16, se
     }
 
 
+def harmonic_mel(f0s, frames: int) -> np.ndarray:
+    """Features of steady voiced sounds, one per pitch in `f0s`: float32 [len(f0s), frames, 80]."""
+    rate, hop = AUDIO.sample_rate, AUDIO.hop_length
+    t = np.arange((frames - 1) * hop) / rate
+    waves = [sum(np.sin(2 * np.pi * k * f0 * t) / k for k in range(1, 12)) for f0 in f0s]
+    return mel_features(np.stack(waves).astype(np.float32) * 0.1, AUDIO).numpy()
+
+
 def tiny_model(**overrides) -> TextToMel:
     keras.utils.set_random_seed(0)
-    return TextToMel(ModelConfig.from_preset("tiny", **overrides))
+    return TextToMel(ModelConfig.from_preset("tiny", **overrides), AUDIO)
 
 
 def replace(batch, **fields):
@@ -93,6 +110,7 @@ def test_defaults_are_the_tiny_preset_and_dicts_round_trip():
         (dict(infer_window_back=True), "infer_window_back=True"),
         (dict(infer_prenet_dropout=1), "infer_prenet_dropout=1"),
         (dict(infer_global_variance="yes"), "infer_global_variance='yes'"),
+        (dict(voice_pitch=1), "voice_pitch=1"),
         (dict(infer_reference_frames=-1), "infer_reference_frames=-1"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
@@ -188,14 +206,52 @@ def test_decoder_is_causal():
         assert not np.allclose(before[name][:, k + 1], after[name][:, k + 1], atol=1e-3)
 
 
-def test_voice_input_reaches_every_frame():
-    model = tiny_model(**DETERMINISTIC, voice_input=True)
+@pytest.mark.parametrize(("field", "layer"), [("voice_input", "voice"), ("voice_pitch", "pitch")])
+def test_the_voice_s_inputs_reach_every_frame(field, layer):
+    model = tiny_model(**DETERMINISTIC, **{field: True})
     batch = make_batch(model.config)
+    batch = replace(batch, cond_mel=harmonic_mel([110, 220], 16))  # a pitch to read
     model(batch)
     with tf.GradientTape() as tape:
         last = model(batch)["mel_before"][:, -1]  # (B, M)
-    assert float(tf.norm(tape.gradient(last, model.decoder.voice.kernel))) > 0
-    assert "voice" in {v.path.split("/")[-2] for v in model.trainable_variables}
+    assert float(tf.norm(tape.gradient(last, getattr(model.decoder, layer).kernel))) > 0
+    assert layer in {v.path.split("/")[-2] for v in model.trainable_variables}
+
+
+def test_voice_pitch_needs_the_features_recipe():
+    config = ModelConfig.from_preset("tiny", voice_pitch=True)
+    with pytest.raises(ConfigError, match=r"audio recipe with n_mels=80.*voice_pitch"):
+        TextToMel(config)
+    with pytest.raises(ConfigError, match=r"audio recipe with n_mels=80"):
+        TextToMel(config, MelConfig.from_preset("xtts", n_mels=64))
+
+
+def test_voice_pitch_is_the_mean_and_deviation_of_log2_pitch_over_harmonic_frames():
+    mel = harmonic_mel([120, 240, 0], 40)  # (3, F, M); f0 0: silence, no harmonic frame
+    mask = np.ones(mel.shape[:2], np.float32)
+    mask[1, 20:] = 0  # padding is not read
+    pitch = voice_pitch(mel, tf.constant(mask), AUDIO).numpy()  # (3, 1, 2)
+    assert pitch.shape == (3, 1, 2)
+    for row, f0 in enumerate((120, 240)):
+        assert pitch[row, 0, 0] == pytest.approx(np.log2(f0 / 150), abs=0.06)
+        assert pitch[row, 0, 1] < 0.1  # a steady pitch
+    np.testing.assert_array_equal(pitch[2], 0.0)
+
+
+@pytest.mark.parametrize("source", ["clip", "utterance"])
+def test_the_pitch_comes_from_the_frames_the_statistics_come_from(monkeypatch, source):
+    # Teacher forcing reads the spoken utterance's pitch with voice_stats_source=utterance
+    # (16 frames here), the clip's otherwise (10); decoding reads the clip's.
+    model = tiny_model(**DETERMINISTIC, **VOICE_PITCH, voice_stats_source=source)
+    batch = make_batch(model.config, frames=16, cond_frames=10)
+    read = []
+    monkeypatch.setattr(model_module, "voice_pitch",
+                        lambda mel, *a: read.append(mel.shape[1]) or voice_pitch(mel, *a))  # fmt: skip
+    model(batch)
+    assert read == [16 if source == "utterance" else 10]
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    model.infer(*args, max_frames=4)
+    assert read[1:] == [10]
 
 
 @pytest.mark.parametrize("deviation", [False, True])
@@ -486,6 +542,7 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
 @pytest.mark.parametrize(
     ("r", "max_frames", "compiler", "voice"),
     [(1, 6, None, {}), (2, 6, None, VOICE_INPUT), (3, 7, None, VOICE_STATS),
+     (2, 6, None, VOICE_PITCH),
      (1, 40, "xla", VOICE_INPUT), (2, 41, "graph", {}), (2, 41, "xla", VOICE_STATS)],
 )  # fmt: skip
 def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler, voice):

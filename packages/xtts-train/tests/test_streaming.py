@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from xtts_audio import MelConfig
 from xtts_train import ModelConfig, Streaming, TextToMel, dummy_batch
 from xtts_train.cli import main
 from xtts_train.config import VocoderConfig
@@ -29,7 +30,8 @@ MAX_FRAMES, COND_FRAMES = 43, 16
 def tiny_model(**overrides) -> TextToMel:
     """A built tiny model whose decoding is deterministic (no prenet dropout)."""
     keras.utils.set_random_seed(0)
-    model = TextToMel(ModelConfig.from_preset("tiny", prenet_dropout=0.0, **overrides))
+    config = ModelConfig.from_preset("tiny", prenet_dropout=0.0, **overrides)
+    model = TextToMel(config, MelConfig.from_preset("xtts"))
     model(dummy_batch(model.config))
     return model
 
@@ -63,7 +65,8 @@ def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray) -> 
         ({}, False, 0, 8, "graph"),
         ({}, True, 0, 4, "graph"),
         ({}, True, 30, 8, "graph"),  # past the stop: infer's frames there
-        ({"reduction_factor": 2, "voice_stats": "mean"}, True, 0, 8, "graph"),
+        ({"reduction_factor": 2, "voice_stats": "mean", "voice_pitch": True}, True, 0, 8,
+         "graph"),
         ({"reduction_factor": 3}, False, 0, 5, "graph"),
         ({"infer_window_ahead": 2}, False, 0, 8, "xla"),
         ({"reduction_factor": 2}, True, 20, 6, "xla"),

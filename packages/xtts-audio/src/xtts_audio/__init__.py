@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
     from xtts_audio.errors import ConfigError, InputError, XttsAudioError
     from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
+    from xtts_audio.pitch import PITCH_RANGE, mel_pitch
     from xtts_audio.resample import resample, resampled_length, to_mono
     from xtts_audio.spectral import (
         denormalize,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from xtts_audio.wav import decode_wav, load_wav
 
 __all__ = [
+    "PITCH_RANGE",
     "PRESETS",
     "ConfigError",
     "InputError",
@@ -43,6 +45,7 @@ __all__ = [
     "istft",
     "load_wav",
     "mel_features",
+    "mel_pitch",
     "mel_spectrogram",
     "mel_to_magnitude",
     "mel_warp_positions",
@@ -66,6 +69,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["deemphasis", "preemphasis", "silence_bounds", "trim_silence"], "effects"),
         **dict.fromkeys(["ConfigError", "InputError", "XttsAudioError"], "errors"),
         **dict.fromkeys(["griffin_lim", "istft", "mel_to_magnitude"], "griffin_lim"),
+        **dict.fromkeys(["PITCH_RANGE", "mel_pitch"], "pitch"),
         **dict.fromkeys(["resample", "resampled_length", "to_mono"], "resample"),
         **dict.fromkeys(
             ["denormalize", "mel_features", "mel_spectrogram", "normalize", "num_frames",

@@ -121,6 +121,13 @@ class ModelConfig(FrozenConfig):
             voices never trained on (44 trained on, 55 minutes on one core each), their
             syntheses were identified as the clip's voice 98% of the time with it and 75%
             without (README "Voice cloning, measured"; `recipes/cpu-voices.yaml`).
+        voice_pitch: every decoder input frame also gets the voice's pitch, projected
+            (`Decoder.voice_of`): the mean and deviation of log2 pitch over the harmonic
+            frames (`frames.voice_pitch`, `xtts_audio.mel_pitch`) of the frames the
+            statistics come from: the spoken utterance's in teacher forcing with
+            `voice_stats_source="utterance"`, the clip's otherwise and in decoding. The
+            latents read pitch only as the clip's frames carry it; this states it, for the
+            voices whose pitch few training voices share. Off by default.
         prenet_dropout: dropout of the prenet in training (and in the teacher-forced
             eval losses): the decoder never trusts its own previous frame exactly.
         infer_prenet_dropout: keep the prenet's dropout on in free-running decoding too,
@@ -208,6 +215,7 @@ class ModelConfig(FrozenConfig):
     infer_global_variance: bool = False
     infer_reference_frames: int = 0
     voice_input: bool = False
+    voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
     mel_mean: float = -5.0
@@ -227,7 +235,7 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("infer_prenet_dropout", "infer_global_variance", "voice_input"):
+        for name in ("infer_prenet_dropout", "infer_global_variance", "voice_input", "voice_pitch"):
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
         if self.voice_stats not in VOICE_STATS:

@@ -88,7 +88,7 @@ def load_run(workdir: str | Path, *, step: int | None = None, overrides: Sequenc
         raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'tokenizer.json'} "
                              f"missing)")  # fmt: skip
     tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
-    model = TextToMel(stack.model)
+    model = TextToMel(stack.model, stack.audio)
     model(dummy_batch(stack.model))
     restore_weights(workdir, model, step=step)
     return stack, model, tokenizer

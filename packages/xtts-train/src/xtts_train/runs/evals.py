@@ -79,7 +79,7 @@ class TextToMelEvaluation:
         may be mirrored over replicas, which a decoding loop outside the strategy cannot
         update)."""
         if self.decoding is None:
-            copy = TextToMel(self.stack.model)
+            copy = TextToMel(self.stack.model, self.stack.audio)
             copy(dummy_batch(self.stack.model))
             longest = max(shape.frames for shape in self.buffers.shapes)
             self.decoding = Decoding(

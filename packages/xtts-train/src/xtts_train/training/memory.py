@@ -220,6 +220,7 @@ def _parameters(config: ModelConfig) -> int:
     cond += config.cond_latents * d + 4 * d * d + 8 * d  # latents, pooling attention, norms
     p, r = config.prenet_dim, config.reduction_factor
     decoder = m * p + p * p + 2 * p + p * d + 3 * d + (d * d + d) * config.voice_input
+    decoder += 3 * d * config.voice_pitch  # the pitch's projection: (mean, deviation) → D
     heads = (d + 1) * r * (m + 1)
     c, kp, layers = config.postnet_channels, config.postnet_kernel, config.postnet_layers
     widths = [m] + [c] * (layers - 1) + [m]  # postnet: channels in and out of each conv

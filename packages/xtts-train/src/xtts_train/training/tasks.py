@@ -152,7 +152,7 @@ class TextToMelTask(Task):
 
     @classmethod
     def build(cls, stack: StackConfig) -> TextToMelTask:
-        model = TextToMel(stack.model)
+        model = TextToMel(stack.model, stack.audio)
         model(dummy_batch(stack.model))  # variables exist before any step is traced
         return cls(model, stack.train)
 

@@ -85,7 +85,7 @@ class State(NamedTuple):
 def generate(
     decoder: Decoder, heads: Heads, config: ModelConfig, memory: tf.Tensor,
     memory_mask: tf.Tensor, *, text_shape: tf.TensorShape, max_frames: int,
-    stats: tf.Tensor | None = None,
+    stats: tf.Tensor | None = None, pitch: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """Decode `max_frames` frames from the decoder's memory: `start`, `advance` to the end,
     `finish`.
@@ -104,6 +104,8 @@ def generate(
         max_frames: frames of the buffer, a Python int.
         stats: the reference clip's statistics float32 [B, 2, M] with
             `ModelConfig.voice_stats` (the heads write frames normalised by them).
+        pitch: the clip's pitch float32 [B, 1, 2] with `ModelConfig.voice_pitch`
+            (`frames.voice_pitch`).
 
     Returns:
         `finish`'s: standardised frames float32 [B, F, M] (moved back by `stats`), stop
@@ -112,7 +114,7 @@ def generate(
         `max_frames`.
     """
     context, state = start(decoder, config, memory, memory_mask, max_frames=max_frames,
-                           stats=stats)  # fmt: skip
+                           stats=stats, pitch=pitch)  # fmt: skip
     steps = groups(max_frames, config.reduction_factor)
     state = advance(decoder, heads, config, context, state, steps, text_len=text_shape[1])
     frames, probs, attention = finish(state, config, max_frames)
@@ -122,7 +124,8 @@ def generate(
 
 
 def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor,
-          *, max_frames: int, stats: tf.Tensor | None = None) -> tuple[Context, State]:  # fmt: skip
+          *, max_frames: int, stats: tf.Tensor | None = None,
+          pitch: tf.Tensor | None = None) -> tuple[Context, State]:  # fmt: skip
     """A decoding of `max_frames` frames before its first step.
 
     Args:
@@ -131,6 +134,7 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
         memory: float [B, S, D]; memory_mask: bool [B, 1, S] (as `generate`'s).
         max_frames: frames of the buffer, a Python int.
         stats: the reference clip's statistics [B, 2, M] (None: identity statistics).
+        pitch: the clip's pitch [B, 1, 2] with `ModelConfig.voice_pitch` (else None).
 
     Returns:
         The `Context` of every step and the `State` at step 0 (empty buffers and caches).
@@ -139,7 +143,7 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
     r = config.reduction_factor
     steps = groups(max_frames, r)
     keep = decoder.prenet_keep(batch, steps, dropout=config.infer_prenet_dropout)
-    caches, memory_kvs, voice = decoder.start(memory, steps)
+    caches, memory_kvs, voice = decoder.start(memory, steps, pitch)
     state = State(
         t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
         frames=tf.zeros([batch, steps * r, config.n_mels]), probs=tf.zeros([batch, steps * r]),

@@ -226,6 +226,8 @@ class Decoder(LazyLayer):
         self.latents = config.cond_latents
         voice = config.voice_input  # the latents' mean, projected, added to every frame
         self.voice = keras.layers.Dense(config.d_model, name="voice") if voice else None
+        pitch = config.voice_pitch  # the voice's pitch (`frames.voice_pitch`), projected
+        self.pitch = keras.layers.Dense(config.d_model, name="pitch") if pitch else None
         self.blocks = [
             Block(config, cross=True, causal=True, name=f"block_{i}")
             for i in range(config.decoder_layers)
@@ -246,9 +248,10 @@ class Decoder(LazyLayer):
         keep = keep_mask(shape, self.rate, self.seed)
         return tf.cast(keep, self.compute_dtype) / (1.0 - rate)
 
-    def call(self, frames_in, memory, memory_mask, keep, training=False):
+    def call(self, frames_in, memory, memory_mask, keep, pitch=None, training=False):
         """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
-        keep: `prenet_keep` (2, B, F, P) → hidden (B, F, D), and the alignment head's
+        keep: `prenet_keep` (2, B, F, P); pitch: the voice's (B, 1, 2) with
+        `model.voice_pitch` (`frames.voice_pitch`) → hidden (B, F, D), and the alignment head's
         cross-attention over the memory (head 0 of every block, averaged over blocks),
         float32 (B, F, S). That head is the one the guided-attention loss shapes; the
         other heads are free to read the speaker latents."""
@@ -256,7 +259,7 @@ class Decoder(LazyLayer):
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
         memory = tf.cast(memory, self.compute_dtype)
-        x = self.project(x) + self.voice_of(memory)  # (B, F, D)
+        x = self.project(x) + self.voice_of(memory, pitch)  # (B, F, D)
         x = x + positions(x)
         attention = []
         for block in self.blocks:
@@ -265,20 +268,31 @@ class Decoder(LazyLayer):
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
         return self.norm(x), tf.add_n(attention) / len(attention)
 
-    def voice_of(self, memory: tf.Tensor) -> tf.Tensor:
-        """The voice every input frame gets (`model.voice_input`): the mean of the
-        memory's speaker latents (its last `cond_latents` rows), projected, (B, 1, D);
-        zeros (1, 1, D) without it."""
-        if self.voice is None:
-            return tf.zeros([1, 1, self.project.units], self.compute_dtype)
-        latents = memory[:, -self.latents :]  # (B, L, D)
-        return self.voice(tf.reduce_mean(latents, axis=1, keepdims=True))  # (B, 1, D)
+    def voice_of(self, memory: tf.Tensor, pitch: tf.Tensor | None = None) -> tf.Tensor:
+        """The voice every input frame gets: with `model.voice_input` the mean of the
+        memory's speaker latents (its last `cond_latents` rows), projected, and with
+        `model.voice_pitch` the voice's `pitch` (B, 1, 2), projected; (B, 1, D), or zeros
+        (1, 1, D) with neither.
 
-    def start(self, memory: tf.Tensor, steps: int) -> tuple[list, list, tf.Tensor]:
+        Raises:
+            ValueError: `model.voice_pitch` is on and no `pitch` was given.
+        """
+        voice = tf.zeros([1, 1, self.project.units], self.compute_dtype)
+        if self.voice is not None:
+            latents = memory[:, -self.latents :]  # (B, L, D)
+            voice = voice + self.voice(tf.reduce_mean(latents, axis=1, keepdims=True))
+        if self.pitch is not None:
+            if pitch is None:
+                raise ValueError("Expected the voice's pitch (B, 1, 2) with model.voice_pitch")
+            voice = voice + self.pitch(pitch)  # (B, 1, D)
+        return voice
+
+    def start(self, memory: tf.Tensor, steps: int,
+              pitch: tf.Tensor | None = None) -> tuple[list, list, tf.Tensor]:  # fmt: skip
         """What a decoding of `steps` steps keeps between them (`step`): every block's
         empty self-attention cache, zeros (B, N, steps, H) keys and values, the
         cross-attention's keys and values of `memory` (B, S, D), computed once, and the
-        voice of every input frame (`voice_of`)."""
+        voice of every input frame (`voice_of`, with the voice's `pitch`)."""
         memory = tf.cast(memory, self.compute_dtype)
         caches, memory_kvs = [], []
         for block in self.blocks:
@@ -286,7 +300,7 @@ class Decoder(LazyLayer):
             shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
             caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
             memory_kvs.append(block.cross_attn.keys_values(memory))
-        return caches, memory_kvs, self.voice_of(memory)
+        return caches, memory_kvs, self.voice_of(memory, pitch)
 
     def step(self, frame, position, keep, caches, memory_kvs, memory_mask, voice):
         """Decoding step `position` (int32 scalar): what `call` computes at that position,

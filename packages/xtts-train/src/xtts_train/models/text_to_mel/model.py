@@ -14,7 +14,10 @@ the reference clip's per-channel mean (and deviation), moved back before the pos
 way: the clip's statistics set the voice's spectral statistics, by that path alone.
 With `voice_stats_source="utterance"` teacher forcing normalises by the spoken
 utterance's own statistics instead, so the decoder learns to write frames with the
-statistics it is given (inference still gives it the clip's).
+statistics it is given (inference still gives it the clip's). With `ModelConfig.voice_pitch`
+every decoder input frame also gets the voice's pitch (`frames.voice_pitch`) from the same
+frames: the utterance's in teacher forcing with `voice_stats_source="utterance"`, else the
+clip's.
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
 `s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
 (the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
@@ -31,6 +34,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from xtts_audio import MelConfig
 from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
@@ -43,6 +47,7 @@ from xtts_train.models.text_to_mel.frames import (
     standardize,
     step_inputs,
     to_voice,
+    voice_pitch,
 )
 from xtts_train.models.text_to_mel.generation import (
     Context,
@@ -121,13 +126,27 @@ class TextToMel(keras.Model):
 
     Args:
         config: the model sizes.
+        audio: the recipe of the features it reads; needed (for `mel_pitch`) with
+            `ModelConfig.voice_pitch`.
+
+    Raises:
+        ConfigError: no `ModelConfig`, or `voice_pitch` on without an `audio` recipe of
+            the model's `n_mels`.
     """
 
-    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
+    def __init__(self, config: ModelConfig, audio: MelConfig | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         if not isinstance(config, ModelConfig):
             raise ConfigError(f"Expected a ModelConfig, received: config={config!r}")
+        if config.voice_pitch and (audio is None or audio.n_mels != config.n_mels):
+            raise ConfigError(
+                f"Expected the features' audio recipe with n_mels={config.n_mels} for "
+                f"model.voice_pitch=true (it reads pitch off the mel bins), received: "
+                f"audio={audio!r}. Pass TextToMel(config, audio=stack.audio)"
+            )
         super().__init__(**kwargs)
         self.config = config
+        self.audio = audio
         self.text_encoder = TextEncoder(config, name="text_encoder")
         self.cond_encoder = CondEncoder(config, name="cond_encoder")
         self.decoder = Decoder(config, name="decoder")
@@ -166,15 +185,19 @@ class TextToMel(keras.Model):
             training=training,
         )  # fmt: skip
         frames = standardize(batch["mel"], self.config)  # (B, F, M)
-        if stats is not None and self.config.voice_stats_source == "utterance":
-            spoken = batch.get("mel_mask", tf.ones(frames.shape[:2]))  # (B, F)
-            stats = self._voice_stats(frames, tf.cast(spoken, tf.float32))  # its own
+        if self.config.voice_stats_source == "utterance":  # its own statistics and pitch
+            spoken = tf.cast(batch.get("mel_mask", tf.ones(frames.shape[:2])), tf.float32)
+            stats = self._voice_stats(frames, spoken)
+            pitch = self._pitch(batch["mel"], spoken)
+        else:
+            pitch = self._clip_pitch(batch["cond_mel"], batch["cond_lengths"])
         if stats is not None:
             frames = to_voice(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
         keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
-        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, training=training)
+        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, pitch,
+                                         training=training)  # fmt: skip
         before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = from_voice(before, stats)
@@ -215,6 +238,16 @@ class TextToMel(keras.Model):
             return None
         return clip_stats(cond, cond_mask, deviation=self.config.voice_stats == "mean_std")
 
+    def _pitch(self, mel: tf.Tensor, mask: tf.Tensor) -> tf.Tensor | None:
+        """`frames.voice_pitch` of mel (B, F, M), mask (B, F) with `ModelConfig.voice_pitch`
+        (None: off)."""
+        return voice_pitch(mel, mask, self.audio) if self.config.voice_pitch else None
+
+    def _clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
+        """`_pitch` of a reference clip (B, C, M) over its real frames."""
+        cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)
+        return self._pitch(cond_mel, cond_mask)
+
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
         """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
         the loop of `generation.generate`: the same inputs decode to the same frames
@@ -246,6 +279,7 @@ class TextToMel(keras.Model):
         before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
             self.decoder, self._heads, self.config, memory, memory_mask,
             text_shape=tokens.shape, max_frames=max_frames, stats=stats,
+            pitch=self._clip_pitch(cond_mel, cond_lengths),
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
         real = tf.sequence_mask(lengths, max_frames)  # (B, F)
@@ -278,7 +312,7 @@ class TextToMel(keras.Model):
         self._build_weights()
         memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
         return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames,
-                     stats=stats)  # fmt: skip
+                     stats=stats, pitch=self._clip_pitch(cond_mel, cond_lengths))  # fmt: skip
 
     def check_streamable(self) -> None:
         """Raises ConfigError where a stream could not give `infer`'s frames: with
