@@ -62,6 +62,30 @@ def test_checked_entries_are_linked_and_damaged_ones_removed(tmp_path):
     assert (cache.store / "notes.txt").exists()
 
 
+def test_copies_another_process_removes_while_this_one_opens_are_skipped(tmp_path, monkeypatch):
+    # Two processes opening one store at once: each keeps the newest copy of an entry and
+    # removes the older ones, so a copy listed by one may be gone when it looks again.
+    store = CompileCache(tmp_path)
+    store.store.mkdir(parents=True)
+    older, newer = _stored(store, b"build one"), _stored(store, b"build two")
+    os.utime(older, (1, 1))
+    lone = _stored(store, b"only", ENTRY.replace("123", "125"))
+    check, checked = compile_cache._intact, []
+
+    def another_process_prunes(path, sha):
+        checked.append(path)
+        if len(checked) == 3:  # all listed and checked; then the other process prunes
+            older.unlink()
+            lone.unlink()
+        return check(path, sha) or path in (older, lone)
+
+    monkeypatch.setattr(compile_cache, "_intact", another_process_prunes)
+    cache = CompileCache(tmp_path).open()
+    assert (cache.staging / ENTRY).read_bytes() == b"build two"
+    assert cache.linked == {ENTRY}  # the entry with no copy left is compiled again
+    assert newer.exists()
+
+
 def test_publish_stores_new_entries_under_their_checksum(tmp_path):
     cache = CompileCache(tmp_path).open()
     (cache.staging / ENTRY).write_bytes(b"compiled")

@@ -209,12 +209,17 @@ class CompileCache:
             else:
                 self._remove(path, "its bytes do not match its checksum")
         for entry, paths in copies.items():
-            *older, newest = sorted(paths, key=lambda p: p.stat().st_mtime)
+            # Another process opening the store may remove a copy at any point from here.
+            present = sorted((t, str(p)) for p in paths if (t := _mtime(p)) is not None)
+            if not present:
+                continue  # compiled again, if it is needed
+            *older, newest = [Path(p) for _, p in present]
             for path in older:  # an earlier build of the same program
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
-            _link_or_copy(newest, self.staging / entry)
-            self.linked.add(entry)
+            with contextlib.suppress(FileNotFoundError):
+                _link_or_copy(newest, self.staging / entry)
+                self.linked.add(entry)
         atexit.register(shutil.rmtree, self.staging, ignore_errors=True)
         return self
 
@@ -281,6 +286,14 @@ class CompileCache:
             match = _STAGING.match(path.name)
             if match and path != self.staging and _stale(path, int(match["pid"])):
                 shutil.rmtree(path, ignore_errors=True)
+
+
+def _mtime(path: Path) -> float | None:
+    """The file's modification time; None once it is gone."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
 
 
 def _intact(path: Path, sha: str) -> bool:
