@@ -210,10 +210,10 @@ class CompileCache:
                 self._remove(path, "its bytes do not match its checksum")
         for entry, paths in copies.items():
             # Another process opening the store may remove a copy at any point from here.
-            present = sorted((t, str(p)) for p in paths if (t := _mtime(p)) is not None)
-            if not present:
+            mtimes = {p: t for p in paths if (t := _mtime(p)) is not None}
+            if not mtimes:
                 continue  # compiled again, if it is needed
-            *older, newest = [Path(p) for _, p in present]
+            *older, newest = sorted(mtimes, key=mtimes.__getitem__)
             for path in older:  # an earlier build of the same program
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()

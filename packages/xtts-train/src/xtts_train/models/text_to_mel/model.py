@@ -220,7 +220,7 @@ class TextToMel(keras.Model):
             float32 [B, 2, M]; None with `ModelConfig.voice_stats` off).
         """
         text = self.text_encoder(tokens, token_mask, training=training)  # (B, T, D)
-        cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)  # (B, C)
+        cond_mask = _clip_mask(cond_mel, cond_lengths)  # (B, C)
         cond = standardize(cond_mel, self.config)  # (B, C, M)
         stats = self._voice_stats(cond, cond_mask)  # (B, 2, M) | None
         if stats is not None:  # the clip's statistics reach the frames by this path alone
@@ -245,8 +245,9 @@ class TextToMel(keras.Model):
 
     def _clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
         """`_pitch` of a reference clip (B, C, M) over its real frames."""
-        cond_mask = tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)
-        return self._pitch(cond_mel, cond_mask)
+        if not self.config.voice_pitch:
+            return None
+        return self._pitch(cond_mel, _clip_mask(cond_mel, cond_lengths))
 
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
         """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
@@ -285,7 +286,7 @@ class TextToMel(keras.Model):
         real = tf.sequence_mask(lengths, max_frames)  # (B, F)
         mel_before, mel = self._outputs(before, real)
         if self.config.infer_global_variance:
-            clip_mask = tf.sequence_mask(cond_lengths, cond_mel.shape[1], tf.float32)
+            clip_mask = _clip_mask(cond_mel, cond_lengths)
             mel = match_global_variance(mel, tf.cast(real, tf.float32), cond_mel, clip_mask)
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
@@ -408,6 +409,12 @@ class TextToMel(keras.Model):
         """Trainable parameters per component, one line each, then the total."""
         rows = [f"{name:<14}{count:>14,}" for name, count in _component_counts(self)]
         return "\n".join([*rows, f"{'total':<14}{self.parameter_count():>14,}"])
+
+
+def _clip_mask(cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor:
+    """float32 [B, C]: 1 at a reference clip's real frames (cond_mel [B, C, M], cond_lengths
+    int32 [B])."""
+    return tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)
 
 
 def _component_counts(model: TextToMel) -> list[tuple[str, int]]:
