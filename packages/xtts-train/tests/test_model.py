@@ -29,6 +29,7 @@ from xtts_train.models.text_to_mel.frames import (
     match_global_variance,
     standardize,
     voice_pitch,
+    within_range,
 )
 from xtts_train.models.text_to_mel.streaming import Streaming
 
@@ -364,6 +365,26 @@ def test_global_variance_scales_each_cepstral_deviation_to_the_clip_s():
     np.testing.assert_allclose(same.numpy(), clip, atol=1e-4)
 
 
+def test_the_postfilter_keeps_each_channel_within_the_clip_s_levels():
+    rng = np.random.default_rng(1)
+    decoded = rng.normal(-5.0, 0.01, [2, 12, 80]).astype(np.float32)  # smooth, as decoders are
+    decoded[:, 3, 0] += 0.5  # one frame's bump in the lowest channel
+    clip = rng.normal(-4.0, 2.0, [2, 10, 80]).astype(np.float32)
+    mask, clip_mask = np.ones([2, 12], np.float32), np.ones([2, 10], np.float32)
+    mask[1, 9:], clip_mask[0, 7:] = 0.0, 0.0  # real frames: 12 and 9; the clips' 7 and 10
+    clip[0, 8] = 100.0  # past the clip's end: no level of the voice's
+    args = [tf.constant(a) for a in (decoded, mask, clip, clip_mask)]
+    matched = match_global_variance(*args).numpy()
+    held = within_range(tf.constant(matched), *args[1:]).numpy()
+    for row, (real, clip_real) in enumerate([(12, 7), (9, 10)]):
+        low, high = clip[row, :clip_real].min(0), clip[row, :clip_real].max(0)  # (M,) each
+        assert (matched[row, :real] > high + 1.0).any()  # the scaling overshoots here
+        np.testing.assert_array_equal(held[row, :real], np.clip(matched[row, :real], low, high))
+    np.testing.assert_array_equal(held[1, 9:], matched[1, 9:])  # past the end: as matched
+    # The clip's own frames are within its levels: they come back as they are.
+    np.testing.assert_array_equal(within_range(*args[2:], *args[2:]), clip)
+
+
 def test_infer_matches_the_clip_s_global_variance_only_when_configured():
     plain = tiny_model(**DETERMINISTIC)
     batch = make_batch(plain.config, cond_frames=16)
@@ -377,7 +398,8 @@ def test_infer_matches_the_clip_s_global_variance_only_when_configured():
     first, second = plain.infer(*args, max_frames=8), matched.infer(*args, max_frames=8)
     np.testing.assert_allclose(second["mel_before"], first["mel_before"], atol=1e-6)
     clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
-    want = match_global_variance(first["mel"], tf.ones([2, 8]), batch["cond_mel"], clip_mask)
+    args = (first["mel"], tf.ones([2, 8]), batch["cond_mel"], clip_mask)
+    want = within_range(match_global_variance(*args), *args[1:])
     np.testing.assert_allclose(second["mel"], want, atol=1e-4)
     assert not np.allclose(second["mel"], first["mel"], atol=1e-2)
     # A stream has the utterance's variance only at its end: refused, not silently unlike.

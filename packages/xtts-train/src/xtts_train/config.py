@@ -171,8 +171,11 @@ class ModelConfig(FrozenConfig):
             trained on (`recipes/cpu-voices.yaml`'s run), it raised the syntheses'
             likeness to their clip from 0.62x to 0.81x of two recordings' by the MFCC
             measure and from 0.84x to 0.86x by a GE2E speaker encoder, and identification
-            to 100%, for pairing 0.61 -> 0.63 (README "Voice cloning, measured"). It
-            needs the whole utterance, so streaming refuses it.
+            to 100%, for pairing 0.61 -> 0.63 (README "Voice cloning, measured"). The
+            scaled frames are then held within the levels each channel reaches in the
+            clip (`frames.within_range`): unheld, the scaling put a few frames far past
+            them, which a vocoder turns into a buzz. It needs the whole utterance, so
+            streaming refuses it.
         infer_reference_frames: frames of a reference clip that decoding conditions on
             (its first ones, fewer if it is shorter): the latents, the voice statistics
             and the global variance are then read from more of the voice than training's

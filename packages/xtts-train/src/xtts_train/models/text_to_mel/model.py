@@ -48,6 +48,7 @@ from xtts_train.models.text_to_mel.frames import (
     step_inputs,
     to_voice,
     voice_pitch,
+    within_range,
 )
 from xtts_train.models.text_to_mel.generation import (
     Context,
@@ -262,8 +263,8 @@ class TextToMel(keras.Model):
         Returns:
             `mel` float32 [B, max_frames, M] after the postnet (and, with
             `ModelConfig.infer_global_variance`, `frames.match_global_variance` to the
-            clip; frames from `lengths` on are not meaningful), `mel_before` [B,
-            max_frames, M] (the frames fed back),
+            clip, then `frames.within_range` of its levels; frames from `lengths` on are
+            not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
             `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
             int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
@@ -287,7 +288,9 @@ class TextToMel(keras.Model):
         mel_before, mel = self._outputs(before, real)
         if self.config.infer_global_variance:
             clip_mask = _clip_mask(cond_mel, cond_lengths)
-            mel = match_global_variance(mel, tf.cast(real, tf.float32), cond_mel, clip_mask)
+            real = tf.cast(real, tf.float32)
+            matched = match_global_variance(mel, real, cond_mel, clip_mask)
+            mel = within_range(matched, real, cond_mel, clip_mask)
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
