@@ -179,11 +179,8 @@ def within_range(mel: tf.Tensor, mask: tf.Tensor, clip: tf.Tensor,
     silent, so nothing is decoded below that either.
 
     Args:
-        mel: log-mel frames float32 [B, F, M] (the decoding's, in mel units).
-        mask: float32 [B, F], 1 at the utterance's real frames; the others are returned
-            as they are.
-        clip: the reference clip's log-mel frames float [B, C, M], in the same units.
-        clip_mask: float32 [B, C], 1 at the clip's real frames (at least one per clip).
+        mel, mask, clip, clip_mask: as `match_global_variance`'s (frames past the
+            utterance's end are returned as they are).
 
     Returns:
         float32 [B, F, M].
