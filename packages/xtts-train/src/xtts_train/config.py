@@ -186,6 +186,25 @@ class ModelConfig(FrozenConfig):
             1,024 frames of the clip raised the syntheses' likeness to it from 0.81x to
             0.92x of two recordings' by the MFCC measure and from 0.86x to 0.87x by a GE2E
             speaker encoder, for pairing 0.63 -> 0.61 (README "Voice cloning, measured").
+        pitch_contour: a small conv net over the frames (3 layers of 32 channels, the
+            postnet's kernel) predicts each frame's pitch, as log2 octaves about the
+            voice's mean pitch (`voice_pitch`'s), and whether it is voiced; trained beside
+            the decoder on `xtts_audio.mel_pitch` of the spoken frames, from the
+            teacher-forced frames with their gradient stopped (so it changes nothing the
+            decoder learns). Decoding reads it off the decoded frames for
+            `infer_harmonics`. Needs the features' audio recipe, as `voice_pitch` does.
+        infer_harmonics: at inference, write the voice's harmonics into the decoded
+            frames: where `pitch_contour` calls a frame voiced, its log-mel ripple along
+            the harmonic comb of its predicted pitch is set to the depth the clip's
+            harmonic frames have (`frames.write_harmonics`). A decoder trained to regress
+            frames averages away a high voice's harmonic ripple, and a vocoder that reads
+            no ripple buzzes at the frame rate (86 Hz here) instead of the voice's pitch.
+            Needs `pitch_contour`; a decoding setting, as `infer_global_variance` is, and
+            applied after it. Streaming refuses it (a stream's windows run the postnet
+            alone). On 4 espeak-ng voices never trained on (`recipes/cpu-voices.yaml`'s
+            run, the same checkpoint), GE2E likeness to the clip 0.895x two recordings'
+            without it and 0.902x with it (the 249 Hz voice 0.790 -> 0.813), pairing 0.60
+            both (README "Voice cloning, measured").
         mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
             in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
 
@@ -225,6 +244,8 @@ class ModelConfig(FrozenConfig):
     voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
+    pitch_contour: bool = False
+    infer_harmonics: bool = False
     mel_mean: float = -5.0
     mel_std: float = 2.5
 
@@ -242,9 +263,13 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("infer_prenet_dropout", "infer_global_variance", "voice_input", "voice_pitch"):
+        for name in ("infer_prenet_dropout", "infer_global_variance", "voice_input", "voice_pitch",
+                     "pitch_contour", "infer_harmonics"):  # fmt: skip
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
+        if self.infer_harmonics and not self.pitch_contour:
+            self._fail("infer_harmonics", True,
+                       "false while pitch_contour is off (no pitch to write at)")  # fmt: skip
         if self.voice_stats not in VOICE_STATS:
             self._fail("voice_stats", self.voice_stats, f"one of {', '.join(VOICE_STATS)}")
         if self.voice_stats_source not in VOICE_STATS_SOURCES:

@@ -12,7 +12,10 @@ deviation: `clip_stats`, `to_voice`), and its output is moved back by them (`fro
 as AdaIN-VC's instance statistics (Chou et al. 2019) carry a voice.
 
 `voice_pitch` is the pitch of a voice over frames that `ModelConfig.voice_pitch` gives the
-decoder (`xtts_audio.mel_pitch` of each frame, summed up over the harmonic ones).
+decoder (`frame_pitch`, `xtts_audio.mel_pitch` of each frame, summed up over the harmonic
+ones); `frame_pitch` is also what `ModelConfig.pitch_contour` learns to predict, and
+`write_harmonics` (`ModelConfig.infer_harmonics`) writes the harmonics of a predicted
+pitch into decoded frames.
 
 `match_global_variance` is the inference-time postfilter of
 `ModelConfig.infer_global_variance`: the decoded mel's cepstral deviation over the
@@ -26,13 +29,13 @@ import math
 
 import tensorflow as tf
 
-from xtts_audio import MelConfig, mel_pitch
+from xtts_audio import MelConfig, denormalize, harmonic_ripple, mel_pitch, normalize, ripple_depth
 from xtts_train.config import ModelConfig
 
 __all__ = [
-    "clip_stats", "from_standard", "from_voice", "groups", "identity_stats",
-    "match_global_variance", "per_frame", "shift_right", "standardize", "step_inputs",
-    "to_voice", "voice_pitch", "within_range",
+    "clip_stats", "frame_pitch", "from_standard", "from_voice", "groups", "identity_stats",
+    "match_global_variance", "octaves_to_hz", "per_frame", "shift_right", "standardize",
+    "step_inputs", "to_voice", "voice_pitch", "within_range", "write_harmonics",
 ]  # fmt: skip
 
 # The least cepstral deviation of an utterance that `match_global_variance` scales up (ln-mel
@@ -129,11 +132,66 @@ def voice_pitch(mel: tf.Tensor, mask: tf.Tensor, audio: MelConfig) -> tf.Tensor:
     Returns:
         float32 [B, 1, 2]: the mean, then the deviation; zeros where no frame is harmonic.
     """
-    pitch, harmonicity = mel_pitch(tf.cast(mel, tf.float32), audio)  # (B, F) each
-    voiced = mask * tf.cast(harmonicity > _HARMONIC, tf.float32)
-    octaves = tf.math.log(pitch / _PITCH_CENTRE)[:, :, None] / math.log(2.0)  # (B, F, 1)
-    mean, spread = _moments(octaves, voiced)  # (B, 1, 1) each
+    octaves, voiced = frame_pitch(mel, audio)  # (B, F) each
+    mean, spread = _moments(octaves[:, :, None], mask * voiced)  # (B, 1, 1) each
     return tf.concat([mean, spread], axis=-1)
+
+
+def frame_pitch(mel: tf.Tensor, audio: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each frame's pitch and whether it is voiced, as `voice_pitch` reads them.
+
+    Args:
+        mel: frames float [B, F, M] in the features' own units.
+        audio: the recipe the features were made with.
+
+    Returns:
+        `octaves` float32 [B, F]: `log2(pitch / 150 Hz)` of `xtts_audio.mel_pitch`, and
+        `voiced` float32 [B, F]: 1 where the frame is harmonic (its pitch is read there).
+    """
+    pitch, harmonicity = mel_pitch(tf.cast(mel, tf.float32), audio)  # (B, F) each
+    octaves = tf.math.log(pitch / _PITCH_CENTRE) / math.log(2.0)
+    return octaves, tf.cast(harmonicity > _HARMONIC, tf.float32)
+
+
+def octaves_to_hz(octaves: tf.Tensor) -> tf.Tensor:
+    """`frame_pitch`'s octaves → pitch in Hz."""
+    return _PITCH_CENTRE * tf.pow(2.0, octaves)
+
+
+def write_harmonics(mel: tf.Tensor, voiced: tf.Tensor, octaves: tf.Tensor, clip: tf.Tensor,
+                    clip_mask: tf.Tensor, audio: MelConfig) -> tf.Tensor:  # fmt: skip
+    """Decoded frames with the harmonics of a pitch written in, as deep as the clip's.
+
+    At each voiced frame the log-mel ripple along the harmonic comb of its pitch
+    (`xtts_audio.harmonic_ripple`) is set to the mean depth (`xtts_audio.ripple_depth`)
+    of the clip's harmonic frames; the rest of the frame, its envelope with it, is kept.
+    A frame already rippled that deep is left as it is. A clip with no harmonic frame
+    leaves every frame alone.
+
+    Args:
+        mel: frames float32 [B, F, M] in the features' own units (the decoding's).
+        voiced: float32 [B, F], 1 at the frames to write (voiced and real).
+        octaves: float32 [B, F], each frame's pitch as `frame_pitch`'s octaves.
+        clip, clip_mask: the reference clip's frames float [B, C, M] in the same units,
+            and float32 [B, C], 1 at its real frames.
+        audio: the recipe the features were made with.
+
+    Returns:
+        float32 [B, F, M].
+    """
+    clip = tf.cast(clip, tf.float32)
+    clip_hz, clip_harmonicity = mel_pitch(clip, audio)  # (B, C) each
+    harmonic = clip_mask * tf.cast(clip_harmonicity > _HARMONIC, tf.float32)
+    count = tf.reduce_sum(harmonic, axis=1, keepdims=True)  # (B, 1)
+    depth = tf.reduce_sum(ripple_depth(clip, clip_hz, audio) * harmonic, axis=1,
+                          keepdims=True) / tf.maximum(count, 1.0)  # (B, 1)  # fmt: skip
+    hz = octaves_to_hz(octaves)  # (B, F)
+    change = (depth - ripple_depth(mel, hz, audio)) * voiced * tf.cast(count > 0, tf.float32)
+    floor = float(audio.amin) if audio.amin else 1e-10
+    log_mel = tf.math.log(tf.maximum(denormalize(mel, audio), floor))  # (B, F, M)
+    written = normalize(tf.exp(log_mel + change[:, :, None] * harmonic_ripple(hz, audio)), audio)
+    keep = voiced[:, :, None]
+    return written * keep + mel * (1.0 - keep)
 
 
 def match_global_variance(mel: tf.Tensor, mask: tf.Tensor, clip: tf.Tensor,

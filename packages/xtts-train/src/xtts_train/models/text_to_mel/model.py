@@ -17,7 +17,10 @@ utterance's own statistics instead, so the decoder learns to write frames with t
 statistics it is given (inference still gives it the clip's). With `ModelConfig.voice_pitch`
 every decoder input frame also gets the voice's pitch (`frames.voice_pitch`) from the same
 frames: the utterance's in teacher forcing with `voice_stats_source="utterance"`, else the
-clip's.
+clip's. With `ModelConfig.pitch_contour` a conv net reads the frames after the postnet and
+that pitch and predicts each frame's pitch and voicing (`pitch_octaves`,
+`voicing_logits`); decoding writes the harmonics of that pitch into the frames with
+`ModelConfig.infer_harmonics` (`frames.write_harmonics`).
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
 `s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
 (the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
@@ -27,6 +30,7 @@ both compile with XLA at static shapes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -49,6 +53,7 @@ from xtts_train.models.text_to_mel.frames import (
     to_voice,
     voice_pitch,
     within_range,
+    write_harmonics,
 )
 from xtts_train.models.text_to_mel.generation import (
     Context,
@@ -69,6 +74,11 @@ from xtts_train.models.text_to_mel.layers import (
 __all__ = ["TextToMel", "dummy_batch"]
 
 _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
+# The pitch contour's conv stack (`ModelConfig.pitch_contour`): the postnet's kernel, and
+# few channels, so a step costs ~5% more (the postnet's 128 channels cost 17%, measured on
+# the tiny preset at 600 frames, batch 16, one core).
+_CONTOUR_CHANNELS = 32
+_CONTOUR_LAYERS = 3
 
 
 def dummy_batch(
@@ -128,21 +138,22 @@ class TextToMel(keras.Model):
     Args:
         config: the model sizes.
         audio: the recipe of the features it reads; needed (for `mel_pitch`) with
-            `ModelConfig.voice_pitch`.
+            `ModelConfig.voice_pitch` or `ModelConfig.pitch_contour`.
 
     Raises:
-        ConfigError: no `ModelConfig`, or `voice_pitch` on without an `audio` recipe of
-            the model's `n_mels`.
+        ConfigError: no `ModelConfig`, or `voice_pitch` or `pitch_contour` on without an
+            `audio` recipe of the model's `n_mels`.
     """
 
     def __init__(self, config: ModelConfig, audio: MelConfig | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
         if not isinstance(config, ModelConfig):
             raise ConfigError(f"Expected a ModelConfig, received: config={config!r}")
-        if config.voice_pitch and (audio is None or audio.n_mels != config.n_mels):
+        reads_pitch = [name for name in ("voice_pitch", "pitch_contour") if getattr(config, name)]
+        if reads_pitch and (audio is None or audio.n_mels != config.n_mels):
             raise ConfigError(
                 f"Expected the features' audio recipe with n_mels={config.n_mels} for "
-                f"model.voice_pitch=true (it reads pitch off the mel bins), received: "
+                f"model.{reads_pitch[0]}=true (it reads pitch off the mel bins), received: "
                 f"audio={audio!r}. Pass TextToMel(config, audio=stack.audio)"
             )
         super().__init__(**kwargs)
@@ -155,6 +166,10 @@ class TextToMel(keras.Model):
         self.mel_head = keras.layers.Dense(r * config.n_mels, dtype="float32", name="mel_head")
         self.stop_head = keras.layers.Dense(r, dtype="float32", name="stop_head")
         self.postnet = Postnet(config, name="postnet")
+        if config.pitch_contour:  # (octaves about the voice's mean, voicing logit) a frame
+            sizes = dataclasses.replace(config, postnet_channels=_CONTOUR_CHANNELS,
+                                        postnet_layers=_CONTOUR_LAYERS)  # fmt: skip
+            self.pitch_net = Postnet(sizes, out_channels=2, name="pitch_net")
 
     def build(self, input_shape: Any) -> None:
         """Marks the model built; each sublayer creates its weights on the first call."""
@@ -174,8 +189,11 @@ class TextToMel(keras.Model):
             `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
             [B, F], and `attention` float32 [B, F, T]: the decoder's alignment head
             (head 0 of each block, averaged) over the text; the rest of each row went to
-            the speaker latents. Frame `t` depends only on frames `< t` before the postnet;
-            the postnet looks `Postnet.context_frames` frames ahead.
+            the speaker latents. With `ModelConfig.pitch_contour` also `pitch_octaves` and
+            `voicing_logits` float32 [B, F]: each frame's predicted pitch
+            (`frames.frame_pitch`'s octaves) and voicing, read off `mel_after`. Frame `t`
+            depends only on frames `< t` before the postnet; the postnet looks
+            `Postnet.context_frames` frames ahead.
 
         Raises:
             ConfigError: a missing field, or mels with another `n_mels` than the config.
@@ -186,8 +204,8 @@ class TextToMel(keras.Model):
             training=training,
         )  # fmt: skip
         frames = standardize(batch["mel"], self.config)  # (B, F, M)
+        spoken = tf.cast(batch.get("mel_mask", tf.ones(frames.shape[:2])), tf.float32)
         if self.config.voice_stats_source == "utterance":  # its own statistics and pitch
-            spoken = tf.cast(batch.get("mel_mask", tf.ones(frames.shape[:2])), tf.float32)
             stats = self._voice_stats(frames, spoken)
             pitch = self._pitch(batch["mel"], spoken)
         else:
@@ -197,16 +215,20 @@ class TextToMel(keras.Model):
         count, r = frames.shape[1], self.config.reduction_factor
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
         keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
-        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, pitch,
-                                         training=training)  # fmt: skip
+        hidden, attention = self.decoder(inputs, memory, memory_mask, keep,
+                                         self._decoder_pitch(pitch), training=training)  # fmt: skip
         before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = from_voice(before, stats)
         mel_before, mel_after = self._outputs(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
-        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
-                "attention": attention}  # fmt: skip
+        outputs = {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
+                   "attention": attention}  # fmt: skip
+        if self.config.pitch_contour:
+            octaves, voicing = self._contour(mel_after, spoken, pitch, training=training)
+            outputs.update(pitch_octaves=octaves, voicing_logits=voicing)
+        return outputs
 
     def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False):
         """The decoder's memory: text encodings followed by the speaker latents.
@@ -240,14 +262,28 @@ class TextToMel(keras.Model):
         return clip_stats(cond, cond_mask, deviation=self.config.voice_stats == "mean_std")
 
     def _pitch(self, mel: tf.Tensor, mask: tf.Tensor) -> tf.Tensor | None:
-        """`frames.voice_pitch` of mel (B, F, M), mask (B, F) with `ModelConfig.voice_pitch`
-        (None: off)."""
-        return voice_pitch(mel, mask, self.audio) if self.config.voice_pitch else None
+        """`frames.voice_pitch` (B, 1, 2) of mel (B, F, M), mask (B, F) with
+        `ModelConfig.voice_pitch` or `pitch_contour` (None: both off)."""
+        if not (self.config.voice_pitch or self.config.pitch_contour):
+            return None
+        return voice_pitch(mel, mask, self.audio)
+
+    def _decoder_pitch(self, pitch: tf.Tensor | None) -> tf.Tensor | None:
+        """The voice's pitch as the decoder takes it: None without `ModelConfig.voice_pitch`."""
+        return pitch if self.config.voice_pitch else None
+
+    def _contour(self, mel: tf.Tensor, mask: tf.Tensor, pitch: tf.Tensor,
+                 training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
+        """The pitch net over frames (B, F, M) in mel units, their gradient stopped, with
+        mask (B, F) and the voice's pitch (B, 1, 2) → each frame's pitch as octaves
+        (B, F) and its voicing logit (B, F)."""
+        x = standardize(tf.stop_gradient(mel), self.config)  # (B, F, M)
+        x = tf.concat([x, tf.broadcast_to(pitch, [*x.shape[:2], 2])], axis=-1)  # (B, F, M + 2)
+        out = self.pitch_net(x, mask, training=training)  # (B, F, 2) float32
+        return pitch[:, :, 0] + out[:, :, 0], out[:, :, 1]
 
     def _clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
         """`_pitch` of a reference clip (B, C, M) over its real frames."""
-        if not self.config.voice_pitch:
-            return None
         return self._pitch(cond_mel, _clip_mask(cond_mel, cond_lengths))
 
     def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
@@ -263,8 +299,10 @@ class TextToMel(keras.Model):
         Returns:
             `mel` float32 [B, max_frames, M] after the postnet (and, with
             `ModelConfig.infer_global_variance`, `frames.match_global_variance` to the
-            clip, then `frames.within_range` of its levels; frames from `lengths` on are
-            not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
+            clip, then `frames.within_range` of its levels, and with
+            `ModelConfig.infer_harmonics` then `frames.write_harmonics`; frames from
+            `lengths` on are not meaningful), `mel_before` [B, max_frames, M] (the frames
+            fed back),
             `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
             int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
@@ -278,19 +316,16 @@ class TextToMel(keras.Model):
         _check_max_frames(max_frames)
         self._build_weights()
         memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
+        pitch = self._clip_pitch(cond_mel, cond_lengths)  # (B, 1, 2) | None
         before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
             self.decoder, self._heads, self.config, memory, memory_mask,
             text_shape=tokens.shape, max_frames=max_frames, stats=stats,
-            pitch=self._clip_pitch(cond_mel, cond_lengths),
+            pitch=self._decoder_pitch(pitch),
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
-        real = tf.sequence_mask(lengths, max_frames)  # (B, F)
+        real = tf.sequence_mask(lengths, max_frames, tf.float32)  # (B, F)
         mel_before, mel = self._outputs(before, real)
-        if self.config.infer_global_variance:
-            clip_mask = _clip_mask(cond_mel, cond_lengths)
-            real = tf.cast(real, tf.float32)
-            matched = match_global_variance(mel, real, cond_mel, clip_mask)
-            mel = within_range(matched, real, cond_mel, clip_mask)
+        mel = self._postfilters(mel, real, cond_mel, cond_lengths, pitch)
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
@@ -315,13 +350,37 @@ class TextToMel(keras.Model):
         self.check_streamable()
         self._build_weights()
         memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
+        pitch = self._decoder_pitch(self._clip_pitch(cond_mel, cond_lengths))
         return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames,
-                     stats=stats, pitch=self._clip_pitch(cond_mel, cond_lengths))  # fmt: skip
+                     stats=stats, pitch=pitch)  # fmt: skip
+
+    def _postfilters(self, mel: tf.Tensor, real: tf.Tensor, cond_mel: tf.Tensor,
+                     cond_lengths: tf.Tensor, pitch: tf.Tensor | None) -> tf.Tensor:  # fmt: skip
+        """`infer`'s decoding settings on its frames (B, F, M), real (B, F) float32: the
+        global variance and its hold, then the harmonics, whose contour reads the frames
+        as decoded (as in training, where it reads the postnet's)."""
+        clip_mask = _clip_mask(cond_mel, cond_lengths)
+        decoded = mel
+        if self.config.infer_global_variance:
+            matched = match_global_variance(mel, real, cond_mel, clip_mask)
+            mel = within_range(matched, real, cond_mel, clip_mask)
+        if self.config.infer_harmonics:
+            octaves, voicing = self._contour(decoded, real, pitch)  # (B, F) each
+            voiced = real * tf.cast(voicing > 0.0, tf.float32)
+            mel = write_harmonics(mel, voiced, octaves, cond_mel, clip_mask, self.audio)
+        return mel
 
     def check_streamable(self) -> None:
         """Raises ConfigError where a stream could not give `infer`'s frames: with
         `ModelConfig.infer_global_variance`, which scales by the whole utterance's
-        variance, known only at its end."""
+        variance, known only at its end, or `ModelConfig.infer_harmonics`: a stream's
+        windows (`mel_window`) run the postnet, not the pitch contour."""
+        if self.config.infer_harmonics:
+            raise ConfigError(
+                "Expected model.infer_harmonics=false to stream, received true: a "
+                "stream's windows run the postnet, not the pitch contour. Synthesise "
+                "without streaming, or stream with --set model.infer_harmonics=false"
+            )
         if self.config.infer_global_variance:
             raise ConfigError(
                 "Expected model.infer_global_variance=false to stream, received true: it "
@@ -431,6 +490,8 @@ def _component_counts(model: TextToMel) -> list[tuple[str, int]]:
         "heads": [model.mel_head, model.stop_head],
         "postnet": [model.postnet],
     }
+    if model.config.pitch_contour:
+        components["pitch_net"] = [model.pitch_net]
     return [
         (name, sum(math.prod(w.shape) for layer in layers for w in layer.trainable_weights))
         for name, layers in components.items()
