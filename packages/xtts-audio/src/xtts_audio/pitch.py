@@ -89,8 +89,9 @@ def harmonic_ripple(pitch, config: MelConfig) -> tf.Tensor:
 
 def ripple_depth(features, pitch, config: MelConfig) -> tf.Tensor:
     """How deep each frame's ripple runs along the comb of `pitch`: the projection of its
-    detrended low log-mel bins on `harmonic_ripple(pitch)`, in ln units of the linear mel
-    (at a frame's own pitch: its `mel_pitch` harmonicity times its ripple's length).
+    detrended low log-mel bins on the unit-length comb `mel_pitch` matches at the candidate
+    nearest `pitch`, in ln units of the linear mel (at a frame's own pitch: its
+    `mel_pitch` harmonicity times its ripple's length).
 
     Args:
         features: float [..., frames, n_mels] in the recipe's feature scale.
@@ -108,7 +109,7 @@ def ripple_depth(features, pitch, config: MelConfig) -> tf.Tensor:
     return tf.reduce_sum(_ripple(features, config) * comb, axis=-1)
 
 
-def _nearest(pitch, candidates: tf.Tensor) -> tf.Tensor:
+def _nearest(pitch, candidates: np.ndarray) -> tf.Tensor:
     """int32 [...]: the index of the candidate nearest each pitch [...] (Hz), on a log scale."""
     octaves = tf.math.log(tf.cast(pitch, tf.float32) / candidates[0])
     step = tf.math.log(candidates[-1] / candidates[0]) / float(_CANDIDATES - 1)
