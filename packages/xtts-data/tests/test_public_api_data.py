@@ -13,12 +13,12 @@ import xtts_data
 EXPECTED = {
     "DEMO_SENTENCES", "BadAudioError", "BatchShape", "CacheError", "ConfigError", "Corpus",
     "CorpusError", "DataConfig", "DataPipeline", "DatasetSpec", "DemoCorpus", "DoctorReport",
-    "FeatureCache", "LockError", "PrepareResult", "Row", "SegmentPipeline", "SegmentShape",
+    "FeatureCache", "LockError", "Piece", "PrepareResult", "Row", "SegmentPipeline", "SegmentShape",
     "SegmentSpec", "Skipped", "TextConfig", "Tokenizer", "Transcripts", "Utterance",
     "XttsDataError", "diagnose", "format_summary", "is_validation", "load_audio",
     "load_config", "make_dataset", "make_segment_dataset", "normalize_text", "normalize_texts",
     "plan_shapes", "prepare", "python_ops", "read_corpus", "read_transcripts",
-    "read_utterances", "speak_demo", "start_dispatcher", "start_worker", "text_to_ids",
+    "read_utterances", "speak_demo", "split_text", "start_dispatcher", "start_worker", "text_to_ids",
     "verify_cache", "write_demo_corpus",
 }  # fmt: skip
 

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         SegmentSpec,
         make_segment_dataset,
     )
+    from xtts_data.sentences import Piece, split_text
     from xtts_data.service import start_dispatcher, start_worker
     from xtts_data.text import TextConfig, Tokenizer, normalize_text, normalize_texts, text_to_ids
     from xtts_data.utterances import Utterance, read_utterances
@@ -52,6 +53,7 @@ __all__ = [
     "DoctorReport",
     "FeatureCache",
     "LockError",
+    "Piece",
     "PrepareResult",
     "Row",
     "SegmentPipeline",
@@ -79,6 +81,7 @@ __all__ = [
     "read_transcripts",
     "read_utterances",
     "speak_demo",
+    "split_text",
     "start_dispatcher",
     "start_worker",
     "text_to_ids",
@@ -107,6 +110,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["SegmentPipeline", "SegmentShape", "SegmentSpec",
                          "make_segment_dataset"], "segments"),
         **dict.fromkeys(["start_dispatcher", "start_worker"], "service"),
+        **dict.fromkeys(["Piece", "split_text"], "sentences"),
         **dict.fromkeys(["TextConfig", "Tokenizer", "normalize_text", "normalize_texts",
                          "text_to_ids"], "text"),
         **dict.fromkeys(["Utterance", "read_utterances"], "utterances"),
