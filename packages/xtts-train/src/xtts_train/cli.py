@@ -132,7 +132,10 @@ def _add_synthesize(commands) -> None:
         "stop token), turn it into audio with a vocoder run (--vocoder) or Griffin-Lim, and "
         "write OUT (WAV), OUT with .png (the mel and attention) and, with --save-mel, OUT "
         "with .npy (the mel). With --stream, the mel is decoded and vocoded --chunk-frames "
-        "frames at a time and OUT grows as the audio arrives.",
+        "frames at a time and OUT grows as the audio arrives. A text longer than "
+        "model.infer_split_symbols symbols (default 100) is spoken as pieces cut at "
+        "sentences, then clauses, then words, decoded side by side (or streamed in turn) "
+        "in the same voice and joined with a pause.",
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run folder")
     p.add_argument("--text", required=True)
@@ -140,9 +143,10 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--reference", type=Path,
                    help="voice to condition on (default: the run's reference clip)")  # fmt: skip
     p.add_argument("--max-frames", type=int, metavar="N",
-                   help="decoding buffer in mel frames; speech longer is cut (default: sized "
-                   "from the text, 0.5 s + 0.15 s per symbol at the run's frame rate, at most "
-                   "the run's data.max_seconds)")  # fmt: skip
+                   help="decoding buffer in mel frames of each piece of the text; speech "
+                   "longer is cut (default: sized from the longest piece, 0.5 s + 0.15 s per "
+                   "symbol at the run's frame rate, at most the run's data.max_seconds); at "
+                   "most 60 s of speech")  # fmt: skip
     p.add_argument("--save-mel", action="store_true",
                    help="also write the decoded mel, the frames turned into audio, as OUT "
                    "with .npy: float32 [frames, n_mels] in the run's feature scale (its "
@@ -161,6 +165,8 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--chunk-frames", type=int, metavar="N",
                    help="mel frames of each streamed chunk, in the decoder and the vocoder "
                    "(with --stream; default: 32)")  # fmt: skip
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (shown while a long text's pieces decode)")  # fmt: skip
     _add_decoding_set(p)
 
 
@@ -393,14 +399,15 @@ def _run_synthesize(args) -> int:
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames, language=args.language,
                         vocoder=args.vocoder, save_mel=args.save_mel, stream=args.stream,
-                        overrides=args.set, **chunk)  # fmt: skip
+                        overrides=args.set, progress=not args.quiet, **chunk)  # fmt: skip
     if result.unknown:
         shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
         print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "
               f"the text became {result.text!r}", file=sys.stderr)  # fmt: skip
     ending = "the stop token" if result.stopped else "a length limit (no stop token in range)"
     mel = f", {result.npy} (the mel)" if result.npy is not None else ""
-    print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames of a "
+    pieces = f"; {len(result.pieces)} pieces, each in" if len(result.pieces) > 1 else " of"
+    print(f"wrote {result.wav} ({result.seconds:.2f} s, {result.frames} frames{pieces} a "
           f"{result.max_frames}-frame buffer, ended by {ending}, alignment score "
           f"{result.alignment:.2f}){mel} and {result.png} (mel and attention)")  # fmt: skip
     if result.first_audio is not None:

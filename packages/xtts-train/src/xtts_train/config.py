@@ -154,6 +154,14 @@ class ModelConfig(FrozenConfig):
             2017): step `s` reads the last frame of group `s - 1` and writes frames
             `s*r .. s*r + r - 1`, so the decoder runs `ceil(F / r)` steps, its attention
             costs `r**2` times less, and decoding loops `r` times fewer.
+        random_positions: in training, the positions of the text's symbols and of the
+            decoder's steps start at one offset drawn uniformly from `[0,
+            random_positions]` for every batch (randomized positional encodings, Ruoss et
+            al. 2023), instead of at 0: the model sees positions past its training
+            lengths, and a position alone no longer tells the stop head the utterance is
+            at its usual end, while the distance between a step and a symbol, which
+            sinusoidal encodings give attention, is kept. Inference starts at 0. 0 (the
+            default) turns it off.
         infer_window_back, infer_window_ahead: at inference, each frame's cross-attention
             may read the text symbols from `back` before to `ahead` after the alignment
             head's focus so far (its furthest peak; the speaker latents always), which
@@ -186,6 +194,21 @@ class ModelConfig(FrozenConfig):
             1,024 frames of the clip raised the syntheses' likeness to it from 0.81x to
             0.92x of two recordings' by the MFCC measure and from 0.86x to 0.87x by a GE2E
             speaker encoder, for pairing 0.63 -> 0.61 (README "Voice cloning, measured").
+        infer_split_symbols: at inference, a text longer than this many symbols (the
+            characters the model reads: IPA with phonemes) is spoken as pieces of at most
+            this many, cut at sentence, then clause, then word boundaries
+            (`xtts_data.sentences.split_text`), each decoded alone in the same voice and
+            joined with a pause of silence (0.34 s after a sentence, 0.18 s after a
+            clause, measured on espeak-ng); 0 turns it off. An autoregressive model loses
+            its alignment on text much longer than its training clips: on 24 held-out
+            espeak-ng items of 1.3-1.8x the longest training clip, the tiny model stopped
+            after about half (README "Long text"). The default, 100, is below the longest
+            training text of the measured corpus (116 symbols); a decoding setting, as
+            `infer_global_variance` is.
+        infer_stop_gate: at inference, the stop token may end an utterance only once the
+            alignment head's furthest peak is within this many symbols of the text's last
+            one (its `<eos>`); before that, a step's stop probabilities are held at 0.5,
+            which does not stop. 0 (the default) turns the gate off. A decoding setting.
         pitch_contour: a small conv net over the frames (3 layers of 32 channels, the
             postnet's kernel) predicts each frame's pitch, as log2 octaves about the
             voice's mean pitch (`voice_pitch`'s), and whether it is voiced; trained beside
@@ -235,11 +258,14 @@ class ModelConfig(FrozenConfig):
     dropout: float = 0.1
     attention_block: int = 256
     reduction_factor: int = 1
+    random_positions: int = 0
     infer_window_back: int = 1
     infer_window_ahead: int = 0
     infer_prenet_dropout: bool = False
     infer_global_variance: bool = False
     infer_reference_frames: int = 0
+    infer_split_symbols: int = 100
+    infer_stop_gate: int = 0
     voice_input: bool = False
     voice_pitch: bool = False
     voice_stats: str = "off"
@@ -259,6 +285,9 @@ class ModelConfig(FrozenConfig):
             "infer_window_ahead",
             "attention_block",
             "infer_reference_frames",
+            "infer_split_symbols",
+            "infer_stop_gate",
+            "random_positions",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:

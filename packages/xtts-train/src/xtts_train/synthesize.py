@@ -5,18 +5,20 @@ compiling (`text_buffer_frames`) unless given, the stop token, one XLA program, 
 per-frame Python. The mel becomes audio through a trained vocoder run (`vocoder`), else
 xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vocoder.
 With `stream`, the mel is decoded and vocoded a chunk at a time (`Streaming`,
-`Waveforms.stream`) and the WAV grows as the audio arrives.
+`Waveforms.stream`) and the WAV grows as the audio arrives. A text longer than
+`model.infer_split_symbols` symbols is spoken as pieces joined with pauses
+(`runs.long_form`).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import time
 import wave
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -26,11 +28,17 @@ from xtts_data import Tokenizer, load_audio
 from xtts_data.files import write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames, text_ids
+from xtts_train.models.text_to_mel.decoding import (
+    Decoding,
+    Encoded,
+    check_buffer_frames,
+    text_buffer_frames,
+    text_pieces,
+)
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
 from xtts_train.runs.loading import load_run_config, restore_weights
-from xtts_train.runs.media import decoded_frames
+from xtts_train.runs.long_form import Spoken, piece_batch, speak_pieces, stream_pieces
 from xtts_train.vocode import STREAM_NEEDS_VOCODER, Waveforms
 
 __all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
@@ -47,25 +55,21 @@ class Synthesis:
     png: Path
     frames: int
     seconds: float
-    stopped: bool  # the stop token ended it (not max_frames or the two-frames-per-symbol floor)
-    alignment: float  # `alignment_score` of the decoding's attention over its frames and text
+    stopped: bool  # the stop token ended it, every piece (not max_frames or the floor of
+    # two frames per symbol)
+    alignment: float  # `alignment_score` of the attention over its frames and text (the
+    # pieces' scores weighted by their frames)
     mel: np.ndarray  # float32 [frames, n_mels]: what was turned into the WAV
-    max_frames: int  # the decoding buffer: given, or sized from the text (`text_buffer_frames`)
+    max_frames: int  # the decoding buffer (each piece's): given, or sized from the longest
+    # piece's text (`text_buffer_frames`)
     text: str = ""  # what the text became (cleaned; IPA with phonemes)
     unknown: dict[str, int] = dataclasses.field(default_factory=dict)  # characters left out
     npy: Path | None = None  # `mel` as written by `save_mel`
     # Streamed: seconds from the start of decoding (programs compiled) to the first audio.
     first_audio: float | None = None
-
-
-class _Spoken(NamedTuple):
-    """What decoding and vocoding gave, streamed or not."""
-
-    features: np.ndarray  # float32 [frames, n_mels]: what was turned into the WAV
-    attention: np.ndarray  # float32 [length, T]
-    stopped: bool
-    alignment: float
-    first_audio: float | None
+    # What the model read of each piece, in order: one piece unless the text was longer
+    # than `model.infer_split_symbols` (`text_pieces`).
+    pieces: tuple[str, ...] = ()
 
 
 def load_run(workdir: str | Path, *, step: int | None = None, overrides: Sequence[str] = (),
@@ -100,7 +104,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                truth: np.ndarray | None = None, language: str | None = None,
                vocoder: str | Path | None = None, save_mel: bool = False,
                stream: bool = False, chunk_frames: int = CHUNK_FRAMES,
-               overrides: Sequence[str] = ()) -> Synthesis:  # fmt: skip
+               overrides: Sequence[str] = (), progress: bool = False) -> Synthesis:  # fmt: skip
     """Speak `text` with the run's model; writes `out` (WAV), `out` with `.png` and, with
     `save_mel`, `out` with `.npy`.
 
@@ -110,9 +114,10 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         out: the WAV file to write.
         reference: a WAV/FLAC/OGG of the voice to condition on; default: the reference
             clip saved by `fit` (a crop of a training utterance).
-        max_frames: the decoding buffer; speech longer than this is cut. None: sized from
-            the text's token count (`text_buffer_frames`: 0.5 s + 0.15 s per symbol at the
-            run's frame rate, at most the run's `data.max_seconds`).
+        max_frames: the decoding buffer of each piece; speech longer than this is cut.
+            None: sized from the longest piece's token count (`text_buffer_frames`: 0.5 s
+            + 0.15 s per symbol at the run's frame rate, at most the run's
+            `data.max_seconds`). At most `MAX_BUFFER_SECONDS` of speech.
         griffin_lim_iters: Griffin-Lim iterations.
         truth: float32 [frames, n_mels], a recording of `text` in the features' scale,
             drawn beside the synthesis in the picture.
@@ -129,12 +134,18 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             vocoder's of it with `chunk_frames`-frame windows.
         chunk_frames: frames of each streamed chunk, in the decoder and the vocoder.
         overrides: `model.infer_*=VALUE` settings of the run's decoding (`--set`).
+        progress: a progress bar while the pieces of a long text decode.
+
+    A text longer than `model.infer_split_symbols` symbols is spoken as pieces
+    (`text_pieces`), decoded side by side (streamed: in turn) and joined with their
+    pauses (`runs.long_form`).
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
             on, a text with none of the run's symbols, a vocoder of other audio
             settings (each named, both values), `stream` without a vocoder, or an
-            override of a setting other than `model.infer_*`.
+            override of a setting other than `model.infer_*`, a text of only punctuation,
+            or a buffer past `MAX_BUFFER_SECONDS` of speech.
         ConfigError: an invalid override value, or `stream` with a model that cannot
             stream (`TextToMel.check_streamable`).
     """
@@ -145,20 +156,25 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                           vocoder=vocoder, griffin_lim_iters=griffin_lim_iters,
                           chunk_frames=chunk_frames if stream else None)  # fmt: skip
     stack, model, tokenizer = load_run(workdir, overrides=overrides)
-    encoded = text_ids(text, stack.data.text, tokenizer, name="the text", language=language)
+    pieces = text_pieces(text, stack.data.text, tokenizer, name="the text", language=language,
+                         max_symbols=stack.model.infer_split_symbols)  # fmt: skip
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
     if max_frames is None:
-        max_frames = text_buffer_frames(len(encoded.ids), stack)
+        max_frames = max(text_buffer_frames(len(p.ids), stack) for p in pieces)
+    check_buffer_frames(max_frames, stack)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if stream:
         streaming = Streaming(model, cond_frames=stack.reference_frames, max_frames=max_frames,
                               chunk_frames=chunk_frames, compiler=stack.train.compiler)  # fmt: skip
-        spoken = _speak_streamed(streaming, encoded.ids, cond, waveforms, out, stack)
+        spoken, first_audio = _speak_streamed(streaming, pieces, cond, waveforms, out, stack)
     else:
         decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=max_frames,
+                            batch_size=piece_batch(len(pieces)),
                             compiler=stack.train.compiler)  # fmt: skip
-        spoken = _speak(decoding, encoded.ids, cond, waveforms, out, stack)
+        spoken = speak_pieces(decoding, pieces, cond, stack.audio, progress=progress)
+        _write_wav(out, [waveforms(spoken.features).numpy()], stack.audio.sample_rate)
+        first_audio = None
     features = spoken.features
     png = out.with_suffix(".png")
     plot_decoding(png, text, features, spoken.attention, truth)
@@ -167,40 +183,27 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         write_npy_atomic(npy, np.asarray(features, np.float32))
     seconds = len(features) * stack.audio.hop_length / stack.audio.sample_rate
     return Synthesis(out, png, len(features), seconds, spoken.stopped, spoken.alignment,
-                     features, max_frames, encoded.text, encoded.unknown, npy,
-                     spoken.first_audio)  # fmt: skip
+                     features, max_frames, " ".join(p.text for p in pieces),
+                     _unknown(pieces), npy, first_audio,
+                     tuple(p.text for p in pieces))  # fmt: skip
 
 
-def _speak(decoding: Decoding, ids: list[int], cond: np.ndarray, waveforms: Waveforms,
-           out: Path, stack: StackConfig) -> _Spoken:  # fmt: skip
-    """Decode the whole mel, then turn it into the WAV `out`."""
-    (decoded,) = decoding([ids], cond)
-    frames = int(decoded_frames(decoded.length, len(ids), decoding.max_frames, stack.audio))
-    features = decoded.buffer[:frames]  # (F, M) in the recipe's feature scale
-    _write_wav(out, [waveforms(features).numpy()], stack.audio.sample_rate)
-    return _Spoken(features, decoded.attention, decoded.stopped, decoded.alignment, None)
+def _unknown(pieces: list[Encoded]) -> dict[str, int]:
+    """The characters the pieces left out, counted over all of them."""
+    return dict(sum((collections.Counter(p.unknown) for p in pieces), collections.Counter()))
 
 
-def _speak_streamed(streaming: Streaming, ids: list[int], cond: np.ndarray,
-                    waveforms: Waveforms, out: Path, stack: StackConfig) -> _Spoken:  # fmt: skip
-    """Decode and vocode a chunk at a time, the WAV `out` growing with each (programs
-    compiled before the clock starts)."""
-    # The frames `_speak` turns into sound: the decoded ones, at least decoded_frames' floor.
-    floor = int(decoded_frames(0, len(ids), streaming.max_frames, stack.audio))
-    mel = streaming(ids, cond, min_frames=floor)
+def _speak_streamed(streaming: Streaming, pieces: list[Encoded], cond: np.ndarray,
+                    waveforms: Waveforms, out: Path,
+                    stack: StackConfig) -> tuple[Spoken, float | None]:  # fmt: skip
+    """Decode and vocode a chunk at a time, piece after piece, the WAV `out` growing with
+    each (programs compiled before the clock starts); also the seconds to the first
+    audio."""
+    spoken: list[Spoken] = []
+    mel = stream_pieces(streaming, pieces, cond, stack.audio, spoken)
     waveforms.warm_up()
-    pieces: list[np.ndarray] = []
-    audio = waveforms.stream(_kept(mel, pieces))
-    first_audio = _write_wav(out, audio, stack.audio.sample_rate)
-    end = mel.ending
-    return _Spoken(np.concatenate(pieces), end.attention, end.stopped, end.alignment, first_audio)
-
-
-def _kept(chunks: Iterable[np.ndarray], kept: list[np.ndarray]) -> Iterator[np.ndarray]:
-    """`chunks`, each also appended to `kept` as it passes."""
-    for chunk in chunks:
-        kept.append(chunk)
-        yield chunk
+    first_audio = _write_wav(out, waveforms.stream(mel), stack.audio.sample_rate)
+    return spoken[0], first_audio
 
 
 def _write_wav(path: Path, chunks: Iterable[np.ndarray], sample_rate: int) -> float | None:

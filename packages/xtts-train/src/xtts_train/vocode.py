@@ -27,7 +27,7 @@ from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.vocoder.model import Vocoder, vocode_chunks, window_start
 from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
-from xtts_train.runs.media import to_waveform
+from xtts_train.runs.media import silence_feature, to_waveform
 from xtts_train.training.compiler import resolve
 
 __all__ = [
@@ -246,11 +246,6 @@ class Waveforms:
         for Griffin-Lim."""
         if self._vocoding is not None:
             self._vocoding.warm_up()
-
-
-def silence_feature(audio: xa.MelConfig) -> float:
-    """The recipe's feature value of zero energy: what a mel is padded with."""
-    return float(xa.normalize(tf.zeros([1, 1]), audio)[0, 0])
 
 
 def log_mel_distance(audio: np.ndarray, truth: np.ndarray, config: xa.MelConfig) -> float:

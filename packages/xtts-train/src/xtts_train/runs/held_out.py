@@ -3,7 +3,9 @@ against their ground truth.
 
 Each utterance is decoded with the compiled `infer` (the stop token ends it), conditioned
 on the run's reference clip, and compared with its recording: duration ratio, alignment
-score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). With
+score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). An
+utterance longer than `model.infer_split_symbols` symbols is decoded as pieces joined
+with their pauses (`runs.long_form`), as `synthesize` speaks it. With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
 same vocoder run, else the same Griffin-Lim) are written side by side, so a person can
 listen and a recogniser compare them.
@@ -14,17 +16,24 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
-from tqdm import tqdm
 
+import xtts_audio as xa
 import xtts_data as xd
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames
+from xtts_train.models.text_to_mel.decoding import (
+    Decoded,
+    Decoding,
+    Encoded,
+    buffer_frames,
+    row_pieces,
+)
 from xtts_train.runs.evaluation import dtw_distance, duration_ratio, pairing_scores
 from xtts_train.runs.loading import load_run_config
+from xtts_train.runs.long_form import decode_rows, join_pieces
 from xtts_train.runs.media import decoded_frames
 from xtts_train.synthesize import load_reference, load_run
 from xtts_train.training.trainer import latest_step
@@ -44,7 +53,9 @@ class EvalReport:
         split: `"val"` (the run's held-out ids) or `"all"` (every row).
         step: the training step of the checkpoint.
         utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
-            `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`.
+            `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`, `pieces` (1
+            unless its text was longer than `model.infer_split_symbols`: then its pieces
+            were decoded alone and joined with their pauses, `runs.long_form`).
         max_frames: the decoding buffer (twice the longest truth, rounded up).
         settings: the `--set` overrides of the run's decoding settings it ran with.
     """
@@ -166,14 +177,13 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
     voices = voice_sources(utterances, reference_from)  # index of each row's clip, or None
     run_reference = load_reference(run, stack)
     references = [run_reference if j is None else utterances[j].mel for j in voices]
-    decoded = []
-    with tqdm(total=len(utterances), desc="evaluate", unit="utt", disable=not progress) as bar:
-        for start in range(0, len(utterances), decoding.batch_size):
-            stop = start + decoding.batch_size
-            decoded += decoding([u.tokens for u in utterances[start:stop]],
-                                references[start:stop])  # fmt: skip
-            bar.update(len(utterances[start:stop]))
-    distances = np.array([[dtw_distance(d.mel, u.mel) for u in utterances] for d in decoded])
+    pieces = [row_pieces(u.tokens, tokenizer, max_symbols=stack.model.infer_split_symbols)
+              for u in utterances]  # fmt: skip
+    decoded = decode_rows(decoding, [p.ids for row in pieces for p in row],
+                          [references[i] for i, row in enumerate(pieces) for _ in row],
+                          progress=progress, desc="evaluate")  # fmt: skip
+    said = _said(pieces, decoded, stack.audio, max_frames)
+    distances = np.array([[dtw_distance(d.mel, u.mel) for u in utterances] for d in said])
     pairing = pairing_scores(distances)
     rows = [
         {"id": u.id, "text": u.text, "frames": d.length, "true_frames": len(u.mel),
@@ -181,11 +191,12 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
          "alignment": d.alignment, "distance": float(distances[i, i]),
          "pairing": float(pairing[i]), "speaker": u.speaker,
          "reference": "run" if voices[i] is None else utterances[voices[i]].id,
-         "reference_speaker": None if voices[i] is None else utterances[voices[i]].speaker}
-        for i, (u, d) in enumerate(zip(utterances, decoded, strict=True))
+         "reference_speaker": None if voices[i] is None else utterances[voices[i]].speaker,
+         "pieces": len(pieces[i])}
+        for i, (u, d) in enumerate(zip(utterances, said, strict=True))
     ]  # fmt: skip
     if out is not None:
-        _write_audio(Path(out), utterances, decoded, waveforms, max_frames)
+        _write_audio(Path(out), utterances, said, waveforms)
     step = step if step is not None else latest_step(run)
     return EvalReport(run, data, split, step, rows, max_frames, list(overrides))
 
@@ -229,12 +240,36 @@ def voice_sources(utterances: Sequence[xd.Utterance], reference_from: str) -> li
     return sources
 
 
-def _write_audio(out: Path, utterances, decoded, waveforms: Waveforms, max_frames: int) -> None:
+class _Said(NamedTuple):
+    """An utterance as decoded (its pieces joined): what is scored and what is heard."""
+
+    mel: np.ndarray  # float32 [length, n_mels]: the decoded frames (pauses included)
+    length: int
+    stopped: bool
+    alignment: float
+    sound: np.ndarray  # float32 [frames, n_mels]: as `synthesize` turns it into audio
+
+
+def _said(pieces: list[list[Encoded]], decoded: list[Decoded], audio: xa.MelConfig,
+          max_frames: int) -> list[_Said]:  # fmt: skip
+    """Each utterance's decoded pieces (`decoded`, in order) joined (`join_pieces`)."""
+    said, rows = [], iter(decoded)
+    for row in pieces:
+        mine = [next(rows) for _ in row]
+        scored = join_pieces(row, [d.mel for d in mine], mine, audio)
+        heard = [d.buffer[: int(decoded_frames(d.length, len(p.ids), max_frames, audio))]
+                 for p, d in zip(row, mine, strict=True)]  # fmt: skip
+        sound = join_pieces(row, heard, mine, audio).features
+        said.append(_Said(scored.features, len(scored.features), scored.stopped,
+                          scored.alignment, sound))  # fmt: skip
+    return said
+
+
+def _write_audio(out: Path, utterances, said: list[_Said], waveforms: Waveforms) -> None:
     """`<id>.wav` (as `synthesize` writes it) and `<id>.truth.wav` for each utterance."""
     out.mkdir(parents=True, exist_ok=True)
     audio = waveforms.audio
-    for u, d in zip(utterances, decoded, strict=True):
-        frames = int(decoded_frames(d.length, len(u.tokens), max_frames, audio))
-        for name, mel in ((f"{u.id}.wav", d.buffer[:frames]), (f"{u.id}.truth.wav", u.mel)):
+    for u, d in zip(utterances, said, strict=True):
+        for name, mel in ((f"{u.id}.wav", d.sound), (f"{u.id}.truth.wav", u.mel)):
             wave = waveforms(mel)
             tf.io.write_file(str(out / name), tf.audio.encode_wav(wave[:, None], audio.sample_rate))

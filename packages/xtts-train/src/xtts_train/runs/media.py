@@ -16,6 +16,7 @@ __all__ = [
     "decoded_frames",
     "free_running_eval",
     "mel_image",
+    "silence_feature",
     "to_waveform",
     "write_eval_media",
 ]
@@ -27,6 +28,11 @@ def decoded_frames(length, symbols, max_frames: int, audio: xa.MelConfig) -> tf.
     reflect padding; at most `max_frames`. Works on ints and on int32 scalar tensors."""
     floor = tf.maximum(2 * symbols, audio.n_fft // audio.hop_length + 1)
     return tf.maximum(length, tf.minimum(floor, max_frames))
+
+
+def silence_feature(audio: xa.MelConfig) -> float:
+    """The recipe's feature value of zero energy: what a mel is padded with."""
+    return float(xa.normalize(tf.zeros([1, 1]), audio)[0, 0])
 
 
 def to_waveform(features: tf.Tensor, audio: xa.MelConfig, *, n_iter: int = 32) -> tf.Tensor:

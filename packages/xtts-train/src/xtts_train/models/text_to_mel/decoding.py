@@ -8,6 +8,7 @@ compile-cache entry).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -17,6 +18,7 @@ import tensorflow as tf
 
 import xtts_audio as xa
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
+from xtts_data.sentences import split_text
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.alignment import alignment_score
@@ -26,16 +28,20 @@ from xtts_train.training.compiler import resolve
 from xtts_train.training.memory import check_decoding_memory
 
 __all__ = [
+    "MAX_BUFFER_SECONDS",
     "TEXT_BUCKET",
     "Decoded",
     "Decoding",
     "Encoded",
     "Ending",
     "buffer_frames",
+    "check_buffer_frames",
     "decoding_inputs",
     "ending",
+    "row_pieces",
     "text_buffer_frames",
     "text_ids",
+    "text_pieces",
 ]
 
 # Token ids are padded to a multiple of this, so texts of similar length share a program.
@@ -47,6 +53,9 @@ FRAME_BUCKET = 32  # decoding buffers are a multiple of this
 # utterance of the corpora measured (`text_buffer_frames`) fits with room to spare.
 SECONDS_PER_SYMBOL = 0.15
 SECONDS_BASE = 0.5
+# The longest buffer one decoding may be given: a minute of speech. Text that long is
+# decoded as pieces (`text_pieces`), each in a buffer sized from its own symbols.
+MAX_BUFFER_SECONDS = 60.0
 
 
 def buffer_frames(longest: int) -> int:
@@ -92,6 +101,24 @@ def text_buffer_frames(symbols: int, stack: StackConfig) -> int:
     return max(1, -(-wanted // multiple)) * multiple
 
 
+def check_buffer_frames(max_frames: int, stack: StackConfig) -> None:
+    """Refuse a decoding buffer past `MAX_BUFFER_SECONDS` of speech at the run's frame rate
+    (a model left to run to its buffer's end would decode it for minutes).
+
+    Raises:
+        XttsTrainError: naming the bound in frames and seconds.
+    """
+    bound = _speech_frames(MAX_BUFFER_SECONDS, stack.audio)
+    if max_frames > bound:
+        rate = stack.audio.sample_rate / stack.audio.hop_length
+        raise XttsTrainError(
+            f"Expected max_frames <= {bound} ({MAX_BUFFER_SECONDS:.0f} s of speech at "
+            f"{rate:.1f} frames/s), received: max_frames={max_frames} "
+            f"({max_frames / rate:.0f} s); a longer text is spoken as pieces of at most "
+            f"model.infer_split_symbols symbols, each with a buffer sized from its text"
+        )
+
+
 def _speech_frames(seconds: float, audio: xa.MelConfig) -> int:
     """Mel frames of `seconds` of audio."""
     return int(xa.num_frames(math.ceil(seconds * audio.sample_rate), audio))
@@ -107,11 +134,14 @@ class Encoded:
             characters the symbol table lacks.
         unknown: characters left out, with counts: removed by cleaning, or missing from
             the run's symbol table.
+        pause: seconds of silence after it, as a piece of a longer text (`text_pieces`;
+            0 for the last piece and a whole text).
     """
 
     ids: list[int]
     text: str
     unknown: dict[str, int]
+    pause: float = 0.0
 
 
 def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str,
@@ -120,21 +150,90 @@ def text_ids(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str,
     config's), and what was left out on the way.
 
     Raises:
-        XttsTrainError: no symbol of `tokenizer` is left after normalisation, or the run
-            has no such language; `name` says where the text came from.
+        XttsTrainError: no symbol of `tokenizer` is left after normalisation, only
+            punctuation is, or the run has no such language; `name` says where the text
+            came from.
+    """
+    (encoded,) = text_pieces(text, config, tokenizer, name=name, language=language)
+    return encoded
+
+
+def text_pieces(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: str,
+                language: str | None = None, max_symbols: int = 0) -> list[Encoded]:  # fmt: skip
+    """`text` normalised with `config` in `language` (`None`: the config's), then cut into
+    pieces of at most `max_symbols` characters of what the model reads (its symbols: IPA
+    with phonemes) by `xtts_data.sentences.split_text` (sentences, then clauses, then
+    words), each encoded alone.
+
+    Cutting after normalisation counts the symbols the model reads, whatever the script,
+    and sees numbers and abbreviations already spelled out; phonemes keep the sentence
+    and clause marks that the cut looks for.
+
+    Args:
+        max_symbols: the longest piece; 0, or a text that fits: one piece, the text's
+            `text_ids`.
+
+    Returns:
+        The pieces in order, each with the pause that follows it (`Encoded.pause`).
+
+    Raises:
+        XttsTrainError: no symbol of `tokenizer` is left after normalisation (in the text
+            or a piece), only punctuation is, or the run has no such language; `name`
+            says where the text came from.
     """
     try:
         tag = config.row_language(language)
         (cleaned,) = normalize_texts([text], config, [tag])
-        ids, oov = tokenizer.encode(cleaned.text, language=tag)
     except ConfigError as error:
         raise XttsTrainError(f"{name}: {error}") from None
+    pieces = split_text(cleaned.text, max_chars=max_symbols)
+    if len(pieces) == 1:  # the cleaned text as it is, not re-spaced
+        return [_encoded(text, cleaned.text, cleaned.dropped, tokenizer, tag, name)]
+    # What cleaning removed is counted once, with the first piece.
+    dropped = [cleaned.dropped] + [collections.Counter()] * (len(pieces) - 1)
+    encoded = [_encoded(text, p.text, d, tokenizer, tag, name)
+               for p, d in zip(pieces, dropped, strict=True)]  # fmt: skip
+    pauses = [p.pause_seconds for p in pieces[:-1]] + [0.0]
+    return [dataclasses.replace(e, pause=pause) for e, pause in zip(encoded, pauses, strict=True)]
+
+
+def row_pieces(ids: Sequence[int], tokenizer: Tokenizer, *, max_symbols: int) -> list[Encoded]:
+    """An encoded text (a cache's row) cut as `text_pieces` cuts a text: its symbols
+    decoded, cut by `split_text`, each piece encoded again with the row's language token.
+
+    Args:
+        ids: token ids of the text (the language token first in a multilingual run),
+            ending `<eos>`.
+        max_symbols: the longest piece; 0, or a row that fits: one piece, the row's ids.
+    """
+    text = tokenizer.decode(ids)
+    pieces = split_text(text, max_chars=max_symbols)
+    if len(pieces) == 1:
+        return [Encoded([int(i) for i in ids], text, {})]
+    head = [int(ids[0])] if tokenizer.language_tokens else []
+    encoded = []
+    for piece in pieces:
+        piece_ids, _ = tokenizer.encode(piece.text)  # every character is a symbol of the row's
+        piece_ids = head + piece_ids[len(head) :]
+        encoded.append(Encoded(piece_ids, piece.text, {}, piece.pause_seconds))
+    return [*encoded[:-1], dataclasses.replace(encoded[-1], pause=0.0)]
+
+
+def _encoded(text: str, cleaned: str, dropped: collections.Counter[str], tokenizer: Tokenizer,
+             tag: str, name: str) -> Encoded:  # fmt: skip
+    """`cleaned` (normalised `text`, or a piece of it) encoded, with what was left out."""
+    ids, oov = tokenizer.encode(cleaned, language=tag)
     if len(ids) <= (2 if tokenizer.language_tokens else 1):  # eos (and a language id) alone
         raise XttsTrainError(
             f"{name} {text!r} has no symbols of the tokenizer ({tokenizer.symbols!r}) after "
-            f"normalisation (it became {cleaned.text!r}); write it in the corpus's script"
+            f"normalisation (it became {cleaned!r}); write it in the corpus's script"
         )
-    return Encoded(ids, tokenizer.decode(ids), dict(cleaned.dropped + oov))
+    if not any(char.isalnum() for char in tokenizer.decode(ids)):
+        raise XttsTrainError(
+            f"{name} {text!r} has nothing to say: only punctuation and spaces after "
+            f"normalisation (it became {cleaned!r}); give it words"
+        )
+    return Encoded(ids, tokenizer.decode(ids), dict(dropped + oov))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,10 @@ start, and decoding is linear in the frames. Step `t` writes frames `t*r .. t*r 
 (r = `reduction_factor`); the loop ends when every utterance has stopped. With the
 inference window on (`ModelConfig.infer_window_ahead`), step `t` attends only to the text
 symbols around the furthest alignment peak of the steps before it (and to every speaker
-latent). The prenet's dropout is off unless `ModelConfig.infer_prenet_dropout`, so the
-same inputs decode to the same frames.
+latent). With the stop gate on (`ModelConfig.infer_stop_gate`), a step's stop
+probabilities are held at 0.5 (which does not stop) until that furthest peak is within
+the gate of the text's last symbol. The prenet's dropout is off unless
+`ModelConfig.infer_prenet_dropout`, so the same inputs decode to the same frames.
 
 The loop can stop and resume: `start` builds its `Context` (what every step reads) and
 first `State` (what a step changes), `advance` runs it from a state to a given step, and
@@ -172,6 +174,7 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Contex
     r = config.reduction_factor
     steps = context.keep.shape[2]
     window = _window(config, context.memory_mask, text_len)
+    gate = _stop_gate(config, context.memory_mask, text_len)
 
     def step(s: State) -> State:
         mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
@@ -181,6 +184,9 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Contex
         group, logits = heads(hidden, r)  # (B, r, M), (B, r)
         prob = tf.sigmoid(logits)  # (B, r)
         peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
+        if gate is not None:  # no stop before the focus reaches the text's end
+            prob = tf.where(gate(tf.maximum(s.focus, peak))[:, None], prob,
+                            tf.minimum(prob, 0.5))  # fmt: skip
         return State(
             t=s.t + 1, frame=group[:, -1:],
             frames=dynamic_update_slice(s.frames, group, [0, s.t * r, 0]),
@@ -213,6 +219,21 @@ def stop_lengths(probs: tf.Tensor, max_frames: int) -> tf.Tensor:
     stopped = probs > 0.5  # (B, F)
     first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
     return tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
+
+
+def _stop_gate(config: ModelConfig, memory_mask: tf.Tensor,
+               text_len: int) -> Callable[[tf.Tensor], tf.Tensor] | None:  # fmt: skip
+    """The stop gate (None when off): focus int32 (B,), the furthest alignment peak so far
+    → bool (B,), whether it is within `config.infer_stop_gate` symbols of the row's last
+    real symbol (its `<eos>`), where the stop token may fire."""
+    if config.infer_stop_gate == 0:
+        return None
+    last = tf.reduce_sum(tf.cast(memory_mask[:, 0, :text_len], tf.int32), axis=1) - 1  # (B,)
+
+    def gate(focus: tf.Tensor) -> tf.Tensor:
+        return focus >= last - config.infer_stop_gate
+
+    return gate
 
 
 def _window(config: ModelConfig, memory_mask: tf.Tensor,

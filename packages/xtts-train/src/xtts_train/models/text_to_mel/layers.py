@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from xtts_train.models.attention import MultiHeadAttention
-from xtts_train.models.dropout import Dropout, keep_mask, quantized_rate
+from xtts_train.models.dropout import Dropout, keep_mask, next_seed, quantized_rate
 
 if TYPE_CHECKING:
     from xtts_train.config import ModelConfig
@@ -41,6 +41,17 @@ def positions(x: tf.Tensor, start: tf.Tensor | int = 0) -> tf.Tensor:
     table = tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
     table = tf.pad(table, [[0, 0], [0, dim - 2 * half]])  # odd D: one zero channel
     return tf.cast(table[None], x.dtype)
+
+
+def random_start(seed_generator: keras.random.SeedGenerator | None, most: int) -> tf.Tensor | int:
+    """Where a training batch's positions start, the text's and the decoder's alike: an
+    int32 scalar drawn uniformly from `[0, most]` (moving `seed_generator`, which the
+    checkpoint keeps), or 0 without one. One offset for both keeps what sinusoidal
+    encodings tell attention, the distance between a step and a symbol."""
+    if seed_generator is None:
+        return 0
+    seed = next_seed(seed_generator)
+    return tf.random.stateless_uniform([], seed, minval=0, maxval=most + 1, dtype=tf.int32)
 
 
 def key_mask(mask: tf.Tensor) -> tf.Tensor:
@@ -161,15 +172,17 @@ class TextEncoder(LazyLayer):
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
         self.drop = Dropout(config.dropout)
 
-    def call(self, tokens, token_mask, training=False):
-        """tokens: int32 (B, T); token_mask: (B, T) → (B, T, D), zero at padding."""
+    def call(self, tokens, token_mask, training=False, start=0):
+        """tokens: int32 (B, T); token_mask: (B, T) → (B, T, D), zero at padding; the
+        positions count from `start` (`random_start` in training with
+        `model.random_positions`)."""
         x = self.embedding(tokens) * self.scale  # (B, T, D)
         keep = tf.cast(token_mask, x.dtype)[:, :, None]  # (B, T, 1)
         x = x * keep
         for norm, conv in zip(self.conv_norms, self.convs, strict=True):
             # Zero the padding before each conv so real positions never see pad tokens.
             x = (x + self.drop(conv(norm(x) * keep), training=training)) * keep
-        x = x + positions(x)
+        x = x + positions(x, start)
         for block in self.blocks:
             x = block(x, self_mask=key_mask(token_mask), training=training)
         return self.norm(x) * keep
@@ -248,9 +261,10 @@ class Decoder(LazyLayer):
         keep = keep_mask(shape, self.rate, self.seed)
         return tf.cast(keep, self.compute_dtype) / (1.0 - rate)
 
-    def call(self, frames_in, memory, memory_mask, keep, pitch=None, training=False):
+    def call(self, frames_in, memory, memory_mask, keep, pitch=None, training=False, start=0):
         """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
-        keep: `prenet_keep` (2, B, F, P); pitch: the voice's (B, 1, 2) with
+        keep: `prenet_keep` (2, B, F, P); start: the first step's position (the text's
+        `start`, in training with `model.random_positions`); pitch: the voice's (B, 1, 2) with
         `model.voice_pitch` (`frames.voice_pitch`) → hidden (B, F, D), and the alignment head's
         cross-attention over the memory (head 0 of every block, averaged over blocks),
         float32 (B, F, S). That head is the one the guided-attention loss shapes; the
@@ -260,7 +274,7 @@ class Decoder(LazyLayer):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
         memory = tf.cast(memory, self.compute_dtype)
         x = self.project(x) + self.voice_of(memory, pitch)  # (B, F, D)
-        x = x + positions(x)
+        x = x + positions(x, start)
         attention = []
         for block in self.blocks:
             x, probs = block(x, memory=memory, memory_mask=memory_mask,

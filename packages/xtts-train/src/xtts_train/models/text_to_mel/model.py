@@ -69,6 +69,7 @@ from xtts_train.models.text_to_mel.layers import (
     Postnet,
     TextEncoder,
     key_mask,
+    random_start,
 )
 
 __all__ = ["TextToMel", "dummy_batch"]
@@ -166,6 +167,8 @@ class TextToMel(keras.Model):
         self.mel_head = keras.layers.Dense(r * config.n_mels, dtype="float32", name="mel_head")
         self.stop_head = keras.layers.Dense(r, dtype="float32", name="stop_head")
         self.postnet = Postnet(config, name="postnet")
+        # `ModelConfig.random_positions`: each training batch's positions start at a draw.
+        self.offsets = keras.random.SeedGenerator() if config.random_positions else None
         if config.pitch_contour:  # (octaves about the voice's mean, voicing logit) a frame
             sizes = dataclasses.replace(config, postnet_channels=_CONTOUR_CHANNELS,
                                         postnet_layers=_CONTOUR_LAYERS)  # fmt: skip
@@ -199,9 +202,10 @@ class TextToMel(keras.Model):
             ConfigError: a missing field, or mels with another `n_mels` than the config.
         """
         _check_batch(batch, self.config)
+        start = random_start(self.offsets if training else None, self.config.random_positions)
         memory, memory_mask, stats = self.encode(
             batch["tokens"], batch["token_mask"], batch["cond_mel"], batch["cond_lengths"],
-            training=training,
+            training=training, start=start,
         )  # fmt: skip
         frames = standardize(batch["mel"], self.config)  # (B, F, M)
         spoken = tf.cast(batch.get("mel_mask", tf.ones(frames.shape[:2])), tf.float32)
@@ -216,7 +220,8 @@ class TextToMel(keras.Model):
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
         keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
         hidden, attention = self.decoder(inputs, memory, memory_mask, keep,
-                                         self._decoder_pitch(pitch), training=training)  # fmt: skip
+                                         self._decoder_pitch(pitch), training=training,
+                                         start=start)  # fmt: skip
         before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = from_voice(before, stats)
@@ -230,19 +235,20 @@ class TextToMel(keras.Model):
             outputs.update(pitch_octaves=octaves, voicing_logits=voicing)
         return outputs
 
-    def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False):
+    def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False, start=0):
         """The decoder's memory: text encodings followed by the speaker latents.
 
         Args:
             tokens: int32 [B, T]; token_mask: float32 [B, T];
             cond_mel: float32 [B, C, M] reference mel; cond_lengths: int32 [B] real frames.
+            start: the text's first position (`layers.random_start` in training).
 
         Returns:
             memory [B, T + L, D], its attention mask bool [B, 1, T + L], and the clip's
             statistics that the decoder's frames are normalised by (`frames.clip_stats`:
             float32 [B, 2, M]; None with `ModelConfig.voice_stats` off).
         """
-        text = self.text_encoder(tokens, token_mask, training=training)  # (B, T, D)
+        text = self.text_encoder(tokens, token_mask, training=training, start=start)  # (B, T, D)
         cond_mask = _clip_mask(cond_mel, cond_lengths)  # (B, C)
         cond = standardize(cond_mel, self.config)  # (B, C, M)
         stats = self._voice_stats(cond, cond_mask)  # (B, 2, M) | None
