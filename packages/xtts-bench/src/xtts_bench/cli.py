@@ -409,6 +409,12 @@ def _add_learning(commands) -> None:
                    help="with --voices: a vocoder run (xtts-train fit --task vocoder) turns "
                    "the syntheses into the audio the speaker measure hears (default: "
                    "Griffin-Lim)")  # fmt: skip
+    p.add_argument("--long-form", type=pathlib.Path, action="append", default=[],
+                   metavar="CORPUS",
+                   help="a corpus of long items (several sentences, or sentences longer than "
+                   "the training clips; repeatable) that the last checkpoint also speaks, "
+                   "--n of them, with the run's sentence splitting and without; scores by "
+                   "the sentences in each item")  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -705,7 +711,8 @@ def _run_learning(args) -> str | dict:
     bench = LearningBenchConfig(data=args.data, run=args.run, held_out=args.held_out,
                                 out=args.out, steps=args.steps, every=args.every,
                                 split=args.split, n=args.n, overrides=tuple(args.overrides),
-                                voices=args.voices, vocoder=args.vocoder)  # fmt: skip
+                                voices=args.voices, vocoder=args.vocoder,
+                                long_form=tuple(args.long_form))  # fmt: skip
     result = run_learning_benchmark(bench)
     return result if args.json else format_learning_table(result)
 

@@ -32,6 +32,7 @@ from scipy.ndimage import gaussian_filter
 
 import xtts_data as xd
 from xtts_bench import speakers
+from xtts_bench.long_form import format_long_form, score_long_form
 from xtts_bench.settings import LearningBenchConfig
 from xtts_train import (
     XttsTrainError,
@@ -89,6 +90,9 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
         "points": points,
         "blurred_truth_pairing": blurred_truth_pairing([u.mel for u in truth]),
     }
+    if config.long_form:
+        result["long_form"] = score_long_form(run, config.long_form, n=config.n,
+                                              step=config.steps, progress=progress)  # fmt: skip
     (config.out / "curve.json").write_text(json.dumps(result, indent=1))
     plot_curve(points, config.out / "curve.png", result["blurred_truth_pairing"])
     return result
@@ -223,4 +227,7 @@ def format_learning_table(result: dict) -> str:
     if blurred:
         scale = ", ".join(f"σ={sigma} {pairing:.2f}" for sigma, pairing in blurred.items())
         rows.append(f"pairing of the held-out truth blurred by σ frames and mel bins: {scale}")
+    if "long_form" in result:
+        rows += ["", f"long text, step {result['points'][-1]['step']}:",
+                 format_long_form(result["long_form"])]  # fmt: skip
     return "\n".join([head, *rows])

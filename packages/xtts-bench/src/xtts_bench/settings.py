@@ -380,6 +380,9 @@ class LearningBenchConfig:
             control), and the speaker measure (`xtts_bench.speakers`) judges both.
         vocoder: with `voices`, a vocoder run (`fit --task vocoder`) that turns the
             syntheses into the audio the speaker measure hears (None: Griffin-Lim).
+        long_form: corpora of long items (several sentences, or sentences longer than the
+            training clips) that the last checkpoint also speaks, with the run's sentence
+            splitting and without (`xtts_bench.long_form`), `n` items of each.
     """
 
     data: Path | None = None
@@ -393,6 +396,7 @@ class LearningBenchConfig:
     overrides: tuple[str, ...] = ()
     voices: bool = False
     vocoder: Path | None = None
+    long_form: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("steps", "every", "n"):
@@ -419,6 +423,10 @@ class LearningBenchConfig:
             raise SettingsError(f"Expected a vocoder only with voices (no other figure "
                                 f"hears audio), received: vocoder={self.vocoder}, "
                                 f"voices=False")  # fmt: skip
+        for corpus in self.long_form:  # before any training, not after it
+            if not Path(corpus).is_dir():
+                raise SettingsError(f"Expected each long_form a corpus folder, received: "
+                                    f"long_form={str(corpus)!r} (not a folder)")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
