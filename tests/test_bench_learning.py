@@ -212,15 +212,21 @@ def test_the_decode_table_has_a_row_per_run():
     assert rows[2].split() == ["2", "256", "1", "1.00", "3.00", "run2"]
 
 
-def _row(text, ratio, stopped=True, pieces=1):
-    return {"text": text, "duration_ratio": ratio, "alignment": 0.5, "pairing": 0.4,
-            "stopped": stopped, "pieces": pieces}  # fmt: skip
+def _row(uid, text, ratio, stopped=True, pieces=1):
+    return {"id": uid, "text": text, "duration_ratio": ratio, "alignment": 0.5,
+            "pairing": 0.4, "stopped": stopped, "pieces": pieces}  # fmt: skip
+
+
+HEARD = {  # the words read, the recogniser's of the synthesis and of the recording
+    "a": ("one two", "one two", "one two"), "b": ("one two", "one", "one two"),
+    "c": ("one two three", "one two three", "one two three"), "d": ("just one", "just", "just"),
+}  # fmt: skip
 
 
 def test_long_items_are_grouped_by_their_sentences_with_the_share_in_band():
-    rows = [_row("One. Two.", 1.0), _row("One. Two.", 0.5, stopped=False),
-            _row("One. Two. Three.", 1.1, pieces=2), _row("Just one", 0.9)]  # fmt: skip
-    groups = group_rows(rows)
+    rows = [_row("a", "One. Two.", 1.0), _row("b", "One. Two.", 0.5, stopped=False),
+            _row("c", "One. Two. Three.", 1.1, pieces=2), _row("d", "Just one", 0.9)]  # fmt: skip
+    groups = group_rows(rows, HEARD)
     assert list(groups) == ["1", "2", "3", "all"]
     assert groups["2"]["n"] == 2
     assert groups["2"]["in_band"] == 0.5  # 0.5 is outside 0.85-1.15
@@ -228,28 +234,37 @@ def test_long_items_are_grouped_by_their_sentences_with_the_share_in_band():
     assert groups["3"]["pieces_mean"] == 2
     assert groups["all"]["in_band"] == 0.75
     assert groups["all"]["ratio_median"] == pytest.approx(0.95)
+    assert groups["2"]["wer"] == pytest.approx(1 / 4)  # "two" missed of four words
+    assert groups["2"]["wer_truth"] == 0
+    assert groups["1"]["wer"] == groups["1"]["wer_truth"] == pytest.approx(1 / 2)
+    assert groups["3"]["wer"] == 0
 
 
 def test_long_form_scores_each_corpus_split_and_whole(tmp_path, monkeypatch):
     from xtts_bench import long_form
 
+    corpus = tmp_path / "long24"
+    corpus.mkdir()
     calls = []
 
-    def evaluate(run, corpus, *, split, n, step, progress, overrides):
+    def evaluate(run, corpus, *, split, n, step, out, progress, overrides):
         calls.append((corpus, split, n, step, tuple(overrides)))
-        return SimpleNamespace(utterances=[_row("One. Two.", 1.0), _row("One.", 0.6)],
+        return SimpleNamespace(utterances=[_row("a", "One. Two.", 1.0), _row("d", "One.", 0.6)],
                                summary={"pairing_mean": 0.4})  # fmt: skip
 
     monkeypatch.setattr(long_form, "evaluate", evaluate)
-    result = long_form.score_long_form(tmp_path, [tmp_path / "long24"], n=24, step=300)
+    monkeypatch.setattr(long_form, "_heard", lambda corpus, rows, audio: HEARD)
+    result = long_form.score_long_form(tmp_path, [corpus], n=24, step=300)
     assert calls == [
-        (tmp_path / "long24", "all", 24, 300, ()),
-        (tmp_path / "long24", "all", 24, 300, ("model.infer_split_symbols=0",)),
+        (corpus, "all", 24, 300, ()),
+        (corpus, "all", 24, 300, ("model.infer_split_symbols=0",)),
     ]
-    modes = result[str(tmp_path / "long24")]
+    modes = result[str(corpus)]
     assert set(modes) == {"split", "whole"}
     table = long_form.format_long_form(result)
     assert table.count("long24") == 2 * 3  # two modes x (1, 2, all)
     assert "in band" in table
+    assert "WER" in table
     with pytest.raises(ValueError, match="long_form"):
-        LearningBenchConfig(data=tmp_path, held_out=tmp_path, out=tmp_path, long_form=("x",))
+        LearningBenchConfig(data=tmp_path, held_out=tmp_path, out=tmp_path,
+                            long_form=(tmp_path / "x",))  # fmt: skip

@@ -11,16 +11,27 @@ is spoken as pieces) and with splitting off (`model.infer_split_symbols=0`: the 
 alone). The rows are grouped by the number of sentences in their text
 (`xtts_data.sentences.sentences`), and each group reports its share of duration ratios
 within 0.85-1.15 (the issue's band), the median ratio, the mean alignment score and
-pairing, and the share ended by the stop token.
+pairing, the share ended by the stop token, and the offline recogniser's word error rate
+on the syntheses beside that on the recordings' own mels through the same Griffin-Lim
+(`xtts_bench.intelligibility`: pocketsphinx with a unigram over the corpus's words).
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from xtts_bench.errors import import_extra
+from xtts_bench.intelligibility import (
+    ASR_HINT,
+    check_corpus,
+    corpus_references,
+    make_recogniser,
+    transcribe,
+)
 from xtts_data.sentences import sentences
 from xtts_train import evaluate
 
@@ -33,31 +44,58 @@ MODES = {"split": (), "whole": ("model.infer_split_symbols=0",)}
 def score_long_form(run: Path, corpora: Sequence[Path], *, n: int, step: int | None = None,
                     progress: bool = False) -> dict[str, Any]:  # fmt: skip
     """Each corpus of long items scored at checkpoint `step` (None: the last), split and
-    whole (`MODES`): `{corpus: {mode: {"groups": group_rows(...), "summary": ...}}}`."""
+    whole (`MODES`): `{corpus: {mode: {"groups": group_rows(...), "summary": ...}}}`.
+
+    Raises:
+        SettingsError: a corpus is a feature cache (the recogniser needs its words).
+        MissingExtraError: the `asr` extra is not installed (checked before decoding).
+    """
+    for corpus in corpora:
+        check_corpus(Path(corpus))
+    import_extra("pocketsphinx", hint=ASR_HINT)
     result: dict[str, Any] = {}
     for corpus in corpora:
         result[str(corpus)] = {}
         for mode, overrides in MODES.items():
-            report = evaluate(run, corpus, split="all", n=n, step=step, progress=progress,
-                              overrides=list(overrides))  # fmt: skip
-            result[str(corpus)][mode] = {"groups": group_rows(report.utterances),
+            with tempfile.TemporaryDirectory(prefix="xtts-long-form-") as scratch:
+                report = evaluate(run, corpus, split="all", n=n, step=step, out=scratch,
+                                  progress=progress, overrides=list(overrides))  # fmt: skip
+                heard = _heard(Path(corpus), report.utterances, Path(scratch))
+            result[str(corpus)][mode] = {"groups": group_rows(report.utterances, heard),
                                          "summary": report.summary}  # fmt: skip
     return result
 
 
-def group_rows(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def _heard(corpus: Path, rows: Sequence[dict[str, Any]],
+           audio: Path) -> dict[str, tuple[str, str, str]]:  # fmt: skip
+    """Per id: (the words read, the recogniser's of the synthesis, of the recording's mel)."""
+    ids = [row["id"] for row in rows]
+    references = corpus_references(corpus, ids)
+    recogniser = make_recogniser(references, audio)
+    return {i: (r, transcribe(recogniser, audio / f"{i}.wav"),
+                transcribe(recogniser, audio / f"{i}.truth.wav"))
+            for i, r in zip(ids, references, strict=True)}  # fmt: skip
+
+
+def group_rows(rows: Sequence[dict[str, Any]],
+               heard: dict[str, tuple[str, str, str]]) -> dict[str, dict[str, float]]:  # fmt: skip
     """`evaluate` report rows grouped by the sentences in their text ("1", "2", ..., and
     "all"): n, `in_band` (share of duration ratios within `BAND`), `ratio_median`,
-    `alignment_mean`, `pairing_mean`, `stopped_share`, `pieces_mean`."""
+    `alignment_mean`, `pairing_mean`, `stopped_share`, `pieces_mean`, and `wer`,
+    `wer_truth` of the group's transcripts (`heard`: per id, the words read and the
+    recogniser's of the synthesis and of the recording)."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(str(len(sentences(row["text"]))), []).append(row)
     groups = dict(sorted(groups.items(), key=lambda item: int(item[0])))
     groups["all"] = list(rows)
-    return {name: _figures(members) for name, members in groups.items()}
+    return {name: _figures(members, heard) for name, members in groups.items()}
 
 
-def _figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+def _figures(rows: list[dict[str, Any]], heard: dict[str, tuple[str, str, str]]
+             ) -> dict[str, float]:  # fmt: skip
+    jiwer = import_extra("jiwer", hint=ASR_HINT)
+    read, synthesis, truth = zip(*(heard[row["id"]] for row in rows), strict=True)
     ratios = [row["duration_ratio"] for row in rows]
     return {
         "n": len(rows),
@@ -69,13 +107,16 @@ def _figures(rows: list[dict[str, Any]]) -> dict[str, float]:
         "pairing_mean": statistics.fmean(row["pairing"] for row in rows),
         "stopped_share": sum(bool(row["stopped"]) for row in rows) / len(rows),
         "pieces_mean": statistics.fmean(row.get("pieces", 1) for row in rows),
+        "wer": float(jiwer.wer(list(read), list(synthesis))),
+        "wer_truth": float(jiwer.wer(list(read), list(truth))),
     }
 
 
 def format_long_form(result: dict[str, Any]) -> str:
     """One row per corpus, mode and sentence count."""
     head = (f"{'corpus':<24}{'mode':<7}{'sent.':>6}{'n':>4}{'in band':>9}{'ratio':>7}"
-            f"{'range':>13}{'align':>7}{'pair':>6}{'stop':>6}{'pieces':>8}")  # fmt: skip
+            f"{'range':>13}{'align':>7}{'pair':>6}{'stop':>6}{'pieces':>8}{'WER':>6}"
+            f"{'truth':>7}")  # fmt: skip
     rows = [head]
     for corpus, modes in result.items():
         for mode, scored in modes.items():
@@ -85,7 +126,10 @@ def format_long_form(result: dict[str, Any]) -> str:
                     f"{g['in_band']:>9.0%}{g['ratio_median']:>7.2f}"
                     f"{g['ratio_min']:>7.2f}-{g['ratio_max']:<5.2f}{g['alignment_mean']:>7.2f}"
                     f"{g['pairing_mean']:>6.2f}{g['stopped_share']:>6.0%}{g['pieces_mean']:>8.1f}"
+                    f"{g['wer']:>6.2f}{g['wer_truth']:>7.2f}"
                 )  # fmt: skip
     rows.append(f"in band: duration ratio within {BAND[0]}-{BAND[1]}; split: the run's "
-                f"model.infer_split_symbols; whole: model.infer_split_symbols=0")  # fmt: skip
+                f"model.infer_split_symbols; whole: model.infer_split_symbols=0; WER: the "
+                f"recogniser's on the syntheses, truth: on the recordings' mels, both through "
+                f"Griffin-Lim")  # fmt: skip
     return "\n".join(rows)
