@@ -76,8 +76,8 @@ def test_an_existing_run_is_scored_in_place_without_training(tmp_path, monkeypat
     monkeypatch.setattr(learning.xd, "read_utterances", read_utterances)
     config = LearningBenchConfig(run=run, held_out=tmp_path, out=tmp_path / "out", steps=200,
                                  every=100)  # fmt: skip
-    (tmp_path / "out").mkdir()
-    result = learning.run_learning_benchmark(config, progress=False)
+    result = learning.run_learning_benchmark(config, progress=False)  # out made for it
+    assert (tmp_path / "out" / "curve.json").is_file()
     assert scored == [(run, 100), (run, 200)]
     assert not (tmp_path / "out" / "run").exists()
     minutes = [p["minutes"] for p in result["points"]]

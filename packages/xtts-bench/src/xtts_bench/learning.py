@@ -58,6 +58,7 @@ def run_learning_benchmark(config: LearningBenchConfig, *, progress: bool = True
         XttsTrainError: an existing run without a finished `summary.json` or without a
             checkpoint the curve scores (checked before any is scored).
     """
+    config.out.mkdir(parents=True, exist_ok=True)  # before the scoring, not after it
     if config.run is None:
         run = config.out / "run"
         settings = [*config.overrides, f"train.steps={config.steps}",
