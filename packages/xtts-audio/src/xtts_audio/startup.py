@@ -102,7 +102,8 @@ class Noise(NamedTuple):
 
 NOISE: tuple[Noise, ...] = (
     # oneDNN kernels may sum in another order than Eigen's: results differ in the last bits,
-    # which no test here depends on. Printed at every start, twice (two libraries load).
+    # which no test here depends on. Printed at every start where oneDNN is on (by default on
+    # CPUs with AVX-512), twice (two libraries load).
     Noise("port.cc", b"oneDNN custom operations are on. You may see slightly different "
           b"numerical results due to floating-point round-off errors", rb"[^\n]*"),
     # absl's notice that it has not been initialised yet: the lines after it are the

@@ -12,7 +12,6 @@ was live before it (weights, optimizer state, the batch): its own working memory
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 from collections.abc import Sequence
 
@@ -21,7 +20,14 @@ import tensorflow as tf
 import xtts_data as xd
 from xtts_bench.errors import SettingsError
 from xtts_bench.train import configure_threads
-from xtts_train import build_steps, dummy_batch, kept_dtype_policy, load_stack_config, timed_step
+from xtts_train import (
+    build_steps,
+    dummy_batch,
+    kept_dtype_policy,
+    load_stack_config,
+    measuring_pool,
+    timed_step,
+)
 
 __all__ = ["format_attention_table", "run_attention_benchmark"]
 
@@ -50,10 +56,9 @@ def run_attention_benchmark(
     if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in blocks):
         raise SettingsError(f"Expected blocks ints >= 0, received: blocks={list(blocks)}")
     load_stack_config(None, overrides)  # bad settings fail here, not in a child
-    context = multiprocessing.get_context("spawn")
     rows = []
     for count in frames:
-        with context.Pool(1) as pool:
+        with measuring_pool() as pool:
             rows += pool.apply(_measure, (count, tuple(blocks), batch_size, text_len, steps,
                                           threads, tuple(overrides)))  # fmt: skip
     return {"batch_size": batch_size, "text_len": text_len, "threads": threads,

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from xtts_train.synthesize import load_reference, load_run
     from xtts_train.training.build import build_steps
     from xtts_train.training.optim import AdamW, warmup_cosine
+    from xtts_train.training.process import measuring_pool
     from xtts_train.training.step_functions import StepFunctions
     from xtts_train.training.steps import (
         CompiledSteps,
@@ -102,6 +103,7 @@ __all__ = [
     "load_stack_config",
     "load_vocoder",
     "masked_l1",
+    "measuring_pool",
     "pairing_scores",
     "shape_of",
     "stop_loss",
@@ -141,6 +143,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["VocodeReport", "Vocoding", "load_vocoder", "vocode"], "vocode"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
+        "measuring_pool": "training.process",
         **dict.fromkeys(
             ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"],
             "training.steps",

@@ -26,7 +26,6 @@ of two sources:
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from xtts_train.errors import ConfigError
 from xtts_train.training.build import build_steps
 from xtts_train.training.compiler import device_kind
 from xtts_train.training.memory import fixed_bytes, row_bytes
-from xtts_train.training.process import peak_rss_bytes, rss_bytes
+from xtts_train.training.process import measuring_pool, peak_rss_bytes, rss_bytes
 from xtts_train.training.steps import kept_dtype_policy
 
 __all__ = [
@@ -75,8 +74,7 @@ def measure_costs(stack: StackConfig, shapes: Sequence) -> tuple[list[BucketCost
     with `if __name__ == "__main__":` (the console scripts do).
     """
     keys = [(s.frames, s.text_len, s.batch_size) for s in shapes]
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(1) as pool:
+    with measuring_pool() as pool:
         return pool.apply(_measure, (stack, keys))
 
 

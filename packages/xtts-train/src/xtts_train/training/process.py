@@ -11,6 +11,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import multiprocessing
+import multiprocessing.pool
+import os
 import resource
 import sys
 import time
@@ -21,6 +24,7 @@ from xtts_audio.startup import process_age_seconds
 __all__ = [
     "StartupClock",
     "format_startup",
+    "measuring_pool",
     "peak_rss_bytes",
     "peak_rss_mb",
     "release_free_heap",
@@ -101,3 +105,26 @@ def release_free_heap() -> None:
         return
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(name).malloc_trim(0)
+
+
+@contextlib.contextmanager
+def measuring_pool() -> Iterator[multiprocessing.pool.Pool]:
+    """One fresh (spawned) worker process whose TensorFlow counts the bytes of CPU tensors.
+
+    `tf.config.experimental.get_memory_info("CPU:0")` has figures only from a BFC
+    allocator: oneDNN's, on by default where the CPU has AVX-512, else the one
+    `TF_CPU_ALLOCATOR_USE_BFC` asks for, which the worker is started with (the variable
+    is read at a process's first tensor, so it is set for the spawn and restored here).
+    """
+    context = multiprocessing.get_context("spawn")
+    before = os.environ.get("TF_CPU_ALLOCATOR_USE_BFC")
+    os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    try:
+        pool = context.Pool(1)
+    finally:
+        if before is None:
+            del os.environ["TF_CPU_ALLOCATOR_USE_BFC"]
+        else:
+            os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = before
+    with pool:
+        yield pool
