@@ -240,9 +240,10 @@ def test_settings_fields_are_the_cli_options():
     args = parser.parse_args(["peers", "--corpus", "c", "--held-out", "h", "--out", "o"])
     defaults = PeersBenchConfig(**PATHS)
     for field in dataclasses.fields(PeersBenchConfig):
-        if field.name not in ("corpus", "held_out", "out", "cores", "overrides"):
+        if field.name not in ("corpus", "held_out", "out", "cores", "overrides", "long_form"):
             assert getattr(args, field.name) == getattr(defaults, field.name), field.name
     assert args.cores == "0,1"
+    assert (args.long_form, defaults.long_form) == ([], ())
 
 
 def test_score_only_reads_the_checkpoint_minutes_a_training_wrote(tmp_path):
@@ -259,3 +260,99 @@ def test_score_only_is_a_flag_of_the_settings():
     assert parser.parse_args([*argv, "--score-only"]).score_only is True
     with pytest.raises(SettingsError, match="score_only: expected True or False"):
         PeersBenchConfig(**PATHS, score_only="yes")
+
+
+def _chirps(folder: Path, seconds: dict[str, float]) -> list[Path]:
+    """One 16 kHz chirp WAV per id, of the given length, each of its own pitch."""
+    import soundfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for k, (uid, length) in enumerate(seconds.items()):
+        t = np.arange(int(length * 16000)) / 16000
+        paths.append(folder / f"{uid}.wav")
+        soundfile.write(paths[-1], 0.5 * np.sin(2 * np.pi * (220 + 150 * k) * t * (1 + t)), 16000)
+    return paths
+
+
+def test_long_items_of_both_systems_are_scored_by_one_scorer(tmp_path):
+    from xtts_audio import MelConfig
+    from xtts_bench.long_form import format_long_form, group_rows, scored_rows
+
+    audio = MelConfig.from_preset("xtts")
+    texts = {"a": "One. Two.", "b": "One two. Three.", "c": "One long sentence.", "d": "Four."}
+    corpus = tmp_path / "long"
+    recordings = _chirps(corpus / "wavs", dict.fromkeys(texts, 1.0))
+    (corpus / "metadata.csv").write_text("".join(f"{i}|{t}|{t}\n" for i, t in texts.items()))
+    truth = wav_mels(recordings, audio, trim_top_db=None)
+    said = _chirps(tmp_path / "said", {"a": 1.0, "b": 1.0, "c": 1.0, "d": 0.5})  # d: half
+    rows = scored_rows(corpus, list(texts), said, truth, audio, trim_top_db=None)
+    assert [row["text"] for row in rows] == list(texts.values())  # the corpus's words
+    assert [row["duration_ratio"] for row in rows[:3]] == [1.0, 1.0, 1.0]
+    assert rows[3]["duration_ratio"] == pytest.approx(0.5, abs=0.05)
+    assert [row["identified"] for row in rows[:3]] == [True] * 3
+    assert rows[0]["pairing"] == pytest.approx(0.0)
+    heard = {i: ("w", "w", "w") for i in texts}
+    groups = group_rows(rows, heard)
+    assert (groups["2"]["n"], groups["2"]["in_band"], groups["1"]["in_band"]) == (2, 1.0, 0.5)
+    assert "alignment_mean" not in groups["all"]  # a system without attention
+    table = format_long_form({str(corpus): {"glow_tts": {"groups": groups}}})
+    row = next(line for line in table.splitlines() if line.split()[:3] == ["long", "glow_tts", "2"])
+    assert row.split()[7] == "-"  # no alignment score
+    assert row.split()[9] == "100%"  # top-1
+
+
+def test_long_form_corpora_are_checked_before_any_training(tmp_path):
+    with pytest.raises(SettingsError, match="long_form"):
+        PeersBenchConfig(**PATHS, long_form=(tmp_path / "nowhere",))
+    parser = cli._parser()
+    argv = ["peers", "--corpus", "c", "--held-out", "h", "--out", "o"]
+    args = parser.parse_args([*argv, "--long-form", "x", "--long-form", "y"])
+    assert args.long_form == [Path("x"), Path("y")]
+
+
+def test_each_systems_last_checkpoint_speaks_the_long_items(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from xtts_audio import MelConfig
+    from xtts_bench.peers import bench
+
+    texts = {"a": "One. Two.", "b": "Three."}
+    corpus = tmp_path / "long"
+    recordings = _chirps(corpus / "wavs", dict.fromkeys(texts, 0.6))
+    (corpus / "metadata.csv").write_text("".join(f"{i}|{t}|{t}\n" for i, t in texts.items()))
+    stack = SimpleNamespace(
+        audio=MelConfig.from_preset("xtts"), data=SimpleNamespace(trim_top_db=None)
+    )
+    mels = wav_mels(recordings, stack.audio, trim_top_db=None)
+    items = [SimpleNamespace(id=i, mel=m) for i, m in zip(texts, mels, strict=True)]
+    calls = []
+
+    def glow(command, work, *extra):  # Glow-TTS says each item at a third of its length
+        calls.append(("glow", command, *extra))
+        _chirps(work / "wavs" / "long-0" / "step-90", dict.fromkeys(texts, 0.2))
+        _chirps(work / "wavs" / "long-0" / "truth", dict.fromkeys(texts, 0.6))
+
+    def evaluate(run, data, *, split, n, step, out, overrides):  # xtts says them whole
+        calls.append(("xtts", step, tuple(overrides)))
+        _chirps(out, dict.fromkeys(texts, 0.6))
+        _chirps(out, {f"{i}.truth": 0.6 for i in texts})
+        rows = [{"id": i, "alignment": 0.5, "stopped": True, "pieces": 2} for i in texts]
+        return SimpleNamespace(utterances=rows)
+
+    monkeypatch.setattr(bench, "_glow", glow)
+    monkeypatch.setattr(bench, "evaluate", evaluate)
+    monkeypatch.setattr(bench, "_open_cache", lambda config, stack: None)
+    monkeypatch.setattr(bench, "_long_items", lambda config, stack, cache, corpus: items)
+    monkeypatch.setattr(bench, "hear", lambda corpus, ids, said, truth, scratch: {
+        i: ("w", "w", "w") for i in ids})  # fmt: skip
+    config = PeersBenchConfig(**{**PATHS, "out": tmp_path / "out"}, n=2, long_form=(corpus,))
+    found = {"xtts": {200: 40.0, 400: 45.0}, "glow_tts": {50: 40.0, 90: 45.0}}
+    result = bench._score_long_form(config, stack, found)[str(corpus)]
+    assert calls == [("glow", "synthesize", "--steps", "90", "--truth", "--long-form"),
+                     ("xtts", 400, ()), ("xtts", 400, ("model.infer_split_symbols=0",))]  # fmt: skip
+    assert list(result) == ["xtts split", "xtts whole", "glow_tts"]
+    xtts, peer = result["xtts split"]["groups"]["all"], result["glow_tts"]["groups"]["all"]
+    assert (xtts["in_band"], xtts["alignment_mean"], xtts["pieces_mean"]) == (1.0, 0.5, 2)
+    assert peer["ratio_median"] == pytest.approx(1 / 3, abs=0.05)
+    assert (peer["in_band"], "alignment_mean" in peer) == (0.0, False)

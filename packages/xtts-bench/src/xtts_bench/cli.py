@@ -409,12 +409,8 @@ def _add_learning(commands) -> None:
                    help="with --voices: a vocoder run (xtts-train fit --task vocoder) turns "
                    "the syntheses into the audio the speaker measure hears (default: "
                    "Griffin-Lim)")  # fmt: skip
-    p.add_argument("--long-form", type=pathlib.Path, action="append", default=[],
-                   metavar="CORPUS",
-                   help="a corpus of long items (several sentences, or sentences longer than "
-                   "the training clips; repeatable) that the last checkpoint also speaks, "
-                   "--n of them, with the run's sentence splitting and without; scores by "
-                   "the sentences in each item")  # fmt: skip
+    _add_long_form(p, "the last checkpoint also speaks, --n of them, with the run's sentence "
+                      "splitting and without")  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
@@ -592,8 +588,18 @@ def _add_peers(commands) -> None:
     p.add_argument("--score-only", action="store_true",
                    help="train nothing: score the checkpoints of the finished training in "
                         "--out (its trainers.json), with that run's settings")  # fmt: skip
+    _add_long_form(p, "each system's last checkpoint also speaks, --n of them: xtts with "
+                      "its sentence splitting and without, Glow-TTS whole")  # fmt: skip
     _add_overrides(p)
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def _add_long_form(p, who: str) -> None:
+    p.add_argument("--long-form", type=pathlib.Path, action="append", default=[],
+                   metavar="CORPUS",
+                   help=f"a corpus of long items (several sentences, or sentences longer than "
+                   f"the training clips; repeatable) that {who}; scored by the sentences in "
+                   f"each item")  # fmt: skip
 
 
 def _add_gate(commands) -> None:
@@ -791,8 +797,10 @@ def _run_peers(args) -> str | dict:
     require_peers_extra()  # before any work or setting: the one thing to fix first
     cores = tuple(int(c) if c.strip().isdigit() else c for c in args.cores.split(","))
     names = [f.name for f in dataclasses.fields(PeersBenchConfig)]
-    fields = {name: getattr(args, name) for name in names if name not in ("cores", "overrides")}
-    bench = PeersBenchConfig(**{**fields, "cores": cores, "overrides": tuple(args.overrides)})
+    fields = {name: getattr(args, name) for name in names
+              if name not in ("cores", "overrides", "long_form")}  # fmt: skip
+    bench = PeersBenchConfig(**fields, cores=cores, overrides=tuple(args.overrides),
+                             long_form=tuple(args.long_form))  # fmt: skip
     result = run_peers_benchmark(bench)
     return result if args.json else format_peers_table(result)
 

@@ -14,6 +14,11 @@ within 0.85-1.15 (the issue's band), the median ratio, the mean alignment score 
 pairing, the share ended by the stop token, and the offline recogniser's word error rate
 on the syntheses beside that on the recordings' own mels through the same Griffin-Lim
 (`xtts_bench.intelligibility`: pocketsphinx with a unigram over the corpus's words).
+
+`xtts-bench peers --long-form` scores both systems' WAVs of the same items through its
+one scorer (`scored_rows`: duration ratio, pairing and identification from each WAV's
+features), so a row from `evaluate` and one from Glow-TTS are grouped alike; a system
+without attention or stop token has no `alignment_mean` or `stopped_share`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import xtts_data as xd
+from xtts_audio import MelConfig
 from xtts_bench.errors import import_extra
 from xtts_bench.intelligibility import (
     ASR_HINT,
@@ -32,10 +41,19 @@ from xtts_bench.intelligibility import (
     make_recogniser,
     transcribe,
 )
+from xtts_bench.peers.scoring import score_mels, wav_mels
 from xtts_data.sentences import sentences
 from xtts_train import evaluate
 
-__all__ = ["BAND", "MODES", "format_long_form", "group_rows", "score_long_form"]
+__all__ = [
+    "BAND",
+    "MODES",
+    "format_long_form",
+    "group_rows",
+    "hear",
+    "score_long_form",
+    "scored_rows",
+]
 
 BAND = (0.85, 1.15)  # a duration ratio within it: said all of it, at about the right pace
 MODES = {"split": (), "whole": ("model.infer_split_symbols=0",)}
@@ -68,22 +86,46 @@ def score_long_form(run: Path, corpora: Sequence[Path], *, n: int, step: int | N
 
 def _heard(corpus: Path, rows: Sequence[dict[str, Any]],
            audio: Path) -> dict[str, tuple[str, str, str]]:  # fmt: skip
-    """Per id: (the words read, the recogniser's of the synthesis, of the recording's mel)."""
+    """`hear` of `evaluate`'s WAVs in `audio` (`<id>.wav`, `<id>.truth.wav`)."""
     ids = [row["id"] for row in rows]
-    references = corpus_references(corpus, ids)
-    recogniser = make_recogniser(references, audio)
-    return {i: (r, transcribe(recogniser, audio / f"{i}.wav"),
-                transcribe(recogniser, audio / f"{i}.truth.wav"))
-            for i, r in zip(ids, references, strict=True)}  # fmt: skip
+    return hear(corpus, ids, [audio / f"{i}.wav" for i in ids],
+                [audio / f"{i}.truth.wav" for i in ids], audio)  # fmt: skip
+
+
+def hear(corpus: Path, ids: Sequence[str], syntheses: Sequence[Path],
+         recordings: Sequence[Path], scratch: Path) -> dict[str, tuple[str, str, str]]:  # fmt: skip
+    """Per id: (the words read in `corpus`, the recogniser's of its synthesis, of its
+    recording through the same vocoder); the recogniser's unigram file goes to `scratch`."""
+    references = corpus_references(corpus, list(ids))
+    recogniser = make_recogniser(references, scratch)
+    return {i: (r, transcribe(recogniser, s), transcribe(recogniser, t))
+            for i, r, s, t in zip(ids, references, syntheses, recordings, strict=True)}  # fmt: skip
+
+
+def scored_rows(corpus: Path, ids: Sequence[str], wavs: Sequence[Path],
+                truth: Sequence[np.ndarray], audio: MelConfig, *,
+                trim_top_db: float | None) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per item, from its WAV through `xtts-bench peers`' scorer: `id`, `text`
+    (the corpus's), `duration_ratio` (its features' frames over its recording's),
+    `pairing` and `distance` against the items' recordings `truth` (`score_mels`), and
+    `identified` (its nearest recording is its own)."""
+    texts = {row.id: row.text for row in xd.read_corpus(corpus).rows}
+    mels = wav_mels(wavs, audio, trim_top_db=trim_top_db)
+    scores = score_mels(mels, truth)
+    return [{"id": i, "text": texts[i], "duration_ratio": len(mel) / len(true),
+             "pairing": scores["pairing"][k], "distance": scores["distance"][k],
+             "identified": scores["nearest"][k] == k}
+            for k, (i, mel, true) in enumerate(zip(ids, mels, truth, strict=True))]  # fmt: skip
 
 
 def group_rows(rows: Sequence[dict[str, Any]],
                heard: dict[str, tuple[str, str, str]]) -> dict[str, dict[str, float]]:  # fmt: skip
-    """`evaluate` report rows grouped by the sentences in their text ("1", "2", ..., and
-    "all"): n, `in_band` (share of duration ratios within `BAND`), `ratio_median`,
-    `alignment_mean`, `pairing_mean`, `stopped_share`, `pieces_mean`, and `wer`,
-    `wer_truth` of the group's transcripts (`heard`: per id, the words read and the
-    recogniser's of the synthesis and of the recording)."""
+    """Rows (`evaluate`'s, or `scored_rows`') grouped by the sentences in their text ("1",
+    "2", ..., and "all"): n, `in_band` (share of duration ratios within `BAND`),
+    `ratio_median` (and min, max), `pairing_mean`, `pieces_mean`, and `wer`, `wer_truth`
+    of the group's transcripts (`heard`: per id, the words read and the recogniser's of
+    the synthesis and of the recording); with `evaluate`'s rows `alignment_mean` and
+    `stopped_share`, with `scored_rows`' `top1`."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         groups.setdefault(str(len(sentences(row["text"]))), []).append(row)
@@ -97,39 +139,50 @@ def _figures(rows: list[dict[str, Any]], heard: dict[str, tuple[str, str, str]]
     jiwer = import_extra("jiwer", hint=ASR_HINT)
     read, synthesis, truth = zip(*(heard[row["id"]] for row in rows), strict=True)
     ratios = [row["duration_ratio"] for row in rows]
-    return {
+    figures = {
         "n": len(rows),
         "in_band": sum(BAND[0] <= r <= BAND[1] for r in ratios) / len(rows),
         "ratio_median": statistics.median(ratios),
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
-        "alignment_mean": statistics.fmean(row["alignment"] for row in rows),
         "pairing_mean": statistics.fmean(row["pairing"] for row in rows),
-        "stopped_share": sum(bool(row["stopped"]) for row in rows) / len(rows),
         "pieces_mean": statistics.fmean(row.get("pieces", 1) for row in rows),
         "wer": float(jiwer.wer(list(read), list(synthesis))),
         "wer_truth": float(jiwer.wer(list(read), list(truth))),
     }
+    if all("alignment" in row for row in rows):  # an attention model's rows (`evaluate`)
+        figures["alignment_mean"] = statistics.fmean(row["alignment"] for row in rows)
+        figures["stopped_share"] = sum(bool(row["stopped"]) for row in rows) / len(rows)
+    if all("identified" in row for row in rows):  # rows of `scored_rows`
+        figures["top1"] = sum(bool(row["identified"]) for row in rows) / len(rows)
+    return figures
 
 
 def format_long_form(result: dict[str, Any]) -> str:
-    """One row per corpus, mode and sentence count."""
-    head = (f"{'corpus':<24}{'mode':<7}{'sent.':>6}{'n':>4}{'in band':>9}{'ratio':>7}"
-            f"{'range':>13}{'align':>7}{'pair':>6}{'stop':>6}{'pieces':>8}{'WER':>6}"
-            f"{'truth':>7}")  # fmt: skip
+    """One row per corpus, mode (or system and mode) and sentence count; "-" where a
+    system has no such figure."""
+    head = (f"{'corpus':<24}{'mode':<13}{'sent.':>6}{'n':>4}{'in band':>9}{'ratio':>7}"
+            f"{'range':>13}{'align':>7}{'pair':>6}{'top-1':>7}{'stop':>6}{'pieces':>8}"
+            f"{'WER':>6}{'truth':>7}")  # fmt: skip
     rows = [head]
     for corpus, modes in result.items():
         for mode, scored in modes.items():
             for name, g in scored["groups"].items():
                 rows.append(
-                    f"{Path(corpus).name[:23]:<24}{mode:<7}{name:>6}{g['n']:>4}"
+                    f"{Path(corpus).name[:23]:<24}{mode:<13}{name:>6}{g['n']:>4}"
                     f"{g['in_band']:>9.0%}{g['ratio_median']:>7.2f}"
-                    f"{g['ratio_min']:>7.2f}-{g['ratio_max']:<5.2f}{g['alignment_mean']:>7.2f}"
-                    f"{g['pairing_mean']:>6.2f}{g['stopped_share']:>6.0%}{g['pieces_mean']:>8.1f}"
-                    f"{g['wer']:>6.2f}{g['wer_truth']:>7.2f}"
+                    f"{g['ratio_min']:>7.2f}-{g['ratio_max']:<5.2f}"
+                    f"{_or_dash(g, 'alignment_mean', '7.2f')}{g['pairing_mean']:>6.2f}"
+                    f"{_or_dash(g, 'top1', '7.0%')}{_or_dash(g, 'stopped_share', '6.0%')}"
+                    f"{g['pieces_mean']:>8.1f}{g['wer']:>6.2f}{g['wer_truth']:>7.2f}"
                 )  # fmt: skip
     rows.append(f"in band: duration ratio within {BAND[0]}-{BAND[1]}; split: the run's "
                 f"model.infer_split_symbols; whole: model.infer_split_symbols=0; WER: the "
                 f"recogniser's on the syntheses, truth: on the recordings' mels, both through "
                 f"Griffin-Lim")  # fmt: skip
     return "\n".join(rows)
+
+
+def _or_dash(figures: dict[str, float], key: str, spec: str) -> str:
+    width = int(spec.split(".")[0])
+    return format(figures[key], ">" + spec) if key in figures else "-".rjust(width)

@@ -423,10 +423,7 @@ class LearningBenchConfig:
             raise SettingsError(f"Expected a vocoder only with voices (no other figure "
                                 f"hears audio), received: vocoder={self.vocoder}, "
                                 f"voices=False")  # fmt: skip
-        for corpus in self.long_form:  # before any training, not after it
-            if not Path(corpus).is_dir():
-                raise SettingsError(f"Expected each long_form a corpus folder, received: "
-                                    f"long_form={str(corpus)!r} (not a folder)")  # fmt: skip
+        _check_long_form(self.long_form)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -459,6 +456,10 @@ class PeersBenchConfig:
         score_only: train nothing: score the checkpoints an earlier run left in `out`
             (its `trainers.json`), e.g. after its scoring failed; the settings must be
             that run's.
+        long_form: corpora of long items (several sentences, or sentences longer than the
+            training clips) that each system's last checkpoint also speaks, `n` items of
+            each: xtts with its sentence splitting and without, Glow-TTS whole
+            (`xtts_bench.long_form`).
     """
 
     corpus: Path
@@ -478,6 +479,7 @@ class PeersBenchConfig:
     cores: tuple[int, int] = (0, 1)
     seed: int = 0
     score_only: bool = False
+    long_form: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("n", "xtts_checkpoint_every", "glow_hidden", "glow_flows",
@@ -514,6 +516,7 @@ class PeersBenchConfig:
             raise SettingsError(f"PeersBenchConfig.score_only: expected True or False, "
                                 f"received: score_only={self.score_only!r}")  # fmt: skip
         _check_overrides("PeersBenchConfig", self.overrides)
+        _check_long_form(self.long_form)
         self.stack()  # an unknown key or invalid value fails here, before any work
 
     def xtts_settings(self) -> list[str]:
@@ -557,3 +560,11 @@ class ProfileBenchConfig(_StepBench):
             raise SettingsError(f"ProfileBenchConfig.compiler: expected 'graph' or 'xla', "
                                 f"received: compiler={self.compiler!r}")  # fmt: skip
         self._check(("threads", "steps", "warm_steps"))
+
+
+def _check_long_form(corpora: tuple[Path, ...]) -> None:
+    """Each long-form corpus is a folder: checked before any training, not after it."""
+    for corpus in corpora:
+        if not Path(corpus).is_dir():
+            raise SettingsError(f"Expected each long_form a corpus folder, received: "
+                                f"long_form={str(corpus)!r} (not a folder)")  # fmt: skip

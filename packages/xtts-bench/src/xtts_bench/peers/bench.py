@@ -14,6 +14,11 @@ its clock starts, as a cache is built once) and synthesise the same held-out sen
 each from its own features through the same Griffin-Lim (xtts-audio's, 32 iterations).
 Each system's recordings through it (`ceiling`) show what the vocoder alone costs in
 these measures.
+
+With `long_form` corpora, each system's last checkpoint also speaks their first `n` items
+(xtts as `evaluate` decodes, with its sentence splitting and without it; Glow-TTS whole),
+and the same scorer groups them by the sentences they hold (`xtts_bench.long_form`):
+`peers.json`'s `long_form`.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from matplotlib.figure import Figure
 
 import xtts_data as xd
 from xtts_bench.errors import SettingsError
+from xtts_bench.long_form import MODES, format_long_form, group_rows, hear, scored_rows
 from xtts_bench.peers.launch import Trainer, check_cores, require_peers_extra, run_side_by_side
 from xtts_bench.peers.scoring import score_wavs
 from xtts_bench.settings import PeersBenchConfig
@@ -60,9 +66,9 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
     """
     require_peers_extra()
     out, stack = config.out, config.stack()
-    if config.score_only:  # the finished run's files stay as its training left them
+    if config.score_only:  # the finished run's checkpoints stay as its training left them
         found = read_checkpoint_minutes(out)
-        truth = _held_out(config, stack, _open_cache(config, stack))
+        truth = _write_glow_manifest(config, stack, out / "glow")  # + any long-form items
     else:
         found, truth = _train(config, stack, progress=progress)
     systems = {
@@ -79,6 +85,8 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
         "chance_top1": 1.0 / len(truth),
         "systems": systems,
     }
+    if config.long_form:
+        result["long_form"] = _score_long_form(config, stack, found)
     (out / "peers.json").write_text(json.dumps(result, indent=1))
     plot_peers(result, out / "peers.png")
     return result
@@ -138,8 +146,10 @@ def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd
     cache = _open_cache(config, stack)
     train = xd.read_utterances(cache, stack.data, "all", audio=stack.audio)
     held_out = _held_out(config, stack, cache)
-    audio = {row.id: row.audio for row in xd.read_corpus(config.corpus).rows}
-    audio |= {row.id: row.audio for row in xd.read_corpus(config.held_out).rows}
+    long_form = [_long_items(config, stack, cache, corpus) for corpus in config.long_form]
+    audio = {}
+    for corpus in (config.corpus, config.held_out, *config.long_form):
+        audio |= {row.id: row.audio for row in xd.read_corpus(corpus).rows}
     settings = {"hidden": config.glow_hidden, "flows": config.glow_flows,
                 "encoder_layers": config.glow_encoder_layers,
                 "batch_size": config.glow_batch_size,
@@ -153,7 +163,8 @@ def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd
 
     work.mkdir(parents=True, exist_ok=True)
     manifest = {"settings": settings, "vocab_size": cache.tokenizer.vocab_size,
-                "train": rows(train), "held_out": rows(held_out)}  # fmt: skip
+                "train": rows(train), "held_out": rows(held_out),
+                "long_form": [rows(items) for items in long_form]}  # fmt: skip
     (work / "manifest.json").write_text(json.dumps(manifest))
     return held_out
 
@@ -165,6 +176,13 @@ def _open_cache(config: PeersBenchConfig, stack) -> xd.FeatureCache:
 def _held_out(config: PeersBenchConfig, stack, cache: xd.FeatureCache) -> list[xd.Utterance]:
     """The first `config.n` held-out utterances, read with the cache's tokenizer."""
     return xd.read_utterances(config.held_out, stack.data, "all", audio=stack.audio,
+                              tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
+
+
+def _long_items(config: PeersBenchConfig, stack, cache: xd.FeatureCache,
+                corpus: Path) -> list[xd.Utterance]:  # fmt: skip
+    """The first `config.n` items of a long-form corpus, read with the cache's tokenizer."""
+    return xd.read_utterances(corpus, stack.data, "all", audio=stack.audio,
                               tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
 
 
@@ -233,6 +251,39 @@ def _score_glow(config: PeersBenchConfig, stack, found: dict[int, float],
     return _system(points, ceiling, json.loads((work / "summary.json").read_text()))
 
 
+def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int, float]]
+                     ) -> dict[str, dict[str, dict]]:  # fmt: skip
+    """Each long-form corpus spoken by each system's last checkpoint and scored alike:
+    `{corpus: {"xtts split" | "xtts whole" | "glow_tts": {"step", "groups"}}}`."""
+    cache, trim = _open_cache(config, stack), stack.data.trim_top_db
+    xtts_step, glow_step = max(found["xtts"]), max(found["glow_tts"])
+    glow = config.out / "glow"
+    _glow("synthesize", glow, "--steps", str(glow_step), "--truth", "--long-form")
+    result = {}
+    for k, corpus in enumerate(config.long_form):
+        truth = _long_items(config, stack, cache, corpus)
+        ids, mels = [u.id for u in truth], [u.mel for u in truth]
+        scored = {}
+        for mode, overrides in MODES.items():
+            wavs = config.out / "xtts-wavs" / f"long-{k}" / mode
+            report = evaluate(config.out / "xtts-run", corpus, split="all", n=config.n,
+                              step=xtts_step, out=wavs, overrides=list(overrides))  # fmt: skip
+            own = {row["id"]: row for row in report.utterances}  # alignment, stop, pieces
+            rows = [{**own[row["id"]], **row}
+                    for row in scored_rows(corpus, ids, [wavs / f"{i}.wav" for i in ids], mels,
+                                           stack.audio, trim_top_db=trim)]  # fmt: skip
+            heard = hear(corpus, ids, [wavs / f"{i}.wav" for i in ids],
+                         [wavs / f"{i}.truth.wav" for i in ids], wavs)  # fmt: skip
+            scored[f"xtts {mode}"] = {"step": xtts_step, "groups": group_rows(rows, heard)}
+        wavs = glow / "wavs" / f"long-{k}"
+        spoken = [wavs / f"step-{glow_step}" / f"{i}.wav" for i in ids]
+        rows = scored_rows(corpus, ids, spoken, mels, stack.audio, trim_top_db=trim)
+        heard = hear(corpus, ids, spoken, [wavs / "truth" / f"{i}.wav" for i in ids], wavs)
+        scored["glow_tts"] = {"step": glow_step, "groups": group_rows(rows, heard)}
+        result[str(corpus)] = scored
+    return result
+
+
 def _summary(scores: dict) -> dict:
     return {k: scores[k] for k in ("pairing_mean", "distance_mean", "top1")}
 
@@ -289,4 +340,7 @@ def format_peers_table(result: dict) -> str:
         rows.append(f"{name}: {system['steps']} steps, time to first step "
                     f"{system['time_to_first_step_s']:.1f} s, {system['step_ms_median']:.0f} "
                     f"ms per step (median)")  # fmt: skip
+    if "long_form" in result:
+        rows += ["", "Long items, each system's last checkpoint (one scorer):",
+                 format_long_form(result["long_form"])]  # fmt: skip
     return "\n".join(rows)

@@ -7,7 +7,7 @@ Run as a process of its own in the `peers` environment (it imports torch and coq
 ```
 python -m xtts_bench.peers.glow prepare    --work DIR   # mels of the training corpus
 python -m xtts_bench.peers.glow train      --work DIR   # until SIGTERM
-python -m xtts_bench.peers.glow synthesize --work DIR --steps 120,480 [--truth]
+python -m xtts_bench.peers.glow synthesize --work DIR --steps 120,480 [--truth] [--long-form]
 ```
 
 `DIR/manifest.json` (written by the bench) holds the settings and, per utterance, its id,
@@ -206,30 +206,34 @@ def _vocode(ap: AudioProcessor, mel: np.ndarray, path: Path) -> None:
     ap.save_wav(griffin_lim(linear, coqui, n_iter=_GRIFFIN_LIM_ITERS).numpy(), path)
 
 
-def synthesize(work: Path, steps: list[int], truth: bool) -> None:
+def synthesize(work: Path, steps: list[int], truth: bool, long_form: bool = False) -> None:
     """`wavs/step-<step>/<id>.wav` for each held-out sentence (Coqui's inference, then
     `_vocode`); with `truth`, `wavs/truth/<id>.wav`: each recording's mel through the same
-    Griffin-Lim."""
+    Griffin-Lim. With `long_form`, the items of the manifest's k-th long-form corpus
+    instead, into `wavs/long-<k>/step-<step>/` and `wavs/long-<k>/truth/`."""
     manifest, config, ap = _read(work)
-    held_out = manifest["held_out"]
+    sets = ({f"long-{k}": items for k, items in enumerate(manifest["long_form"])}
+            if long_form else {"": manifest["held_out"]})  # fmt: skip
     for step in steps:
         model = GlowTTS(config)
         model.load_state_dict(torch.load(work / "checkpoints" / f"step-{step}.pt")["model"])
         model.eval()
         model.store_inverse()
-        out = work / "wavs" / f"step-{step}"
+        for name, items in sets.items():
+            out = work / "wavs" / name / f"step-{step}"
+            out.mkdir(parents=True, exist_ok=True)
+            for u in items:
+                tokens = torch.tensor([u["tokens"]])  # (1, T_text)
+                lengths = torch.tensor([len(u["tokens"])])
+                outputs = model.inference(tokens, aux_input={"x_lengths": lengths,
+                                                             "d_vectors": None,
+                                                             "speaker_ids": None})  # fmt: skip
+                mel = outputs["model_outputs"][0].numpy().T  # (80, F), Coqui's normalised scale
+                _vocode(ap, mel, out / f"{u['id']}.wav")
+    for name, items in sets.items() if truth else ():
+        out = work / "wavs" / name / "truth"
         out.mkdir(parents=True, exist_ok=True)
-        for u in held_out:
-            tokens = torch.tensor([u["tokens"]])  # (1, T_text)
-            lengths = torch.tensor([len(u["tokens"])])
-            outputs = model.inference(tokens, aux_input={"x_lengths": lengths, "d_vectors": None,
-                                                         "speaker_ids": None})  # fmt: skip
-            mel = outputs["model_outputs"][0].numpy().T  # (80, F), Coqui's normalised scale
-            _vocode(ap, mel, out / f"{u['id']}.wav")
-    if truth:
-        out = work / "wavs" / "truth"
-        out.mkdir(parents=True, exist_ok=True)
-        for u in held_out:
+        for u in items:
             mel = ap.melspectrogram(ap.load_wav(u["audio"]))
             _vocode(ap, mel, out / f"{u['id']}.wav")
 
@@ -241,6 +245,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--steps", default="", help="synthesize: comma-separated steps")
     parser.add_argument("--truth", action="store_true", help="synthesize: the recordings too")
+    parser.add_argument("--long-form", action="store_true",
+                        help="synthesize: the manifest's long-form items, not the held-out "
+                        "sentences")  # fmt: skip
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s glow-tts %(message)s")
     if args.command == "prepare":
@@ -248,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "train":
         train(args.work)
     else:
-        synthesize(args.work, [int(s) for s in args.steps.split(",") if s], args.truth)
+        synthesize(args.work, [int(s) for s in args.steps.split(",") if s], args.truth,
+                   args.long_form)  # fmt: skip
     return 0
 
 
