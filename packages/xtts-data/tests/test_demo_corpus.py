@@ -382,6 +382,13 @@ def test_language_errors_need_no_espeak(tmp_path, monkeypatch, engine, language,
     assert not (tmp_path / "c").exists()
 
 
+def test_one_sentence_is_english_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # checked before espeak-ng
+    with pytest.raises(ConfigError, match=r"one_sentence.*received: language='fa'"):
+        write_demo_corpus(tmp_path / "c", n=1, engine="espeak", language="fa", one_sentence=True)
+    assert not (tmp_path / "c").exists()
+
+
 @needs_espeak
 def test_a_voice_espeak_lacks_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(_demo_espeak, "espeak_voice", lambda language: "zz-none")

@@ -77,6 +77,27 @@ def test_synth_length_is_within_the_bounds(seed, seconds):
     assert speech.spoken
 
 
+def test_one_sentence_runs_the_same_words_on_as_clauses():
+    from xtts_data.sentences import sentences
+
+    bounds = _bounds(4.0, 8.0, 10.0, SR)
+    for seed in range(4):
+        plain = _synth(seed, bounds=bounds)
+        engine = SynthEngine(sample_rate=SR, one_sentence=True)
+        one = engine.utterance(np.random.default_rng(seed), voice=voice(0), bounds=bounds)
+        assert len(sentences(one.raw)) == 1
+        assert one.raw.endswith(".")
+        # The same draws, other marks (a comma's pause is shorter: a word more may fit).
+        shared = min(len(_words(one.raw)), len(_words(plain.raw)))
+        assert shared > 10
+        assert _words(one.raw)[:shared] == _words(plain.raw)[:shared]
+    assert max(len(sentences(_synth(s, bounds=bounds).raw)) for s in range(4)) > 1
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip(",.?!").lower() for w in text.split()]
+
+
 def test_synth_text_is_what_the_normaliser_reads():
     config = TextConfig()
     for seed in range(20):
@@ -159,3 +180,15 @@ def test_espeak_engine_fits_the_bounds_and_leaves_no_file(tmp_path, monkeypatch,
     assert speech.raw
     assert bool(speech.spoken) == spoken  # other languages: the reader normalises raw
     assert list(tmp_path.iterdir()) == []
+
+
+@needs_espeak
+def test_espeak_speaks_one_long_sentence(tmp_path):
+    from xtts_data.sentences import sentences
+
+    engine = EspeakEngine(binary=find_espeak("en"), language="en", one_sentence=True)
+    bounds = _bounds(6.0, 8.0, 10.0, ESPEAK_RATE)
+    speech = engine.utterance(np.random.default_rng(0), voice=voice(0), bounds=bounds)
+    assert len(sentences(speech.raw)) == 1
+    assert len(speech.raw.split()) > 15  # far past one of the corpus's 4-12-word sentences
+    assert bounds.fewest <= len(speech.pcm) <= bounds.most

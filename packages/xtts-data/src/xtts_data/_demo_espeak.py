@@ -80,10 +80,12 @@ class EspeakEngine:
     Attributes:
         binary: path of the espeak-ng program (`find_espeak`).
         language: "en" or a language of `xtts_data._demo_sentences.SENTENCES`.
+        one_sentence: English texts are one sentence each (`_demo_sentences.words`).
     """
 
     binary: str
     language: str
+    one_sentence: bool = False
 
     @property
     def sample_rate(self) -> int:
@@ -103,7 +105,8 @@ class EspeakEngine:
         with tempfile.TemporaryDirectory(prefix="xtts-espeak-") as scratch:
             wav = Path(scratch) / "speech.wav"  # espeak-ng writes only files
             if self.language == "en":
-                return Speech(*english_utterance(rng, espeak, bounds, wav))
+                return Speech(*english_utterance(rng, espeak, bounds, wav,
+                                                 one_sentence=self.one_sentence))  # fmt: skip
             raw, pcm = sentence_utterance(rng, espeak, bounds, wav, self.language)
         return Speech(raw, "", pcm)
 
@@ -164,8 +167,10 @@ def _fit(pcm: np.ndarray, fewest: int, most: int) -> np.ndarray:
     return np.pad(pcm[:most], (0, max(fewest - len(pcm), 0)))
 
 
-def english_utterance(rng: np.random.Generator, espeak: Espeak, bounds: Bounds, path: Path):
-    """(raw text, spoken text, int16 [samples]) of drawn English words, spoken into `path`.
+def english_utterance(rng: np.random.Generator, espeak: Espeak, bounds: Bounds, path: Path, *,
+                      one_sentence: bool = False):  # fmt: skip
+    """(raw text, spoken text, int16 [samples]) of drawn English words, spoken into `path`
+    (with `one_sentence`, as one sentence: `spoken_words`).
 
     The word count aims at the target of `bounds` (fewest, target, most samples); texts
     whose audio passes `most` are shortened and spoken again (a single word that is still
@@ -173,7 +178,7 @@ def english_utterance(rng: np.random.Generator, espeak: Espeak, bounds: Bounds, 
     """
     fewest, target, most = bounds
     count = max(1, round(target / ESPEAK_RATE * espeak.speed / 60 * 0.85))
-    drawn = list(itertools.islice(spoken_words(rng), count))
+    drawn = list(itertools.islice(spoken_words(rng, one_sentence=one_sentence), count))
     while True:
         raw, spoken = (join_words([word[i] for word in drawn]) for i in (0, 1))
         pcm = speak(espeak, spoken, path)
@@ -189,11 +194,13 @@ def spoken_text(raw: str, language: str, *, lowercase: bool = True) -> str:
     return normalize_text(raw, TextConfig(language=language, lowercase=lowercase))
 
 
-def spoken_words(rng: np.random.Generator) -> Iterator[tuple[str, str]]:
-    """Endless `(raw, spoken)` English words (`_demo_sentences.words`), each spoken as
-    the normaliser reads it ("Mrs. Hale" -> "Misess Hale"), capitals kept: `join_words`
-    of the spoken words normalises to what the joined raw words normalise to."""
-    return ((raw, _spoken_word(raw)) for raw in words(rng))
+def spoken_words(rng: np.random.Generator, *,
+                 one_sentence: bool = False) -> Iterator[tuple[str, str]]:  # fmt: skip
+    """Endless `(raw, spoken)` English words (`_demo_sentences.words`, `one_sentence`
+    passed on), each spoken as the normaliser reads it ("Mrs. Hale" -> "Misess Hale"),
+    capitals kept: `join_words` of the spoken words normalises to what the joined raw
+    words normalise to."""
+    return ((raw, _spoken_word(raw)) for raw in words(rng, one_sentence=one_sentence))
 
 
 @functools.lru_cache(maxsize=4096)  # a few hundred distinct words: normalise each once

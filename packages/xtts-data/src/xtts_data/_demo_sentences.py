@@ -71,9 +71,11 @@ def _pick(rng: np.random.Generator, items: tuple):
     return items[int(rng.integers(len(items)))]
 
 
-def words(rng: np.random.Generator) -> Iterator[str]:
+def words(rng: np.random.Generator, *, one_sentence: bool = False) -> Iterator[str]:
     """Endless written English words of sentences, punctuation attached (a number or
-    abbreviation with what follows it counts as one word).
+    abbreviation with what follows it counts as one word). With `one_sentence`, every
+    sentence ends in a comma instead: the words run on as clauses of one sentence (the
+    same draws, so the same words).
 
     Sentence starts are not capitalised here: words that do not fit an utterance are
     skipped, so `join_words` capitalises the words actually kept.
@@ -90,6 +92,7 @@ def words(rng: np.random.Generator) -> Iterator[str]:
                 raw = _pick(rng, _FUNCTION_WORDS if rng.random() < 0.4 else _CONTENT_WORDS)
             if i == length - 1:
                 mark = _ENDINGS[int(rng.choice(3, p=[0.85, 0.1, 0.05]))]
+                mark = "," if one_sentence else mark
             else:
                 mark = "," if rng.random() < 0.1 else ""
             yield raw + mark

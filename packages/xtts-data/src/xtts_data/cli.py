@@ -172,6 +172,10 @@ def _add_demo_corpus(commands) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--min-seconds", type=float, default=1.0)
     p.add_argument("--max-seconds", type=float, default=10.0)
+    p.add_argument("--one-sentence", action="store_true",
+                   help="English: every text is one sentence, its clauses joined by commas "
+                   "where sentences would end (long single sentences, e.g. longer than a "
+                   "model's training clips)")  # fmt: skip
     p.add_argument(
         "--language",
         default="en",
@@ -331,6 +335,7 @@ def _run_demo_corpus(args) -> int:
         min_seconds=args.min_seconds,
         max_seconds=args.max_seconds,
         language=args.language,
+        one_sentence=args.one_sentence,
         progress=True,
     )
     print(

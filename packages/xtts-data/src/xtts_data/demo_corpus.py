@@ -185,6 +185,7 @@ def write_demo_corpus(
     min_seconds: float = 1.0,
     max_seconds: float = 10.0,
     language: str = "en",
+    one_sentence: bool = False,
     progress: bool = False,
 ) -> DemoCorpus:
     """Write a deterministic demo corpus in LJSpeech layout, with no download.
@@ -222,6 +223,9 @@ def write_demo_corpus(
             "fa" (Persian), "ar" (Arabic), "ru" (Russian), "de" (German), "fr" (French),
             "es" (Spanish), "zh" (Mandarin). Sentences are joined until the target
             duration; one that would pass `max_seconds` is left out (a first one is cut).
+        one_sentence: (English) every text is one sentence, its clauses joined by commas
+            where the sentences would end: sentences as long as the utterances, e.g. longer
+            than a model's training clips (`xtts-bench learning --long-form`).
         progress: show a tqdm progress bar.
 
     Returns:
@@ -229,7 +233,7 @@ def write_demo_corpus(
 
     Raises:
         ConfigError: an argument is out of range, an unknown language, or a language other
-            than "en" with the synth engine.
+            than "en" with the synth engine or `one_sentence`.
         XttsDataError: `out` is not empty, or espeak-ng is missing, has no voice for the
             language, or fails.
     """
@@ -237,7 +241,11 @@ def write_demo_corpus(
     _require(0 <= held_out_speakers < speakers, f"0 <= held_out_speakers < speakers={speakers}",
              f"held_out_speakers={held_out_speakers}")  # fmt: skip
     _check_language(engine, language)
-    backend = _engine(engine, sample_rate=sample_rate, language=language)  # before any file
+    _require(not one_sentence or language == "en", "language='en' with one_sentence (the "
+             "other languages speak their built-in sentences whole)",
+             f"language={language!r}")  # fmt: skip
+    # the engine before any file: espeak-ng is looked up here
+    backend = _engine(engine, sample_rate=sample_rate, language=language, one_sentence=one_sentence)
     root = _empty_directory(out)
     seconds = (min_seconds, max_seconds)
     return _write_corpus(
@@ -246,11 +254,13 @@ def write_demo_corpus(
     )  # fmt: skip
 
 
-def _engine(engine: Engine, *, sample_rate: int, language: str) -> DemoEngine:
+def _engine(engine: Engine, *, sample_rate: int, language: str,
+            one_sentence: bool = False) -> DemoEngine:  # fmt: skip
     """The engine named `engine`; espeak-ng is looked up (and its voice checked) here."""
     if engine == "espeak":
-        return EspeakEngine(binary=find_espeak(language), language=language)
-    return SynthEngine(sample_rate=sample_rate)
+        return EspeakEngine(binary=find_espeak(language), language=language,
+                            one_sentence=one_sentence)  # fmt: skip
+    return SynthEngine(sample_rate=sample_rate, one_sentence=one_sentence)
 
 
 def _write_corpus(
