@@ -26,6 +26,7 @@ __all__ = [
     "decode_rows",
     "join_pieces",
     "pause_frames",
+    "pause_silence",
     "piece_batch",
     "speak_pieces",
     "stream_pieces",
@@ -66,6 +67,12 @@ def pause_frames(seconds: float, audio: xa.MelConfig) -> int:
     return round(seconds * audio.sample_rate / audio.hop_length)
 
 
+def pause_silence(seconds: float, audio: xa.MelConfig) -> np.ndarray:
+    """float32 [pause_frames, n_mels]: a pause of `seconds` in the features' silence."""
+    return np.full([pause_frames(seconds, audio), audio.n_mels], silence_feature(audio),
+                   np.float32)  # fmt: skip
+
+
 def decode_rows(decoding: Decoding, rows: Sequence[Sequence[int]],
                 references: Sequence[np.ndarray], *, progress: bool = False,
                 desc: str = "decode") -> list[Decoded]:  # fmt: skip
@@ -78,13 +85,9 @@ def decode_rows(decoding: Decoding, rows: Sequence[Sequence[int]],
         references: float32 [frames, n_mels] of each row's voice.
         progress: show the bar; desc: its label.
     """
-    decoded, batch = [], decoding.batch_size
-    shown = progress and len(rows) > batch
+    shown = progress and len(rows) > decoding.batch_size
     with tqdm(total=len(rows), desc=desc, unit="piece", disable=not shown) as bar:
-        for start in range(0, len(rows), batch):
-            decoded += decoding(rows[start : start + batch], references[start : start + batch])
-            bar.update(len(rows[start : start + batch]))
-    return decoded
+        return decoding(rows, list(references), done=bar.update)
 
 
 def speak_pieces(decoding: Decoding, pieces: Sequence[Encoded], reference: np.ndarray,
@@ -130,7 +133,6 @@ def stream_pieces(streaming: Streaming, pieces: Sequence[Encoded], reference: np
 def _chunks(streams: list[MelStream], pieces: Sequence[Encoded], audio: xa.MelConfig,
             spoken: list[Spoken]) -> Iterator[np.ndarray]:  # fmt: skip
     """`stream_pieces`' chunks: each stream's, then its piece's pause in silence."""
-    silence = silence_feature(audio)
     mels, endings = [], []
     for stream, piece in zip(streams, pieces, strict=True):
         chunks = []
@@ -139,9 +141,8 @@ def _chunks(streams: list[MelStream], pieces: Sequence[Encoded], audio: xa.MelCo
             yield chunk
         mels.append(np.concatenate(chunks))
         endings.append(stream.ending)
-        gap = pause_frames(piece.pause, audio)  # 0 after the last piece
-        if gap:
-            yield np.full([gap, audio.n_mels], silence, np.float32)
+        if pause_frames(piece.pause, audio):  # 0 after the last piece
+            yield pause_silence(piece.pause, audio)
     spoken.append(join_pieces(pieces, mels, endings, audio))
 
 
@@ -159,11 +160,10 @@ def join_pieces(pieces: Sequence[Encoded], mels: Sequence[np.ndarray],
     if len(pieces) == 1:
         (mel,), (end,) = mels, endings
         return Spoken(mel, end.attention, end.stopped, end.alignment, [end.length])
-    silence = silence_feature(audio)
     gaps = [pause_frames(p.pause, audio) for p in pieces[:-1]] + [0]
-    features = np.concatenate([part for mel, gap in zip(mels, gaps, strict=True)
-                               for part in (mel, np.full([gap, audio.n_mels], silence,
-                                                         np.float32))])  # fmt: skip
+    pauses = [p.pause for p in pieces[:-1]] + [0.0]
+    features = np.concatenate([part for mel, pause in zip(mels, pauses, strict=True)
+                               for part in (mel, pause_silence(pause, audio))])  # fmt: skip
     attention = np.zeros([len(features), sum(e.attention.shape[1] for e in endings)], np.float32)
     row = column = 0
     for mel, gap, end in zip(mels, gaps, endings, strict=True):

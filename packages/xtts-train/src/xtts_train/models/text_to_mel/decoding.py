@@ -11,14 +11,14 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 import xtts_audio as xa
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
-from xtts_data.sentences import split_text
+from xtts_data.sentences import Piece, split_text
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.alignment import alignment_score
@@ -191,10 +191,8 @@ def text_pieces(text: str, config: TextConfig, tokenizer: Tokenizer, *, name: st
         return [_encoded(text, cleaned.text, cleaned.dropped, tokenizer, tag, name)]
     # What cleaning removed is counted once, with the first piece.
     dropped = [cleaned.dropped] + [collections.Counter()] * (len(pieces) - 1)
-    encoded = [_encoded(text, p.text, d, tokenizer, tag, name)
-               for p, d in zip(pieces, dropped, strict=True)]  # fmt: skip
-    pauses = [p.pause_seconds for p in pieces[:-1]] + [0.0]
-    return [dataclasses.replace(e, pause=pause) for e, pause in zip(encoded, pauses, strict=True)]
+    return _paused([_encoded(text, p.text, d, tokenizer, tag, name)
+                    for p, d in zip(pieces, dropped, strict=True)], pieces)  # fmt: skip
 
 
 def row_pieces(ids: Sequence[int], tokenizer: Tokenizer, *, max_symbols: int) -> list[Encoded]:
@@ -214,9 +212,15 @@ def row_pieces(ids: Sequence[int], tokenizer: Tokenizer, *, max_symbols: int) ->
     encoded = []
     for piece in pieces:
         piece_ids, _ = tokenizer.encode(piece.text)  # every character is a symbol of the row's
-        piece_ids = head + piece_ids[len(head) :]
-        encoded.append(Encoded(piece_ids, piece.text, {}, piece.pause_seconds))
-    return [*encoded[:-1], dataclasses.replace(encoded[-1], pause=0.0)]
+        encoded.append(Encoded(head + piece_ids[len(head) :], piece.text, {}))
+    return _paused(encoded, pieces)
+
+
+def _paused(encoded: list[Encoded], pieces: Sequence[Piece]) -> list[Encoded]:
+    """Each piece's encoding with the pause after it (`Piece.pause_seconds`), none after
+    the last."""
+    pauses = [p.pause_seconds for p in pieces[:-1]] + [0.0]
+    return [dataclasses.replace(e, pause=pause) for e, pause in zip(encoded, pauses, strict=True)]
 
 
 def _encoded(text: str, cleaned: str, dropped: collections.Counter[str], tokenizer: Tokenizer,
@@ -323,13 +327,16 @@ class Decoding:
         return self._infer.experimental_get_tracing_count()
 
     def __call__(self, rows: Sequence[Sequence[int]],
-                 reference: np.ndarray | Sequence[np.ndarray]) -> list[Decoded]:  # fmt: skip
+                 reference: np.ndarray | Sequence[np.ndarray], *,
+                 done: Callable[[int], object] | None = None) -> list[Decoded]:  # fmt: skip
         """Decode token rows, `batch_size` at a time, conditioned on `reference`.
 
         Args:
             rows: token ids of each text (ending with `<eos>`), at least one row.
             reference: float32 [frames, n_mels] mel of the voice (cut to `cond_frames`), or
                 a list of them, one per row (each row in its own voice).
+            done: called with the rows of each batch once it is decoded (a progress bar's
+                `update`).
 
         Returns:
             One `Decoded` per row, in order.
@@ -344,6 +351,8 @@ class Decoding:
         for start in range(0, len(rows), self.batch_size):
             stop = start + self.batch_size
             decoded += self._decode(rows[start:stop], references[start:stop])
+            if done is not None:
+                done(len(rows[start:stop]))
         return decoded
 
     def _decode(self, rows: Sequence[Sequence[int]],
