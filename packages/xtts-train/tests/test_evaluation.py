@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xtts_train.runs.evaluation import dtw_distance, duration_ratio, pairing_scores
+from xtts_train.runs.evaluation import dtw_distance, dtw_distances, duration_ratio, pairing_scores
 
 
 def _mel(seed: int, frames: int = 30, bins: int = 8) -> np.ndarray:
@@ -28,6 +28,34 @@ def test_distance_is_the_mean_cost_along_the_path():
     a = np.zeros((1, 4))
     b = np.ones((3, 4)) * np.array([[1.0], [2.0], [3.0]])  # one frame against three
     assert dtw_distance(a, b) == pytest.approx((1 + 2 + 3) / 3)
+
+
+def _one_pair(a: np.ndarray, b: np.ndarray) -> float:
+    """The DTW distance as the textbook writes it: cell by cell, one pair."""
+    cost = np.abs(a[:, None, :] - b[None, :, :]).mean(axis=2)
+    total = np.full((len(a) + 1, len(b) + 1), np.inf)
+    steps = np.zeros_like(total)
+    total[0, 0] = 0.0
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            options = [(total[i - 1, j - 1], steps[i - 1, j - 1]), (total[i - 1, j], steps[i - 1, j]),
+                       (total[i, j - 1], steps[i, j - 1])]  # fmt: skip
+            best = min(range(3), key=lambda k: options[k][0])  # the first on a tie
+            total[i, j] = cost[i - 1, j - 1] + options[best][0]
+            steps[i, j] = options[best][1] + 1
+    return float(total[-1, -1] / steps[-1, -1])
+
+
+def test_many_truths_at_once_are_each_pair_to_the_last_bit():
+    rng = np.random.default_rng(3)
+    synthesis = rng.normal(-5, 2, (70, 8))  # past one block of cost rows
+    truths = [rng.normal(-5, 2, (int(n), 8)) for n in rng.integers(1, 40, 11)]  # 2 groups
+    expected = [_one_pair(synthesis, t) for t in truths]
+    assert dtw_distances(synthesis, truths).tolist() == expected
+    assert [dtw_distance(synthesis, t) for t in truths] == expected
+    assert dtw_distances(synthesis[:1], truths[:1]).tolist() == [
+        _one_pair(synthesis[:1], truths[0])
+    ]
 
 
 def test_pairing_is_below_one_when_each_synthesis_matches_its_own_truth():

@@ -15,8 +15,8 @@ EXPECTED = {
     "EvalReport", "FiniteGate", "LossScale", "ModelConfig", "RetraceError", "StackConfig",
     "StepFunctions", "Streaming", "TextToMel", "TrainConfig", "Update", "XttsTrainError",
     "accumulated_gradients", "adamw", "build_steps", "chain", "clip_by_global_norm",
-    "dtw_distance", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "kept_steps",
-    "load_reference", "load_run", "load_stack_config", "masked_l1", "pairing_scores",
+    "dtw_distance", "dtw_distances", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "kept_steps",
+    "load_reference", "load_run", "load_stack_config", "masked_l1", "measuring_pool", "pairing_scores",
     "shape_of", "stop_loss", "timed_step", "total_loss", "warmup_cosine",
     # the vocoder and the tasks
     "Task", "TextToMelTask", "VocoderTask", "Vocoder", "VocoderConfig", "vocoder_losses",

@@ -36,7 +36,7 @@ from xtts_bench.long_form import format_long_form, score_long_form
 from xtts_bench.settings import LearningBenchConfig
 from xtts_train import (
     XttsTrainError,
-    dtw_distance,
+    dtw_distances,
     evaluate,
     fit,
     kept_steps,
@@ -149,7 +149,7 @@ def blurred_truth_pairing(mels: list[np.ndarray], sigmas=BLUR_SIGMAS) -> dict[st
     scale = {}
     for sigma in sigmas:
         blurred = [gaussian_filter(mel, sigma) for mel in mels]
-        distances = np.array([[dtw_distance(b, mel) for mel in mels] for b in blurred])
+        distances = np.array([dtw_distances(b, mels) for b in blurred])
         scale[str(sigma)] = float(pairing_scores(distances).mean())
     return scale
 

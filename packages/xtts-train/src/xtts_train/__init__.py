@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from xtts_train.models.text_to_mel.streaming import Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
-    from xtts_train.runs.evaluation import dtw_distance, pairing_scores
+    from xtts_train.runs.evaluation import dtw_distance, dtw_distances, pairing_scores
     from xtts_train.runs.held_out import EvalReport, evaluate
     from xtts_train.runs.loading import kept_steps
     from xtts_train.synthesize import load_reference, load_run
@@ -93,6 +93,7 @@ __all__ = [
     "chain",
     "clip_by_global_norm",
     "dtw_distance",
+    "dtw_distances",
     "dummy_batch",
     "evaluate",
     "fit",
@@ -132,7 +133,7 @@ __getattr__, __dir__ = lazy_exports(
         "Streaming": "models.text_to_mel.streaming",
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
-        **dict.fromkeys(["dtw_distance", "pairing_scores"], "runs.evaluation"),
+        **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "runs.evaluation"),
         **dict.fromkeys(["EvalReport", "evaluate"], "runs.held_out"),
         "kept_steps": "runs.loading",
         **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "models.text_to_mel.losses"),

@@ -23,7 +23,7 @@ import numpy as np
 import xtts_data as xd
 from xtts_audio import MelConfig, mel_features
 from xtts_bench.errors import SettingsError
-from xtts_train import dtw_distance, pairing_scores
+from xtts_train import dtw_distances, pairing_scores
 
 __all__ = ["score_mels", "score_wavs", "wav_mels"]
 
@@ -47,7 +47,7 @@ def score_mels(synthesised: Sequence[np.ndarray], truth: Sequence[np.ndarray]) -
             f"Expected one synthesis per sentence and at least 2 sentences, received: "
             f"{len(synthesised)} syntheses, {len(truth)} sentences"
         )
-    distances = np.array([[dtw_distance(s, t) for t in truth] for s in synthesised])  # (N, N)
+    distances = np.array([dtw_distances(s, truth) for s in synthesised])  # (N, N)
     pairing = pairing_scores(distances)
     nearest = distances.argmin(axis=1)
     return {

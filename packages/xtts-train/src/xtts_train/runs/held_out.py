@@ -31,7 +31,7 @@ from xtts_train.models.text_to_mel.decoding import (
     buffer_frames,
     row_pieces,
 )
-from xtts_train.runs.evaluation import dtw_distance, duration_ratio, pairing_scores
+from xtts_train.runs.evaluation import dtw_distances, duration_ratio, pairing_scores
 from xtts_train.runs.loading import load_run_config
 from xtts_train.runs.long_form import decode_rows, join_pieces
 from xtts_train.runs.media import decoded_frames
@@ -183,7 +183,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
                           [references[i] for i, row in enumerate(pieces) for _ in row],
                           progress=progress, desc="evaluate")  # fmt: skip
     said = _said(pieces, decoded, stack.audio, max_frames)
-    distances = np.array([[dtw_distance(d.mel, u.mel) for u in utterances] for d in said])
+    distances = np.array([dtw_distances(d.mel, [u.mel for u in utterances]) for d in said])
     pairing = pairing_scores(distances)
     rows = [
         {"id": u.id, "text": u.text, "frames": d.length, "true_frames": len(u.mel),
