@@ -175,13 +175,13 @@ def _open_cache(config: PeersBenchConfig, stack) -> xd.FeatureCache:
 
 def _held_out(config: PeersBenchConfig, stack, cache: xd.FeatureCache) -> list[xd.Utterance]:
     """The first `config.n` held-out utterances, read with the cache's tokenizer."""
-    return xd.read_utterances(config.held_out, stack.data, "all", audio=stack.audio,
-                              tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
+    return _long_items(config, stack, cache, config.held_out)
 
 
 def _long_items(config: PeersBenchConfig, stack, cache: xd.FeatureCache,
                 corpus: Path) -> list[xd.Utterance]:  # fmt: skip
-    """The first `config.n` items of a long-form corpus, read with the cache's tokenizer."""
+    """The first `config.n` items of a corpus neither system trains on (held-out or long
+    form), read with the cache's tokenizer."""
     return xd.read_utterances(corpus, stack.data, "all", audio=stack.audio,
                               tokenizer=cache.tokenizer, limit=config.n)  # fmt: skip
 
@@ -269,11 +269,11 @@ def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int,
             report = evaluate(config.out / "xtts-run", corpus, split="all", n=config.n,
                               step=xtts_step, out=wavs, overrides=list(overrides))  # fmt: skip
             own = {row["id"]: row for row in report.utterances}  # alignment, stop, pieces
+            said = [wavs / f"{i}.wav" for i in ids]
             rows = [{**own[row["id"]], **row}
-                    for row in scored_rows(corpus, ids, [wavs / f"{i}.wav" for i in ids], mels,
-                                           stack.audio, trim_top_db=trim)]  # fmt: skip
-            heard = hear(corpus, ids, [wavs / f"{i}.wav" for i in ids],
-                         [wavs / f"{i}.truth.wav" for i in ids], wavs)  # fmt: skip
+                    for row in scored_rows(corpus, ids, said, mels, stack.audio,
+                                           trim_top_db=trim)]  # fmt: skip
+            heard = hear(corpus, ids, said, [wavs / f"{i}.truth.wav" for i in ids], wavs)
             scored[f"xtts {mode}"] = {"step": xtts_step, "groups": group_rows(rows, heard)}
         wavs = glow / "wavs" / f"long-{k}"
         spoken = [wavs / f"step-{glow_step}" / f"{i}.wav" for i in ids]
