@@ -82,10 +82,17 @@ def plan_shapes(frames: np.ndarray, tokens: np.ndarray, config: DataConfig) -> l
     return shapes
 
 
-def assign(frames: np.ndarray, shapes: list[BatchShape]) -> np.ndarray:
-    """Index of the bucket each utterance falls in (the first whose frames fit)."""
+def assign(
+    frames: np.ndarray, shapes: list[BatchShape], tokens: np.ndarray | None = None
+) -> np.ndarray:
+    """Index of the bucket each utterance falls in: the first whose frames hold it (and
+    its text length its `tokens`, when given: joined items, `stages.BucketBatches`)."""
     bounds = np.asarray([s.frames for s in shapes])
-    return np.searchsorted(bounds, np.asarray(frames), side="left")
+    if tokens is None:
+        return np.searchsorted(bounds, np.asarray(frames), side="left")
+    text_lens = np.asarray([s.text_len for s in shapes])
+    held = (np.asarray(frames)[:, None] <= bounds) & (np.asarray(tokens)[:, None] <= text_lens)
+    return np.argmax(held, axis=1)
 
 
 def _boundaries(rounded: np.ndarray, k: int) -> list[int]:

@@ -88,6 +88,11 @@ class DataConfig(FrozenConfig):
             `1 / (1 + voice_warp)` to `1 + voice_warp` (`stages.WarpVoices`; the pitch
             and the formants move together, as with a shorter or longer vocal tract), so
             the model hears voices between and beyond the corpus's. 0 (the default): off.
+        join: the `train` split's items join up to this many utterances of one speaker,
+            the count drawn evenly from 1 to `join` for each window of `join` (`joins`),
+            so the model trains on items longer than the clips; the batch shapes are
+            planned for the joined lengths. 1 (the default): off.
+        join_pause: seconds of silence between two joined utterances.
         refs_per_speaker: reference crops per speaker kept for rows whose batch holds no
             other utterance of their speaker (fewer when the bank would exceed 64 MiB).
         val_fraction: share of utterances, chosen by a hash of their id, held out as the
@@ -128,6 +133,8 @@ class DataConfig(FrozenConfig):
     pad_multiple: int = 8
     cond_frames: int = 128
     voice_warp: float = 0.0
+    join: int = 1
+    join_pause: float = 0.2
     refs_per_speaker: int = 4
     val_fraction: float = 0.05
     segment_frames: int = 32
@@ -153,6 +160,9 @@ class DataConfig(FrozenConfig):
             self._fail("policy", self.policy, "'fixed' or 'buckets'")
         self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
         self._check_positive("pad_multiple", "cond_frames", "refs_per_speaker", "segment_frames")
+        self._check_positive("join")
+        if not (_is_number(self.join_pause) and 0.0 <= self.join_pause <= 2.0):
+            self._fail("join_pause", self.join_pause, "a number of seconds in [0, 2]")
         self._check_positive("frame_budget", "max_frames", "max_text_len", optional=True)
         if self.batch_size % self.batch_multiple:
             self._fail(

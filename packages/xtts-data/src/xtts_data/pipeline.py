@@ -5,6 +5,7 @@ is then the source's utterances through a chain of `ds -> ds` stages (`xtts_data
 ```
 source: cache shards ─ interleave ─ decode  (or WAV files decoded on the fly)
   ─ SelectSplit ─ DropTooLong ─ KeepInMemory ─ Repeat ─ Shuffle ─ Distribute (tf.data service)
+  ─ JoinUtterances (train split, with `data.join`: items of several utterances)
   ─ BucketBatches (pad straight into batches, drop remainder)
   ─ FinishBatches (masks, stop targets, conditioning crops of other utterances of each
     speaker: same batch, else a small per-speaker reference bank) ─ Prefetch
@@ -29,6 +30,7 @@ from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
 from xtts_data.errors import ConfigError
 from xtts_data.host import physical_memory
+from xtts_data.joins import JoinUtterances, TokenJoin, joined_lengths, pause_frames, silence_feature
 from xtts_data.stages import (
     PREFETCH_BATCHES,
     BucketBatches,
@@ -180,6 +182,14 @@ def make_dataset(
         Repeat(enabled=repeat),
         Shuffle(buffer=config.shuffle_buffer if split == "train" else 0, seed=config.seed),
         Distribute(service=config.service),  # workers read and shuffle; bucketing stays here
+        JoinUtterances(
+            most=plan.join,
+            pause=pause_frames(config.join_pause, src.audio),
+            silence=silence_feature(src.audio),
+            join=TokenJoin.of(src.tokenizer),
+            shapes=spec.shapes,
+            seed=seed,
+        ),
         BucketBatches(shapes=spec.shapes, n_mels=spec.n_mels),
         FinishBatches(
             bank=_bank(src, plan.chosen, config),
@@ -219,6 +229,7 @@ class _Plan:
     batches_per_epoch: int
     padding_efficiency: float
     in_memory: bool
+    join: int  # utterances an item joins at most (1: none)
 
 
 def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) -> _Plan:
@@ -236,8 +247,15 @@ def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) 
             f"{src.path}: no utterances left in split {split!r} ({int(keep.sum())} in the "
             f"split, {int((keep & ~fits).sum())} longer than max_frames/max_text_len)"
         )
-    shapes = plan_shapes(src.frames[chosen], src.tokens[chosen], config)
-    counts = np.bincount(assign(src.frames[chosen], shapes), minlength=len(shapes))
+    frames, tokens = src.frames[chosen], src.tokens[chosen]
+    join = config.join if split == "train" else 1
+    if join > 1:  # shapes for every utterance alone and for an epoch's joined items
+        frames, tokens = _joined(src, chosen, config)
+        shapes = plan_shapes(np.concatenate([src.frames[chosen], frames]),
+                             np.concatenate([src.tokens[chosen], tokens]), config)  # fmt: skip
+    else:
+        shapes = plan_shapes(frames, tokens, config)
+    counts = np.bincount(assign(frames, shapes, tokens), minlength=len(shapes))
     batches = [c // s.batch_size for c, s in zip(counts, shapes, strict=True)]
     if not any(batches) and not repeat:
         raise ConfigError(
@@ -252,9 +270,20 @@ def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) 
         filtered=int((keep & ~fits).sum()),
         spec=DatasetSpec(tuple(shapes), src.n_mels, config.cond_frames),
         batches_per_epoch=int(sum(batches)),
-        padding_efficiency=float(src.frames[chosen].sum() / padded),
+        padding_efficiency=float(frames.sum() / padded),
         in_memory=in_memory,
+        join=join,
     )
+
+
+def _joined(src: _source.Source, chosen: np.ndarray, config: DataConfig):
+    """An epoch's item lengths with `config.join`, from a fixed seed: the shapes depend
+    on the corpus alone, so a resumed run and the compile cache see the same ones."""
+    return joined_lengths(
+        src.frames[chosen], src.tokens[chosen], src.speakers[chosen], most=config.join,
+        pause=pause_frames(config.join_pause, src.audio), join=TokenJoin.of(src.tokenizer),
+        seed=0,
+    )  # fmt: skip
 
 
 def _bank(src, candidates: np.ndarray, config: DataConfig) -> _references.Bank:

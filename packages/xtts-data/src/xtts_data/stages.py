@@ -6,7 +6,7 @@ Every stage is a frozen object whose settings are checked when it is made, calle
 
 ```
 utterances ─ SelectSplit ─ DropTooLong ─ KeepInMemory ─ Repeat ─ Shuffle ─ Distribute
-  ─ BucketBatches ─ FinishBatches ─ WarpVoices ─ Prefetch ─ batches
+  ─ JoinUtterances (`joins`) ─ BucketBatches ─ FinishBatches ─ WarpVoices ─ Prefetch ─ batches
 ```
 An utterance is a dict of `frames`, `speaker`, `split` (the id's split bucket) int32
 scalars, `tokens` int32 [T] and `mel` float32 [F, n_mels] (what `_source` reads); a batch
@@ -210,7 +210,8 @@ class Distribute:
 class BucketBatches:
     """Group utterances by bucket and pad them straight into batches of the bucket's shape.
 
-    An utterance goes to the first shape whose `frames` hold it; each bucket drops its
+    An utterance goes to the first shape whose `frames` and `text_len` hold it (for one
+    utterance alone, the first whose `frames` do); each bucket drops its
     partial batch. Out: `frames`, `speaker`, `split` int32 [B], `tokens` int32 [B, T], `mel`
     float32 [B, F, n_mels], with (B, T, F) one shape's `key`, all static.
 
@@ -238,8 +239,9 @@ class BucketBatches:
         text_lens = tf.constant([s.text_len for s in self.shapes], tf.int64)
         sizes = tf.constant([s.batch_size for s in self.shapes], tf.int64)
 
-        def bucket_of(e):
-            return tf.cast(tf.searchsorted(bounds, e["frames"][None], side="left")[0], tf.int64)
+        def bucket_of(e):  # the first shape that holds it (`buckets.assign` with tokens)
+            held = (e["frames"] <= bounds) & (tf.cast(tf.size(e["tokens"]), tf.int64) <= text_lens)
+            return tf.argmax(tf.cast(held, tf.int32), output_type=tf.int64)
 
         def batch_bucket(key, window):  # one padded copy per element, straight into the batch
             frames = tf.cast(bounds[key], tf.int64)

@@ -17,6 +17,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import xtts_audio as xa
+from xtts_data.joins import pause_frames  # its owner: joined training items pause the same way
 from xtts_train.models.text_to_mel.decoding import Decoded, Decoding, Encoded, Ending
 from xtts_train.models.text_to_mel.streaming import MelStream, Streaming
 from xtts_train.runs.media import decoded_frames, silence_feature
@@ -60,11 +61,6 @@ class Spoken(NamedTuple):
 def piece_batch(pieces: int) -> int:
     """Rows of the program that decodes a text of `pieces` pieces side by side: 1, 2 or 4."""
     return 1 << math.ceil(math.log2(min(max(pieces, 1), MAX_PIECE_BATCH)))
-
-
-def pause_frames(seconds: float, audio: xa.MelConfig) -> int:
-    """Frames of silence for a pause of `seconds` at the recipe's frame rate."""
-    return round(seconds * audio.sample_rate / audio.hop_length)
 
 
 def pause_silence(seconds: float, audio: xa.MelConfig) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 import xtts_audio as xa
+from xtts_data.joins import silence_feature  # its owner: joined training items pause in it
 from xtts_train.models.text_to_mel.decoding import Decoding
 from xtts_train.models.text_to_mel.model import TextToMel
 
@@ -28,11 +29,6 @@ def decoded_frames(length, symbols, max_frames: int, audio: xa.MelConfig) -> tf.
     reflect padding; at most `max_frames`. Works on ints and on int32 scalar tensors."""
     floor = tf.maximum(2 * symbols, audio.n_fft // audio.hop_length + 1)
     return tf.maximum(length, tf.minimum(floor, max_frames))
-
-
-def silence_feature(audio: xa.MelConfig) -> float:
-    """The recipe's feature value of zero energy: what a mel is padded with."""
-    return float(xa.normalize(tf.zeros([1, 1]), audio)[0, 0])
 
 
 def to_waveform(features: tf.Tensor, audio: xa.MelConfig, *, n_iter: int = 32) -> tf.Tensor:
