@@ -348,7 +348,7 @@ def test_each_systems_last_checkpoint_speaks_the_long_items(tmp_path, monkeypatc
         i: ("w", "w", "w") for i in ids})  # fmt: skip
     config = PeersBenchConfig(**{**PATHS, "out": tmp_path / "out"}, n=2, long_form=(corpus,))
     found = {"xtts": {200: 40.0, 400: 45.0}, "glow_tts": {50: 40.0, 90: 45.0}}
-    result = bench._score_long_form(config, stack, found)[str(corpus)]
+    result = dict(bench._score_long_form(config, stack, found))[str(corpus)]
     assert calls == [("glow", "synthesize", "--steps", "90", "--truth", "--long-form"),
                      ("xtts", 400, ()), ("xtts", 400, ("model.infer_split_symbols=0",))]  # fmt: skip
     assert list(result) == ["xtts split", "xtts whole", "glow_tts"]
@@ -356,3 +356,29 @@ def test_each_systems_last_checkpoint_speaks_the_long_items(tmp_path, monkeypatc
     assert (xtts["in_band"], xtts["alignment_mean"], xtts["pieces_mean"]) == (1.0, 0.5, 2)
     assert peer["ratio_median"] == pytest.approx(1 / 3, abs=0.05)
     assert (peer["in_band"], "alignment_mean" in peer) == (0.0, False)
+
+
+def test_an_interrupted_scoring_keeps_what_it_had_scored(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from xtts_bench.peers import bench
+
+    monkeypatch.setattr(bench, "require_peers_extra", lambda: None)
+    monkeypatch.setattr(bench, "read_checkpoint_minutes",
+                        lambda out: {"xtts": {1: 1.0}, "glow_tts": {1: 1.0}})  # fmt: skip
+    monkeypatch.setattr(bench, "_write_glow_manifest",
+                        lambda config, stack, work: [SimpleNamespace(id=i) for i in "ab"])  # fmt: skip
+    monkeypatch.setattr(bench, "_score_xtts", lambda *args: {"points": ["xtts scored"]})
+
+    def glow(*args):
+        raise KeyboardInterrupt  # the scoring is stopped while Glow-TTS is scored
+
+    monkeypatch.setattr(bench, "_score_glow", glow)
+    config = PeersBenchConfig(**{**PATHS, "out": tmp_path}, score_only=True)
+    monkeypatch.setattr(PeersBenchConfig, "stack", lambda self: None)
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_peers_benchmark(config)
+    kept = json.loads((tmp_path / "peers.json").read_text())
+    assert kept["complete"] is False
+    assert kept["systems"] == {"xtts": {"points": ["xtts scored"]}}
+    assert kept["sentences"] == ["a", "b"]

@@ -19,6 +19,10 @@ With `long_form` corpora, each system's last checkpoint also speaks their first 
 (xtts as `evaluate` decodes, with its sentence splitting and without it; Glow-TTS whole),
 and the same scorer groups them by the sentences they hold (`xtts_bench.long_form`):
 `peers.json`'s `long_form`.
+
+`peers.json` is written (atomically) after each system and each long-form corpus is
+scored, with `"complete": false` until the last: an interrupted scoring keeps what it
+scored.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,7 @@ from xtts_bench.long_form import MODES, format_long_form, group_rows, hear, scor
 from xtts_bench.peers.launch import Trainer, check_cores, require_peers_extra, run_side_by_side
 from xtts_bench.peers.scoring import score_wavs
 from xtts_bench.settings import PeersBenchConfig
+from xtts_data.files import write_json_atomic
 from xtts_train import evaluate
 
 __all__ = [
@@ -71,10 +77,6 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
         truth = _write_glow_manifest(config, stack, out / "glow")  # + any long-form items
     else:
         found, truth = _train(config, stack, progress=progress)
-    systems = {
-        "xtts": _score_xtts(config, stack, found["xtts"], truth),
-        "glow_tts": _score_glow(config, stack, found["glow_tts"], truth),
-    }
     result = {
         "settings": {
             **{k: str(v) for k, v in dataclasses.asdict(config).items()},
@@ -83,11 +85,19 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
         },
         "sentences": [u.id for u in truth],
         "chance_top1": 1.0 / len(truth),
-        "systems": systems,
+        "complete": False,  # peers.json is rewritten as each part is scored
+        "systems": {},
     }
+    for name, score in (("xtts", _score_xtts), ("glow_tts", _score_glow)):
+        result["systems"][name] = score(config, stack, found[name], truth)
+        write_json_atomic(out / "peers.json", result)
     if config.long_form:
-        result["long_form"] = _score_long_form(config, stack, found)
-    (out / "peers.json").write_text(json.dumps(result, indent=1))
+        result["long_form"] = {}
+        for corpus, scored in _score_long_form(config, stack, found):
+            result["long_form"][corpus] = scored
+            write_json_atomic(out / "peers.json", result)
+    result["complete"] = True
+    write_json_atomic(out / "peers.json", result)
     plot_peers(result, out / "peers.png")
     return result
 
@@ -252,14 +262,14 @@ def _score_glow(config: PeersBenchConfig, stack, found: dict[int, float],
 
 
 def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int, float]]
-                     ) -> dict[str, dict[str, dict]]:  # fmt: skip
+                     ) -> Iterator[tuple[str, dict[str, dict]]]:  # fmt: skip
     """Each long-form corpus spoken by each system's last checkpoint and scored alike:
-    `{corpus: {"xtts split" | "xtts whole" | "glow_tts": {"step", "groups"}}}`."""
+    `(corpus, {"xtts split" | "xtts whole" | "glow_tts": {"step", "groups"}})`, one corpus
+    at a time."""
     cache, trim = _open_cache(config, stack), stack.data.trim_top_db
     xtts_step, glow_step = max(found["xtts"]), max(found["glow_tts"])
     glow = config.out / "glow"
     _glow("synthesize", glow, "--steps", str(glow_step), "--truth", "--long-form")
-    result = {}
     for k, corpus in enumerate(config.long_form):
         truth = _long_items(config, stack, cache, corpus)
         ids, mels = [u.id for u in truth], [u.mel for u in truth]
@@ -280,8 +290,7 @@ def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int,
         rows = scored_rows(corpus, ids, spoken, mels, stack.audio, trim_top_db=trim)
         heard = hear(corpus, ids, spoken, [wavs / "truth" / f"{i}.wav" for i in ids], wavs)
         scored["glow_tts"] = {"step": glow_step, "groups": group_rows(rows, heard)}
-        result[str(corpus)] = scored
-    return result
+        yield str(corpus), scored
 
 
 def _summary(scores: dict) -> dict:
