@@ -2,11 +2,13 @@
 
 Called the way asv calls them: `setup_cache` once (in its own folder), its result passed
 to `setup`, each benchmark method and `teardown`, after the parameters; every `track_`
-must return a finite number. The benchmarks that compile a train step run in their own
-process, as asv runs every benchmark: TensorFlow never frees a compiled program, so in
-the pytest worker their programs would stay.
+must return a finite number. The benchmarks that compile a train step run in a process
+of their own, as asv runs every benchmark: TensorFlow never frees a compiled program, so
+in the pytest worker their programs would stay. One process runs every class of such a
+module, one after another as the others run here (TensorFlow is imported once, not once
+a class), and reports each class's error.
 
-    python tests/test_benchmarks_smoke.py BENCHMARK_FILE CLASS SETUP_CACHE_JSON
+    python tests/test_benchmarks_smoke.py BENCHMARK_MODULE SETUP_CACHES_JSON ERRORS_JSON
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -50,12 +53,13 @@ def _module(path: pathlib.Path):
     return module
 
 
-def _benchmark_classes():
-    for path in sorted(BENCHMARKS.glob("benchmarks_*.py")):
-        module = _module(path)
-        for name, cls in inspect.getmembers(module, inspect.isclass):
-            if cls.__module__ == module.__name__ and not name.startswith("_"):
-                yield pytest.param(cls, id=f"{path.stem}.{name}")
+def _classes(module):
+    """(name, class) of each benchmark class of `module`."""
+    return [(name, cls) for name, cls in inspect.getmembers(module, inspect.isclass)
+            if cls.__module__ == module.__name__ and not name.startswith("_")]  # fmt: skip
+
+
+MODULES = {path.stem: _module(path) for path in sorted(BENCHMARKS.glob("benchmarks_*.py"))}
 
 
 _CACHES: dict = {}  # setup_cache results, once per function (asv: once per run)
@@ -76,20 +80,36 @@ def _setup_cache(cls, folder: pathlib.Path) -> tuple:
     return (_CACHES[build],)
 
 
-@pytest.mark.parametrize("cls", list(_benchmark_classes()))
+_ERRORS: dict = {}  # {module: {class: its error in their own process, "" if none}}
+
+
+def _errors_in_own_process(module, tmp_path_factory) -> dict[str, str]:
+    """Every class of `module` run in one new process (see the docstring): {name: error}."""
+    if module.__name__ not in _ERRORS:
+        caches = {name: _setup_cache(cls, tmp_path_factory.mktemp("setup_cache") / "cache")
+                  for name, cls in _classes(module)}  # fmt: skip
+        errors = tmp_path_factory.mktemp("own_process") / "errors.json"
+        done = subprocess.run(
+            [sys.executable, __file__, module.__name__, json.dumps(caches), str(errors)],
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
+            timeout=600 * len(caches),
+        )  # fmt: skip
+        crashed = f"exit {done.returncode}:\n{done.stderr[-3000:]}"
+        found = json.loads(errors.read_text()) if done.returncode == 0 else None
+        _ERRORS[module.__name__] = found or dict.fromkeys(caches, crashed)
+    return _ERRORS[module.__name__]
+
+
+@pytest.mark.parametrize("cls", [pytest.param(cls, id=f"{stem}.{name}")
+                                 for stem, module in MODULES.items()
+                                 for name, cls in _classes(module)])  # fmt: skip
 def test_benchmark_runs(cls, tmp_path_factory):
     assert _methods(cls), f"{cls.__name__} has no benchmark methods"
-    cache = _setup_cache(cls, tmp_path_factory.mktemp("setup_cache") / "cache")
     if cls.__module__ not in OWN_PROCESS:
-        _run(cls, cache)
+        _run(cls, _setup_cache(cls, tmp_path_factory.mktemp("setup_cache") / "cache"))
         return
-    path = BENCHMARKS / f"{cls.__module__}.py"
-    done = subprocess.run(
-        [sys.executable, __file__, str(path), cls.__name__, json.dumps(cache)],
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    error = _errors_in_own_process(MODULES[cls.__module__], tmp_path_factory)[cls.__name__]
+    assert not error, error
 
 
 def _methods(cls) -> list[str]:
@@ -114,6 +134,19 @@ def _run(cls, cache: tuple) -> None:
             getattr(bench, "teardown", lambda *a: None)(*cache, *combo)
 
 
-if __name__ == "__main__":  # one benchmark class in this process (see the docstring)
-    benchmark_file, class_name, setup_cache = sys.argv[1:]
-    _run(getattr(_module(pathlib.Path(benchmark_file)), class_name), tuple(json.loads(setup_cache)))
+def _run_each(module, caches: dict[str, list]) -> dict[str, str]:
+    """Every class named in `caches`, given its setup_cache result: {name: error or ""}."""
+    errors = {}
+    for name, cache in caches.items():
+        try:
+            _run(getattr(module, name), tuple(cache))
+            errors[name] = ""
+        except Exception:  # reported for that class's test; the next class still runs
+            errors[name] = traceback.format_exc()
+    return errors
+
+
+if __name__ == "__main__":  # the classes of one benchmark module in this process (docstring)
+    module_name, caches, errors = sys.argv[1:]
+    found = _run_each(MODULES[module_name], json.loads(caches))
+    pathlib.Path(errors).write_text(json.dumps(found))

@@ -69,8 +69,17 @@ def _commit(repo: Path, message: str, *, step_ms: float = 100.0, traces: int = 2
     return _git(repo, "rev-parse", "HEAD")
 
 
+@pytest.fixture(scope="module")
+def env_dir(tmp_path_factory) -> Path:
+    """asv's environments, shared by the toy repositories: creating the virtualenv is most
+    of a gate run. asv reuses an environment from run to run (as in this repository's
+    `.asv/env`) and installs into it the commit it measures, built into a cache keyed by
+    the commit's hash, so no repository sees another's toy.py."""
+    return tmp_path_factory.mktemp("asv-env")
+
+
 @pytest.fixture
-def repo(tmp_path) -> Path:
+def repo(tmp_path, env_dir) -> Path:
     repo = tmp_path / "toy"
     (repo / "benchmarks").mkdir(parents=True)
     (repo / "benchmarks" / "__init__.py").write_text("")
@@ -80,7 +89,7 @@ def repo(tmp_path) -> Path:
         "environment_type": "virtualenv",
         "pythons": [f"{sys.version_info.major}.{sys.version_info.minor}"],
         "build_command": [BUILD], "install_command": [INSTALL], "uninstall_command": [],
-        "env_dir": ".asv/env", "results_dir": ".asv/results", "html_dir": ".asv/html",
+        "env_dir": str(env_dir), "results_dir": ".asv/results", "html_dir": ".asv/html",
     }  # fmt: skip
     (repo / "asv.conf.json").write_text(json.dumps(conf))
     _git(repo, "init", "-q", "-b", "main")

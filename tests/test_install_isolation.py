@@ -1,6 +1,15 @@
-"""Installs without hatch, into empty venvs: `pip install xtts-audio[cpu]` (or `[cuda]`, as
+"""Installs without hatch: into an empty venv, `pip install xtts-audio[cpu]` (or `[cuda]`, as
 `hatch run cuda:test` installs it) brings TF + NumPy and nothing else of ours; the root
-README's pip command for all four packages gives working console scripts."""
+README's pip command for all four packages gives working console scripts.
+
+Both install into one venv, to install TensorFlow once: xtts-audio alone first, checked
+before anything else lands there, then the README's command on top. That command names
+`xtts-audio[<extra>]` itself (`readme_install_command`), so the venv then holds only part
+of what the command installs, pip resolves the command's whole set again, and the venv
+ends as an empty one would (the same `pip list`, measured when this was written). pip's
+byte-compiling of every installed module is skipped (`--no-compile`, half of each
+install): Python compiles what it imports.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +17,11 @@ import importlib.metadata
 import os
 import pathlib
 import shlex
+import shutil
 import subprocess
 import sys
 import venv
+from collections.abc import Iterator
 
 import pytest
 
@@ -66,10 +77,10 @@ def new_venv(tmp_path: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path, str]:
 
 
 def pip_install(python: pathlib.Path, *args: object, cwd: pathlib.Path | None = None) -> None:
-    """`python -m pip install -q ARGS`; a failure shows pip's own error, not the warnings
-    about index locations this machine lacks that come before it (a CI report cuts a long
-    output in the middle: once that hid a full disk)."""
-    done = subprocess.run([python, "-m", "pip", "install", "-q", *map(str, args)],
+    """`python -m pip install -q --no-compile ARGS`; a failure shows pip's own error, not the
+    warnings about index locations this machine lacks that come before it (a CI report cuts
+    a long output in the middle: once that hid a full disk)."""
+    done = subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile", *map(str, args)],
                           capture_output=True, text=True, cwd=cwd)  # fmt: skip
     lines = [line for line in done.stderr.splitlines() if "is ignored" not in line]
     assert done.returncode == 0, f"pip install {args} failed:\n" + "\n".join(lines[-20:])
@@ -91,45 +102,73 @@ def assert_imported_from_venv(imported: str, site_packages: str, venv_dir: pathl
     assert not imported_path.is_relative_to(ROOT / "packages"), imported
 
 
-@pytest.mark.slow
-def test_xtts_audio_installs_alone(tmp_path):
-    python, pin, tensorflow = new_venv(tmp_path)
+# The mel of a second of silence, through the installed xtts-audio; where it was imported.
+AUDIO = (
+    "import sysconfig, numpy as np, xtts_audio\n"
+    "c = xtts_audio.MelConfig.from_preset('xtts')\n"
+    "print(tuple(xtts_audio.mel_features(np.zeros(22050, np.float32), c).shape))\n"
+    "print(xtts_audio.__file__)\n"
+    "print(sysconfig.get_paths()['purelib'])\n"
+)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, request) -> Iterator[pathlib.Path]:
+    """The folder of this module's venv, removed after its tests unless one failed (the
+    venv holds about 2 GB; pytest.ini keeps only a failed test's files)."""
+    folder, failed = tmp_path_factory.mktemp("install"), request.session.testsfailed
+    yield folder
+    if request.session.testsfailed == failed:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def audio_alone(folder) -> tuple[str, str, str]:
+    """xtts-audio[<extra>] installed alone into an empty venv under `folder`, and what it
+    shows before anything else is installed there: (the pinned TensorFlow distribution,
+    `pip list --format=freeze`, what the venv's interpreter prints of `AUDIO`)."""
+    python, pin, tensorflow = new_venv(folder)
     extra, _, _ = installed_tensorflow()
-    other = {"tensorflow-cpu": "tensorflow", "tensorflow": "tensorflow-cpu"}[tensorflow]
-    package = f"{ROOT / 'packages/xtts-audio'}[{extra}]"
-    pip_install(python, "-c", pin, package)
+    pip_install(python, "-c", pin, f"{ROOT / 'packages/xtts-audio'}[{extra}]")
     listed = subprocess.run(
         [python, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True, check=True
     ).stdout
+    out = subprocess.run([python, "-c", AUDIO], capture_output=True, text=True, check=True,
+                         cwd=folder, env=clean_env())  # fmt: skip
+    return tensorflow, listed, out.stdout
+
+
+@pytest.fixture(scope="module")
+def readme_venv(folder, audio_alone) -> pathlib.Path:
+    """The venv of `audio_alone` after the README's command (module docstring): its python."""
+    extra, _, _ = installed_tensorflow()
+    requirements = readme_install_command(extra)
+    python, pin = folder / "venv" / "bin" / "python", folder / "constraints.txt"
+    # Run from the repository root, as the README's `cd xtts` leaves a reader of it.
+    pip_install(python, "-c", pin, *requirements, cwd=ROOT)
+    return python
+
+
+@pytest.mark.slow
+def test_xtts_audio_installs_alone(audio_alone, folder):
+    tensorflow, listed, printed = audio_alone
+    other = {"tensorflow-cpu": "tensorflow", "tensorflow": "tensorflow-cpu"}[tensorflow]
     installed = {line.split("==")[0].lower().replace("_", "-") for line in listed.splitlines()}
     assert {"xtts-audio", tensorflow, "numpy"} <= installed
     assert other not in installed  # one TensorFlow: the extra's
     assert not installed & FORBIDDEN, installed & FORBIDDEN
-    code = (
-        "import sysconfig, numpy as np, xtts_audio\n"
-        "c = xtts_audio.MelConfig.from_preset('xtts')\n"
-        "print(tuple(xtts_audio.mel_features(np.zeros(22050, np.float32), c).shape))\n"
-        "print(xtts_audio.__file__)\n"
-        "print(sysconfig.get_paths()['purelib'])\n"
-    )
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=tmp_path, env=clean_env())  # fmt: skip
-    shape, imported, site_packages = out.stdout.strip().splitlines()[-3:]
+    shape, imported, site_packages = printed.strip().splitlines()[-3:]
     assert shape == "(87, 80)"
-    assert_imported_from_venv(imported, site_packages, tmp_path / "venv")
+    assert_imported_from_venv(imported, site_packages, folder / "venv")
 
 
 @pytest.mark.slow
-def test_readme_install_command_gives_working_console_scripts(tmp_path):
-    extra, _, _ = installed_tensorflow()
-    requirements = readme_install_command(extra)
-    python, pin, _ = new_venv(tmp_path)
-    # Run from the repository root, as the README's `cd xtts` leaves a reader of it.
-    pip_install(python, "-c", pin, *requirements, cwd=ROOT)
+def test_readme_install_command_gives_working_console_scripts(readme_venv, folder):
+    python = readme_venv
     bin_dir = python.parent
     for script in ("xtts-data", "xtts-train", "xtts-bench"):
         done = subprocess.run([bin_dir / script, "--help"], capture_output=True, text=True,
-                              cwd=tmp_path, env=clean_env())  # fmt: skip
+                              cwd=folder, env=clean_env())  # fmt: skip
         assert done.returncode == 0, (script, done.returncode, done.stderr[-2000:])
         assert done.stdout.startswith(f"usage: {script}"), (script, done.stdout[:200])
         # The script runs the venv's interpreter, not this environment's (pip writes its
@@ -139,8 +178,8 @@ def test_readme_install_command_gives_working_console_scripts(tmp_path):
     assert (bin_dir / "tensorboard").exists()  # the README's third command
     modules = ["xtts_audio", "xtts_data", "xtts_train", "xtts_bench"]
     out = subprocess.run([python, "-c", WHERE, *modules], capture_output=True, text=True,
-                         check=True, cwd=tmp_path, env=clean_env())  # fmt: skip
+                         check=True, cwd=folder, env=clean_env())  # fmt: skip
     *imported, site_packages = out.stdout.strip().splitlines()[-len(modules) - 1 :]
     for name, path in zip(modules, imported, strict=True):
         assert pathlib.Path(path).parent.name == name, (name, path)
-        assert_imported_from_venv(path, site_packages, tmp_path / "venv")
+        assert_imported_from_venv(path, site_packages, folder / "venv")
