@@ -127,8 +127,10 @@ class DataPipeline:
         split: `"train"`, `"val"` or `"all"`.
         num_samples: utterances of the split that fit the maxima.
         filtered: utterances of the split longer than `max_frames` / `max_text_len`.
-        batches_per_epoch: batches one epoch yields (each bucket drops its remainder).
-        padding_efficiency: real / padded mel frames over the batches of an epoch.
+        batches_per_epoch: batches one epoch yields (each bucket drops its remainder);
+            with `data.join`, those of the simulated epoch the shapes were planned from.
+        padding_efficiency: real / padded mel frames over the batches of an epoch (with
+            `data.join`, of the simulated one).
         source: the cache or corpus path.
         skipped: on the fly, corpus rows that cannot be used (a cache reports them in
             its report.json instead).
