@@ -139,6 +139,35 @@ class Pipeline:
         return len(xd.python_ops(self.pipeline.dataset))
 
 
+class JoinedItems:
+    """make_dataset's train batches with items of several utterances (`data.join`) beside
+    single ones: what the `JoinUtterances` stage costs the pipeline."""
+
+    params: ClassVar[tuple] = ([1, 3],)
+    param_names: ClassVar[list[str]] = ["join"]
+    timeout = 600
+    setup_cache = build_inputs
+
+    def setup(self, inputs: _Inputs, join: int) -> None:
+        config = xd.DataConfig(join=join, val_fraction=0.0, keep_in_memory=True, seed=0)
+        self.pipeline = xd.make_dataset(inputs.cache, config, "train", repeat=True)
+        self.iterator = iter(self.pipeline.dataset)
+        doctor.time_batches(self.iterator, batches=10)  # start-up and the in-memory copy
+        self.alone = doctor.time_batches(self.iterator, batches=_BATCHES).summary()
+
+    def time_batches(self, inputs: _Inputs, join: int) -> None:
+        doctor.time_batches(self.iterator, batches=_BATCHES)
+
+    def track_samples_per_s(self, inputs: _Inputs, join: int) -> float:
+        return self.alone["samples_per_s"]
+
+    def track_batch_ms_cv(self, inputs: _Inputs, join: int) -> float:
+        return self.alone["batch_ms_cv"]
+
+    def track_python_ops(self, inputs: _Inputs, join: int) -> int:
+        return len(xd.python_ops(self.pipeline.dataset))
+
+
 class NpyBaseline:
     """The pipeline xtts-data replaces: .npy mels through tf.numpy_function, fixed padding."""
 
