@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from xtts_audio import MelConfig, normalize
 from xtts_data.buckets import BatchShape
-from xtts_data.errors import ConfigError
+from xtts_data.stages import _check_int
 from xtts_data.text import Tokenizer
 
 __all__ = [
@@ -138,10 +138,8 @@ class JoinUtterances:
     seed: int
 
     def __post_init__(self):
-        if not (isinstance(self.most, int) and self.most >= 1):
-            raise ConfigError(f"Expected most an int >= 1, received: most={self.most!r}")
-        if not (isinstance(self.pause, int) and self.pause >= 0):
-            raise ConfigError(f"Expected pause an int >= 0, received: pause={self.pause!r}")
+        _check_int("most", self.most, least=1)
+        _check_int("pause", self.pause, least=0)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         if self.most == 1:
