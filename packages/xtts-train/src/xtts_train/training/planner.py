@@ -9,10 +9,10 @@ of two sources:
   batch at each bucket's frame-budget batch size and twice it, in a fresh process (its
   memory and weights never touch the caller's). A step's bytes are TensorFlow's
   allocator peak during it less what was live before it
-  (`tf.config.experimental.get_memory_info`); the baseline is what the process holds
-  before any step: on a GPU the device allocator's live bytes; on a CPU its resident
-  memory (TensorFlow, the model, the optimizer) plus `PIPELINE_BYTES` for the input
-  pipeline, and there the step bytes are scaled by the resident bytes the process gained
+  (`tf.config.experimental.get_memory_info`), the largest of three such steps; the
+  baseline is what the process holds before any step: on a GPU the device allocator's
+  live bytes; on a CPU its resident memory (TensorFlow, the model, the optimizer) plus
+  `PIPELINE_BYTES` for the input pipeline, and there the step bytes are scaled by the resident bytes the process gained
   per tensor byte of its largest step (the traced programs, freed heap the C library
   keeps), measured in the same process.
 - `estimate_costs`: `training_bytes`' arithmetic, no TensorFlow work at all, for sizes
@@ -56,6 +56,10 @@ __all__ = [
 # The input pipeline beside the steps on a CPU host: `xtts-data doctor` alone peaked at
 # 0.70 GB with TensorFlow imported (0.3 GB of it TensorFlow's own), 600-clip cache.
 PIPELINE_BYTES = 400 * 2**20
+# Steps measured per shape, the largest peak kept: the executor runs independent ops in
+# whichever order its threads reach them, and the order moves a step's peak (one step of
+# the micro model's 64-frame bucket ranged 3-8 MiB a row here, 143 MiB once on CI).
+_REPEATS = 3
 _GIB = 2**30
 
 
@@ -93,10 +97,7 @@ def _measure(stack: StackConfig,
         peaks = {}
         for shape, signature in zip(shapes, spec.signatures, strict=True):
             batch = steps.task.placeholder_batch(signature)
-            live = tf.config.experimental.get_memory_info(device)["current"]
-            tf.config.experimental.reset_memory_stats(device)
-            steps.train(batch, step=0)["loss"].numpy()
-            peaks[shape.key] = tf.config.experimental.get_memory_info(device)["peak"] - live
+            peaks[shape.key] = max(_step_peak(steps, batch, device) for _ in range(_REPEATS))
     baseline, resident = held, 1.0
     if device == "CPU:0":  # resident bytes per tensor byte: programs, freed heap kept
         baseline += PIPELINE_BYTES
@@ -108,6 +109,14 @@ def _measure(stack: StackConfig,
         fixed = max(low - batch * per_row, 0.0)
         costs.append(BucketCost(frames, text, int(resident * fixed), int(resident * per_row)))
     return costs, baseline
+
+
+def _step_peak(steps, batch: dict, device: str) -> int:
+    """The allocator's peak bytes during one train step on `batch`, less those live before."""
+    live = tf.config.experimental.get_memory_info(device)["current"]
+    tf.config.experimental.reset_memory_stats(device)
+    steps.train(batch, step=0)["loss"].numpy()
+    return tf.config.experimental.get_memory_info(device)["peak"] - live
 
 
 def batch_plan(stack: StackConfig, spec: xd.DatasetSpec, config_yaml: Path,
