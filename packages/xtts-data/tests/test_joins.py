@@ -44,9 +44,9 @@ def _utterances() -> tf.data.Dataset:
     return tf.data.Dataset.from_generator(rows, output_signature=signature)
 
 
-def _stage(shapes=SHAPES, *, most=3, seed=3, space=SPACE) -> JoinUtterances:
+def _stage(shapes=SHAPES, *, most=3, seed=3, space=SPACE, start=0) -> JoinUtterances:
     return JoinUtterances(most=most, pause=PAUSE, silence=SILENCE, seed=seed, shapes=shapes,
-                          join=TokenJoin(lead=0, space=space))  # fmt: skip
+                          join=TokenJoin(lead=0, space=space), start=start)  # fmt: skip
 
 
 def _parts(item) -> list[int]:
@@ -106,6 +106,17 @@ def test_the_counts_are_drawn_from_the_seed_and_join_of_one_is_off():
     assert _stage(most=1)(ds) is ds
 
 
+def test_windows_before_the_start_stay_single_and_those_after_join_as_without_it():
+    start = 9  # stream positions 0..8 are read before joining begins
+    late = [_parts(item) for item in _stage(start=start)(_utterances())]
+    plain = [_parts(item) for item in _stage()(_utterances())]
+    assert sorted(i for joined in late for i in joined) == list(range(len(FRAMES)))
+    assert all(len(joined) == 1 for joined in late if joined[0] < start)
+    # a window's draw depends on its stream position alone: from the start on, the same joins
+    assert ({tuple(j) for j in late if len(j) > 1}
+            == {tuple(j) for j in plain if len(j) > 1 and j[0] >= start} != set())  # fmt: skip
+
+
 def test_without_a_space_in_the_vocabulary_the_texts_meet_directly():
     (item, *_) = [i for i in _stage(space=None, seed=1)(_utterances()) if len(i["tokens"]) > 8]
     assert SPACE not in item["tokens"].numpy()
@@ -149,7 +160,22 @@ def test_make_dataset_plans_shapes_for_the_joined_items(cache):
     assert val.spec == single.spec  # validation items stay single
 
 
-@pytest.mark.parametrize(("key", "value"), [("join", 0), ("join_pause", -0.1), ("join_pause", 3)])
+def test_a_curriculum_plans_the_joined_shapes_and_keeps_its_first_epochs_single(cache):
+    config = dataclasses.replace(DATA, join=3, val_fraction=0.0, join_from_epoch=2)
+    joined = make_dataset(cache, dataclasses.replace(config, join_from_epoch=0), "train")
+    later = make_dataset(cache, config, "train")  # one epoch: all before joining begins
+    assert later.spec == joined.spec  # no new shape when joining begins
+    longest = max(s.frames for s in make_dataset(cache, DATA, "train").spec.shapes)
+    assert max(int(b["mel_lengths"].numpy().max()) for b in later.dataset) <= longest
+
+
+@pytest.mark.parametrize(("key", "value"), [("join", 0), ("join_pause", -0.1), ("join_pause", 3),
+                                            ("join_from_epoch", -1), ("join_from_epoch", 1.5)])  # fmt: skip
 def test_bad_join_settings_are_config_errors(key, value):
     with pytest.raises(ConfigError, match=key):
-        dataclasses.replace(DATA, **{key: value})
+        dataclasses.replace(DATA, **{"join": 2, key: value})
+
+
+def test_a_curriculum_without_joins_is_refused():
+    with pytest.raises(ConfigError, match=r"join_from_epoch.*set join > 1"):
+        dataclasses.replace(DATA, join=1, join_from_epoch=3)

@@ -93,6 +93,10 @@ class DataConfig(FrozenConfig):
             so the model trains on items longer than the clips; the batch shapes are
             planned for the joined lengths. 1 (the default): off.
         join_pause: seconds of silence between two joined utterances.
+        join_from_epoch: a curriculum, with `join` > 1: the items stay single utterances
+            for this many epochs of the `train` split, then join as `join` says (the
+            shapes are planned for both from the start: no new shape, no compile when
+            they begin). 0 (the default): joined from the first item.
         refs_per_speaker: reference crops per speaker kept for rows whose batch holds no
             other utterance of their speaker (fewer when the bank would exceed 64 MiB).
         val_fraction: share of utterances, chosen by a hash of their id, held out as the
@@ -135,6 +139,7 @@ class DataConfig(FrozenConfig):
     voice_warp: float = 0.0
     join: int = 1
     join_pause: float = 0.2
+    join_from_epoch: int = 0
     refs_per_speaker: int = 4
     val_fraction: float = 0.05
     segment_frames: int = 32
@@ -163,6 +168,11 @@ class DataConfig(FrozenConfig):
         self._check_positive("join")
         if not (_is_number(self.join_pause) and 0.0 <= self.join_pause <= 2.0):
             self._fail("join_pause", self.join_pause, "a number of seconds in [0, 2]")
+        if not (_is_int(self.join_from_epoch) and self.join_from_epoch >= 0):
+            self._fail("join_from_epoch", self.join_from_epoch, "an int >= 0")
+        if self.join_from_epoch and self.join == 1:
+            self._fail("join_from_epoch", self.join_from_epoch,
+                       "0 while join is 1 (it says when joining begins; set join > 1)")  # fmt: skip
         self._check_positive("frame_budget", "max_frames", "max_text_len", optional=True)
         if self.batch_size % self.batch_multiple:
             self._fail(

@@ -119,7 +119,8 @@ class JoinUtterances:
 
     In and out: utterances (`frames`, `speaker`, `split` int32 scalars, `tokens` int32
     [T], `mel` float32 [F, n_mels]); a joined item keeps its first utterance's `split`.
-    Window i draws its count from the seed (seed, i): reproducible for a given seed.
+    Window i draws its count from the seed (seed, i): reproducible for a given seed. A
+    window whose first utterance comes before stream position `start` is not joined.
 
     Attributes:
         most: utterances joined at most; 1 returns the input.
@@ -128,6 +129,8 @@ class JoinUtterances:
         join: how their token ids meet.
         shapes: the batch shapes; an item is joined only as far as one holds it.
         seed: the draws' seed.
+        start: utterances of the stream read before joining begins (a curriculum:
+            `DataConfig.join_from_epoch` epochs); 0: from the first.
     """
 
     most: int
@@ -136,10 +139,12 @@ class JoinUtterances:
     join: TokenJoin
     shapes: tuple[BatchShape, ...]
     seed: int
+    start: int = 0
 
     def __post_init__(self):
         _check_int("most", self.most, least=1)
         _check_int("pause", self.pause, least=0)
+        _check_int("start", self.start, least=0)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         if self.most == 1:
@@ -160,6 +165,7 @@ class JoinUtterances:
         """
         lengths = tf.reduce_sum(tf.cast(rows["tokens"] != 0, tf.int32), axis=1)  # PAD is 0
         count = self._count(rows["frames"], lengths, tf.stack([self.seed, index[0]]))
+        count = tf.where(index[0] < self.start, 1, count)  # the curriculum's single items
         first = self._joined(rows, lengths, count)
         rest = {k: v[count:] for k, v in rows.items()}
         rest["lengths"] = lengths[count:]

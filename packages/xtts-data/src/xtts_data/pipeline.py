@@ -5,7 +5,8 @@ is then the source's utterances through a chain of `ds -> ds` stages (`xtts_data
 ```
 source: cache shards ─ interleave ─ decode  (or WAV files decoded on the fly)
   ─ SelectSplit ─ DropTooLong ─ KeepInMemory ─ Repeat ─ Shuffle ─ Distribute (tf.data service)
-  ─ JoinUtterances (train split, with `data.join`: items of several utterances)
+  ─ JoinUtterances (train split, with `data.join`: items of several utterances, from
+    epoch `data.join_from_epoch`)
   ─ BucketBatches (pad straight into batches, drop remainder)
   ─ FinishBatches (masks, stop targets, conditioning crops of other utterances of each
     speaker: same batch, else a small per-speaker reference bank) ─ Prefetch
@@ -191,6 +192,7 @@ def make_dataset(
             join=TokenJoin.of(src.tokenizer),
             shapes=spec.shapes,
             seed=seed,
+            start=config.join_from_epoch * len(plan.chosen),
         ),
         BucketBatches(shapes=spec.shapes, n_mels=spec.n_mels),
         FinishBatches(
