@@ -12,9 +12,9 @@ of two sources:
   (`tf.config.experimental.get_memory_info`), the largest of three such steps; the
   baseline is what the process holds before any step: on a GPU the device allocator's
   live bytes; on a CPU its resident memory (TensorFlow, the model, the optimizer) plus
-  `PIPELINE_BYTES` for the input pipeline, and there the step bytes are scaled by the resident bytes the process gained
-  per tensor byte of its largest step (the traced programs, freed heap the C library
-  keeps), measured in the same process.
+  `PIPELINE_BYTES` for the input pipeline, and there the step bytes are scaled by the
+  resident bytes the process gained per tensor byte of its largest step (the traced
+  programs, freed heap the C library keeps), measured in the same process.
 - `estimate_costs`: `training_bytes`' arithmetic, no TensorFlow work at all, for sizes
   too large to run here (`xtts-train check --estimate`).
 
