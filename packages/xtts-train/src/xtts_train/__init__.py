@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
+    from xtts_train.compile.process import measuring_pool
     from xtts_train.config import (
         PRESETS,
         ModelConfig,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from xtts_train.synthesize import load_reference, load_run
     from xtts_train.training.build import build_steps
     from xtts_train.training.optim import AdamW, warmup_cosine
-    from xtts_train.training.process import measuring_pool
     from xtts_train.training.step_functions import StepFunctions
     from xtts_train.training.steps import (
         CompiledSteps,
@@ -144,7 +144,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["VocodeReport", "Vocoding", "load_vocoder", "vocode"], "vocode"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
-        "measuring_pool": "training.process",
+        "measuring_pool": "compile.process",
         **dict.fromkeys(
             ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"],
             "training.steps",

@@ -23,12 +23,12 @@ from tqdm import tqdm
 
 import xtts_audio as xa
 import xtts_data as xd
+from xtts_train.compile.compiler import resolve
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.vocoder.model import Vocoder, vocode_chunks, window_start
 from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
 from xtts_train.runs.media import silence_feature, to_waveform
-from xtts_train.training.compiler import resolve
 
 __all__ = [
     "STREAM_NEEDS_VOCODER",

@@ -40,6 +40,8 @@ import tqdm
 
 import xtts_data as xd
 from xtts_data.files import folder_lock
+from xtts_train.compile.process import StartupClock, format_startup
+from xtts_train.compile.warmup import cache_use
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
@@ -65,10 +67,8 @@ from xtts_train.training.distribute import (
 )
 from xtts_train.training.gpu import GpuMonitor
 from xtts_train.training.planner import batch_plan
-from xtts_train.training.process import StartupClock, format_startup
 from xtts_train.training.steps import kept_dtype_policy, shape_of
 from xtts_train.training.tasks import task_class
-from xtts_train.training.warmup import cache_use
 
 __all__ = ["fit", "format_summary_line", "latest_step"]
 
