@@ -479,7 +479,7 @@ class TrainConfig(FrozenConfig):
             batches). `null`: the frame budget decides. Text-to-mel runs only.
         init_from: a run folder of the same task and model sizes whose last checkpoint's
             weights the run starts from (fine-tuning), with a fresh optimizer and schedule
-            (`xtts_train.runs.init_from`). Read when the run starts; a resumed run goes on
+            (`xtts_train.training.init_from`). Read when the run starts; a resumed run goes on
             from its own checkpoint. None: fresh weights.
     """
 

@@ -45,7 +45,6 @@ from xtts_train.compile.warmup import cache_use
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
-from xtts_train.runs.init_from import StartFrom, init_source
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
 from xtts_train.training._loop_parts import (
@@ -66,6 +65,7 @@ from xtts_train.training.distribute import (
     worker_index,
 )
 from xtts_train.training.gpu import GpuMonitor
+from xtts_train.training.init_from import StartFrom, init_source
 from xtts_train.training.planner import batch_plan
 from xtts_train.training.steps import kept_dtype_policy, shape_of
 from xtts_train.training.tasks import task_class
