@@ -36,8 +36,7 @@ if TYPE_CHECKING:
     from xtts_train.models.vocoder.model import Vocoder
     from xtts_train.runs.evaluation import dtw_distance, dtw_distances, pairing_scores
     from xtts_train.runs.held_out import EvalReport, evaluate
-    from xtts_train.runs.loading import kept_steps
-    from xtts_train.synthesize import load_reference, load_run
+    from xtts_train.runs.loading import kept_steps, load_reference, load_run, load_vocoder
     from xtts_train.training.build import build_steps
     from xtts_train.training.optim import AdamW, warmup_cosine
     from xtts_train.training.step_functions import StepFunctions
@@ -59,7 +58,7 @@ if TYPE_CHECKING:
         chain,
         clip_by_global_norm,
     )
-    from xtts_train.vocode import VocodeReport, Vocoding, load_vocoder, vocode
+    from xtts_train.vocode import VocodeReport, Vocoding, vocode
 
 __all__ = [
     "DEMO_SETTINGS",
@@ -135,13 +134,13 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
         **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "runs.evaluation"),
         **dict.fromkeys(["EvalReport", "evaluate"], "runs.held_out"),
-        "kept_steps": "runs.loading",
+        **dict.fromkeys(["kept_steps", "load_reference", "load_run", "load_vocoder"], "runs.loading"),
         **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "models.text_to_mel.losses"),
         **dict.fromkeys(["TextToMel", "dummy_batch"], "models.text_to_mel.model"),
         "Vocoder": "models.vocoder.model",
         "vocoder_losses": "models.vocoder.losses",
         **dict.fromkeys(["Task", "TextToMelTask", "VocoderTask"], "training.tasks"),
-        **dict.fromkeys(["VocodeReport", "Vocoding", "load_vocoder", "vocode"], "vocode"),
+        **dict.fromkeys(["VocodeReport", "Vocoding", "vocode"], "vocode"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",
@@ -149,7 +148,6 @@ __getattr__, __dir__ = lazy_exports(
             ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"],
             "training.steps",
         ),
-        **dict.fromkeys(["load_reference", "load_run"], "synthesize"),
         "build_steps": "training.build",
         "fit": "training.trainer",
         **dict.fromkeys(

@@ -27,7 +27,7 @@ from xtts_train.compile.compiler import resolve
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.vocoder.model import Vocoder, vocode_chunks, window_start
-from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
+from xtts_train.runs.loading import latest_step, load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature, to_waveform
 
 __all__ = [
@@ -37,24 +37,9 @@ __all__ = [
     "Waveforms",
     "check_same_audio",
     "check_vocoder",
-    "load_vocoder",
     "log_mel_distance",
     "vocode",
 ]
-
-
-def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[StackConfig, Vocoder]:
-    """The config and the vocoder with a checkpoint's weights of a vocoder run.
-
-    Raises:
-        XttsTrainError: not a run, a text-to-mel run, no checkpoint, or none at `step`.
-    """
-    workdir = Path(workdir)
-    stack = load_run_config(workdir, "vocoder")
-    model = Vocoder(stack.vocoder)
-    model(tf.zeros([1, 4, stack.vocoder.n_mels]))
-    restore_weights(workdir, model, step=step)
-    return stack, model
 
 
 def check_same_audio(vocoder: Path, vocoder_stack: StackConfig, run: Path,

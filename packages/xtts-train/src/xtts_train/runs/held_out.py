@@ -32,11 +32,9 @@ from xtts_train.models.text_to_mel.decoding import (
     row_pieces,
 )
 from xtts_train.runs.evaluation import dtw_distances, duration_ratio, pairing_scores
-from xtts_train.runs.loading import load_run_config
+from xtts_train.runs.loading import latest_step, load_reference, load_run, load_run_config
 from xtts_train.runs.long_form import decode_rows, join_pieces
 from xtts_train.runs.media import decoded_frames
-from xtts_train.synthesize import load_reference, load_run
-from xtts_train.training.trainer import latest_step
 from xtts_train.vocode import Waveforms
 
 __all__ = ["REFERENCE_FROM", "EvalReport", "evaluate", "voice_sources"]
