@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
     from xtts_train.demo import DEMO_SETTINGS
     from xtts_train.errors import ConfigError, XttsTrainError
+    from xtts_train.inference.vocoding import Vocoding
     from xtts_train.models.text_to_mel.decoding import Decoding
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
         chain,
         clip_by_global_norm,
     )
-    from xtts_train.vocode import VocodeReport, Vocoding, vocode
+    from xtts_train.vocode import VocodeReport, vocode
 
 __all__ = [
     "DEMO_SETTINGS",
@@ -140,7 +141,8 @@ __getattr__, __dir__ = lazy_exports(
         "Vocoder": "models.vocoder.model",
         "vocoder_losses": "models.vocoder.losses",
         **dict.fromkeys(["Task", "TextToMelTask", "VocoderTask"], "training.tasks"),
-        **dict.fromkeys(["VocodeReport", "Vocoding", "vocode"], "vocode"),
+        **dict.fromkeys(["VocodeReport", "vocode"], "vocode"),
+        "Vocoding": "inference.vocoding",
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",

@@ -37,9 +37,9 @@ import tensorflow as tf
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.errors import XttsTrainError
+from xtts_train.inference.vocoding import check_vocoder
 from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
-from xtts_train.vocode import check_vocoder
 
 __all__ = ["export"]
 

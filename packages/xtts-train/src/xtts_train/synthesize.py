@@ -7,7 +7,7 @@ xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vo
 With `stream`, the mel is decoded and vocoded a chunk at a time (`Streaming`,
 `Waveforms.stream`) and the WAV grows as the audio arrives. A text longer than
 `model.infer_split_symbols` symbols is spoken as pieces joined with pauses
-(`runs.long_form`).
+(`inference.long_form`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from matplotlib.figure import Figure
 from xtts_data.files import write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
+from xtts_train.inference.long_form import Spoken, piece_batch, speak_pieces, stream_pieces
+from xtts_train.inference.vocoding import STREAM_NEEDS_VOCODER, Waveforms
 from xtts_train.models.text_to_mel.decoding import (
     Decoding,
     Encoded,
@@ -34,8 +36,6 @@ from xtts_train.models.text_to_mel.decoding import (
 )
 from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
 from xtts_train.runs.loading import load_reference, load_run, load_run_config
-from xtts_train.runs.long_form import Spoken, piece_batch, speak_pieces, stream_pieces
-from xtts_train.vocode import STREAM_NEEDS_VOCODER, Waveforms
 
 __all__ = ["Synthesis", "plot_decoding", "synthesize"]
 
@@ -106,7 +106,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
 
     A text longer than `model.infer_split_symbols` symbols is spoken as pieces
     (`text_pieces`), decoded side by side (streamed: in turn) and joined with their
-    pauses (`runs.long_form`).
+    pauses (`inference.long_form`).
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained

@@ -5,7 +5,7 @@ Each utterance is decoded with the compiled `infer` (the stop token ends it), co
 on the run's reference clip, and compared with its recording: duration ratio, alignment
 score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). An
 utterance longer than `model.infer_split_symbols` symbols is decoded as pieces joined
-with their pauses (`runs.long_form`), as `synthesize` speaks it. With
+with their pauses (`inference.long_form`), as `synthesize` speaks it. With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
 same vocoder run, else the same Griffin-Lim) are written side by side, so a person can
 listen and a recogniser compare them.
@@ -24,6 +24,8 @@ import tensorflow as tf
 import xtts_audio as xa
 import xtts_data as xd
 from xtts_train.errors import XttsTrainError
+from xtts_train.inference.long_form import decode_rows, join_pieces
+from xtts_train.inference.vocoding import Waveforms
 from xtts_train.models.text_to_mel.decoding import (
     Decoded,
     Decoding,
@@ -33,9 +35,7 @@ from xtts_train.models.text_to_mel.decoding import (
 )
 from xtts_train.runs.evaluation import dtw_distances, duration_ratio, pairing_scores
 from xtts_train.runs.loading import latest_step, load_reference, load_run, load_run_config
-from xtts_train.runs.long_form import decode_rows, join_pieces
 from xtts_train.runs.media import decoded_frames
-from xtts_train.vocode import Waveforms
 
 __all__ = ["REFERENCE_FROM", "EvalReport", "evaluate", "voice_sources"]
 
@@ -53,7 +53,7 @@ class EvalReport:
         utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
             `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`, `pieces` (1
             unless its text was longer than `model.infer_split_symbols`: then its pieces
-            were decoded alone and joined with their pauses, `runs.long_form`).
+            were decoded alone and joined with their pauses, `inference.long_form`).
         max_frames: the decoding buffer (twice the longest truth, rounded up).
         settings: the `--set` overrides of the run's decoding settings it ran with.
     """
