@@ -417,7 +417,7 @@ def _run_synthesize(args) -> int:
 
 
 def _run_evaluate(args) -> int:
-    from xtts_train.runs.held_out import evaluate
+    from xtts_train.evaluation.held_out import evaluate
 
     if args.n is not None and args.n < 2:
         raise XttsTrainError(f"--n: expected at least 2 utterances to pair, received {args.n}")

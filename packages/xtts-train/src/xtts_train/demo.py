@@ -21,9 +21,9 @@ from xtts_train.compile.process import StartupClock, format_startup
 from xtts_train.compile.warmup import cache_use
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import ConfigError
+from xtts_train.evaluation.held_out import evaluate
+from xtts_train.evaluation.scores import dtw_distance
 from xtts_train.inference.vocoding import check_vocoder
-from xtts_train.runs.evaluation import dtw_distance
-from xtts_train.runs.held_out import evaluate
 from xtts_train.synthesize import synthesize
 from xtts_train.training.trainer import fit
 

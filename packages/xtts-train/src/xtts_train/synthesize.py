@@ -40,7 +40,6 @@ from xtts_train.runs.loading import load_reference, load_run, load_run_config
 __all__ = ["Synthesis", "plot_decoding", "synthesize"]
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Synthesis:
     """What `synthesize` wrote: the WAV, the mel picture (and `.npy`), how long the speech is."""

@@ -3,7 +3,7 @@ against their ground truth.
 
 Each utterance is decoded with the compiled `infer` (the stop token ends it), conditioned
 on the run's reference clip, and compared with its recording: duration ratio, alignment
-score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). An
+score, DTW log-mel distance, and the pairing score (`xtts_train.evaluation.scores`). An
 utterance longer than `model.infer_split_symbols` symbols is decoded as pieces joined
 with their pauses (`inference.long_form`), as `synthesize` speaks it. With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
@@ -24,6 +24,7 @@ import tensorflow as tf
 import xtts_audio as xa
 import xtts_data as xd
 from xtts_train.errors import XttsTrainError
+from xtts_train.evaluation.scores import dtw_distances, duration_ratio, pairing_scores
 from xtts_train.inference.long_form import decode_rows, join_pieces
 from xtts_train.inference.vocoding import Waveforms
 from xtts_train.models.text_to_mel.decoding import (
@@ -33,7 +34,6 @@ from xtts_train.models.text_to_mel.decoding import (
     buffer_frames,
     row_pieces,
 )
-from xtts_train.runs.evaluation import dtw_distances, duration_ratio, pairing_scores
 from xtts_train.runs.loading import latest_step, load_reference, load_run, load_run_config
 from xtts_train.runs.media import decoded_frames
 
