@@ -4,7 +4,6 @@ reported (no timing is asserted)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -31,11 +30,10 @@ TINY = [
 
 
 def _bench(*args: str) -> subprocess.CompletedProcess:
-    # A fresh process: the benchmark sets TensorFlow's thread pools before TF starts. LLVM
-    # at -O0 halves each XLA compile; nothing asserted here depends on it.
-    env = {**os.environ, "XLA_FLAGS": "--xla_backend_optimization_level=0"}
+    # A fresh process: the benchmark sets TensorFlow's thread pools before TF starts (it
+    # inherits the session's XLA_FLAGS: the root conftest's).
     command = [sys.executable, "-m", "xtts_bench.cli", "train", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900)
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ import xtts_data as xd
 from xtts_audio import num_frames
 from xtts_data.config import load_config
 from xtts_train.cli import main
+from xtts_train.compile import memory
+from xtts_train.compile.memory import check_training_memory
 from xtts_train.config import load_stack_config
-from xtts_train.training import memory
 from xtts_train.training.build import build_steps
-from xtts_train.training.memory import check_training_memory
 from xtts_train.training.steps import kept_dtype_policy
 from xtts_train.training.tasks import task_class
 

@@ -32,8 +32,7 @@ import tensorflow as tf
 import xtts_data as xd
 from xtts_audio import MelConfig, stft
 from xtts_train.models.vocoder.losses import vocoder_losses
-from xtts_train.runs.loading import latest_step
-from xtts_train.vocode import load_vocoder
+from xtts_train.runs.loading import latest_step, load_vocoder
 
 _MRD_WEIGHT = 0.1  # Vocos's mrd_loss_coeff
 _FM_WEIGHT = 2.0

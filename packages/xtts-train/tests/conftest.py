@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from train_helpers import MICRO, OVERRIDES, VOCODER, as_cli, train_cli, vocoder_fit
@@ -11,47 +16,73 @@ from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
 
 
-def _demo_cache(root, overrides: list[str]):
+def _once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build(folder)` fills once per test session, however many
+    xdist workers ask (pytest-xdist's recipe): the first builds it while holding a lock,
+    the others wait for it and reuse it. Only for folders no test changes."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not done.exists():  # a worker that failed to build it left no `done`
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+def _demo_cache(root: Path, overrides: list[str]) -> None:
     """The demo corpus of every xtts-train test, built into `root/cache` with `overrides`."""
     write_demo_corpus(root / "corpus", n=40, min_seconds=0.4, max_seconds=1.0, seed=3)
     stack = load_stack_config(None, overrides)
     prepare(root / "corpus", root / "cache", audio=stack.audio, data=stack.data)
-    return root / "cache"
 
 
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory):
-    return _demo_cache(tmp_path_factory.mktemp("train"), OVERRIDES)
+    return _once(tmp_path_factory, "train", lambda root: _demo_cache(root, OVERRIDES)) / "cache"
 
 
 @pytest.fixture(scope="session")
 def audio_cache(tmp_path_factory):
     """A cache of the same corpus that keeps each utterance's waveform (vocoder runs)."""
-    return _demo_cache(tmp_path_factory.mktemp("audio"), VOCODER)
+    return _once(tmp_path_factory, "audio", lambda root: _demo_cache(root, VOCODER)) / "cache"
 
 
 @pytest.fixture(scope="session")
 def vocoder_run(audio_cache, tmp_path_factory):
     """(summary, work dir) of 20 deterministic micro-vocoder steps, one eval at the end."""
-    workdir = tmp_path_factory.mktemp("vocoder") / "run"
-    return vocoder_fit(audio_cache, workdir, 20), workdir
+    workdir = _once(tmp_path_factory, "vocoder", lambda root: _fit_vocoder(audio_cache, root))
+    return json.loads((workdir / "run" / "summary.json").read_text()), workdir / "run"
 
 
-@pytest.fixture(scope="session")
-def run(cache, tmp_path_factory):
-    """(summary, work dir) of a 30-step `xtts-train fit` of the micro model on `cache`, with a profile of steps
-    3..5 and one eval at the end (no validation split: the eval sentence only). In its own
-    process: its compiled programs leave with it."""
-    workdir = tmp_path_factory.mktemp("run") / "run"
+def _fit_vocoder(audio_cache: Path, root: Path) -> None:
+    vocoder_fit(audio_cache, root / "run", 20)  # in this process
+
+
+def _fit_run(cache: Path, root: Path) -> None:
+    """A 30-step `xtts-train fit` of the micro model on `cache` into `root/run` (`run`)."""
     evals = ["train.eval_every=30", "train.eval_sentences=['Fine day.']"]
     # A compile cache in the environment, turned off by the flag: nothing lands in it (and
     # test_fit checks the summary says so).
-    unused = tmp_path_factory.mktemp("unused-xla")
-    done = train_cli("fit", "--data", str(cache), "--workdir", str(workdir), "--quiet",
+    unused = root / "unused-xla"
+    unused.mkdir()
+    done = train_cli("fit", "--data", str(cache), "--workdir", str(root / "run"), "--quiet",
                      "--steps", "30", "--profile-steps", "3:5", "--no-compile-cache",
                      *as_cli([*OVERRIDES, *MICRO, *evals]), compile_cache=unused)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert not any(unused.iterdir())
+
+
+@pytest.fixture(scope="session")
+def run(cache, tmp_path_factory):
+    """(summary, work dir) of a 30-step `xtts-train fit` of the micro model on `cache`, with
+    a profile of steps 3..5 and one eval at the end (no validation split: the eval sentence
+    only). In its own process: its compiled programs leave with it."""
+    workdir = _once(tmp_path_factory, "run", lambda root: _fit_run(cache, root)) / "run"
     return json.loads((workdir / "summary.json").read_text()), workdir
 
 

@@ -11,8 +11,8 @@ from train_helpers import MICRO, OVERRIDES, as_cli, train_cli
 import xtts_data as xd
 from xtts_train import demo
 from xtts_train.cli import main
+from xtts_train.compile.compiler import resolve
 from xtts_train.config import load_stack_config
-from xtts_train.training.compiler import resolve
 
 
 def test_demo_runs_the_whole_stack(tmp_path):

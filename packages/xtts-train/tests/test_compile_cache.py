@@ -13,8 +13,8 @@ import sys
 import pytest
 from train_helpers import MICRO, ONE_SHAPE, as_cli, cli_env
 
-from xtts_train.training import compile_cache
-from xtts_train.training.compile_cache import CompileCache
+from xtts_train.compile import compile_cache
+from xtts_train.compile.compile_cache import CompileCache
 
 ENTRY = "xla_compile_cache__123__456__XLA_CPU_JIT.pb"
 

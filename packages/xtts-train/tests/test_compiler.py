@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
+from xtts_train.compile.compiler import AUTO, ROLES, TASK_AUTO, choices, device_kind, resolve
 from xtts_train.config import COMPILERS
-from xtts_train.training.compiler import AUTO, ROLES, TASK_AUTO, choices, device_kind, resolve
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xtts_train.runs.evaluation import dtw_distance, dtw_distances, duration_ratio, pairing_scores
+from xtts_train.evaluation.scores import dtw_distance, dtw_distances, duration_ratio, pairing_scores
 
 
 def _mel(seed: int, frames: int = 30, bins: int = 8) -> np.ndarray:

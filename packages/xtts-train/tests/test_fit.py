@@ -23,13 +23,13 @@ from xtts_train import XttsTrainError
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import ConfigError
+from xtts_train.evaluation.held_out import voice_sources
 from xtts_train.export import export
+from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames
-from xtts_train.runs.held_out import voice_sources
-from xtts_train.runs.loading import load_run_config
+from xtts_train.runs.loading import load_reference, load_run, load_run_config, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
-from xtts_train.synthesize import load_reference, load_run, synthesize
-from xtts_train.vocode import Vocoding, load_vocoder
+from xtts_train.synthesize import synthesize
 
 
 def test_every_shape_is_compiled_once_and_never_again(run):

@@ -14,8 +14,8 @@ import xtts_data as xd
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import ConfigError, XttsTrainError
-from xtts_train.runs.init_from import StartFrom, init_source
 from xtts_train.runs.loading import restore_weights
+from xtts_train.training.init_from import StartFrom, init_source
 from xtts_train.training.tasks import task_class
 from xtts_train.training.trainer import fit
 

@@ -17,7 +17,8 @@ from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
-from xtts_train.synthesize import load_run, synthesize
+from xtts_train.runs.loading import load_run
+from xtts_train.synthesize import synthesize
 from xtts_train.training.trainer import fit
 
 ZWNJ = "\u200c"

@@ -17,6 +17,8 @@ from xtts_data import TextConfig, Tokenizer
 from xtts_data.sentences import PAUSE_SECONDS
 from xtts_train import ModelConfig, TextToMel, XttsTrainError, dummy_batch
 from xtts_train.cli import main
+from xtts_train.evaluation.held_out import evaluate
+from xtts_train.inference.long_form import join_pieces, pause_frames, piece_batch
 from xtts_train.models.dropout import seed_states
 from xtts_train.models.text_to_mel.decoding import (
     Decoding,
@@ -26,10 +28,9 @@ from xtts_train.models.text_to_mel.decoding import (
     text_ids,
     text_pieces,
 )
-from xtts_train.runs.held_out import evaluate
-from xtts_train.runs.long_form import join_pieces, pause_frames, piece_batch
+from xtts_train.runs.loading import load_reference, load_run
 from xtts_train.runs.media import decoded_frames, silence_feature
-from xtts_train.synthesize import load_reference, load_run, synthesize
+from xtts_train.synthesize import synthesize
 
 TEXT = "Fine day. The dog ran home, then it slept. Good night to all"
 LIMIT = ["model.infer_split_symbols=16"]

@@ -13,17 +13,17 @@ from train_helpers import MICRO, OVERRIDES, as_cli
 from xtts_audio import MelConfig
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train.cli import main
-from xtts_train.config import ModelConfig, load_stack_config
-from xtts_train.errors import ConfigError
-from xtts_train.models.text_to_mel.decoding import Decoding
-from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
-from xtts_train.training import memory
-from xtts_train.training.memory import (
+from xtts_train.compile import memory
+from xtts_train.compile.memory import (
     check_decoding_memory,
     check_training_memory,
     decoding_bytes,
     training_bytes,
 )
+from xtts_train.config import ModelConfig, load_stack_config
+from xtts_train.errors import ConfigError
+from xtts_train.models.text_to_mel.decoding import Decoding
+from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.training.steps import CompiledSteps
 from xtts_train.training.tasks import TextToMelTask
 

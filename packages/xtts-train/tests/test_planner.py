@@ -14,10 +14,10 @@ import xtts_data as xd
 from xtts_data import BatchShape
 from xtts_data.plan import FILL, BucketCost, plan_batches, read_plan
 from xtts_train.cli import main
+from xtts_train.compile.memory import training_bytes
 from xtts_train.config import load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.training import planner
-from xtts_train.training.memory import training_bytes
 from xtts_train.training.planner import estimate_costs
 
 GiB = 2**30

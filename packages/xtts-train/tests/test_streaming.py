@@ -18,12 +18,12 @@ from xtts_audio import MelConfig
 from xtts_train import ModelConfig, Streaming, TextToMel, dummy_batch
 from xtts_train.cli import main
 from xtts_train.config import VocoderConfig
+from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, decoding_inputs
 from xtts_train.models.text_to_mel.frames import groups
 from xtts_train.models.vocoder import Vocoder
-from xtts_train.runs.loading import load_run_config
+from xtts_train.runs.loading import load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature
-from xtts_train.vocode import Vocoding, load_vocoder
 
 MAX_FRAMES, COND_FRAMES = 43, 16
 

@@ -16,12 +16,12 @@ import xtts_audio as xa
 from xtts_data import SegmentShape, SegmentSpec, read_utterances
 from xtts_train.cli import main
 from xtts_train.config import TrainConfig, VocoderConfig, load_stack_config
+from xtts_train.inference.vocoding import Vocoding, Waveforms
 from xtts_train.models.vocoder.model import Vocoder
 from xtts_train.runs.loading import load_run_config
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
 from xtts_train.training.tasks import TextToMelTask, VocoderTask, task_class
-from xtts_train.vocode import Vocoding, Waveforms
 
 AUDIO = xa.MelConfig.from_preset("xtts")
 MICRO = VocoderConfig.from_preset("tiny", dim=32, intermediate=64, layers=1)

@@ -12,8 +12,8 @@ import tensorflow as tf
 
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train import ModelConfig, TextToMel, dummy_batch
+from xtts_train.compile import compile_cache, traces
 from xtts_train.config import TrainConfig
-from xtts_train.training import compile_cache, traces
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps
 from xtts_train.training.tasks import TextToMelTask

@@ -44,8 +44,9 @@ def as_cli(overrides: list[str]) -> list[str]:
 
 
 def cli_env(compile_cache: Path | None = None) -> dict[str, str]:
-    """The environment of a CLI process: quiet TensorFlow, and `compile_cache` as its
-    persistent compile cache (default: none, so nothing lands in the user's cache)."""
+    """The environment of a CLI process: quiet TensorFlow (and the session's `XLA_FLAGS`,
+    the root conftest's), and `compile_cache` as its persistent compile cache (default:
+    none, so nothing lands in the user's cache)."""
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                 XTTS_COMPILE_CACHE=str(compile_cache) if compile_cache else "off")  # fmt: skip
 

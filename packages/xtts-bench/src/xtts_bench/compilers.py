@@ -1,5 +1,5 @@
 """XLA against TensorFlow's graph executor, per role, per thread count: the measurement
-behind `xtts_train.training.compiler.AUTO`.
+behind `xtts_train.compile.compiler.AUTO`.
 
 For each thread count and each compiler, a fresh process pinned to that many cores
 (`os.sched_setaffinity`, intra- and inter-op threads alike) builds the steps as `fit`

@@ -2,11 +2,14 @@
 the tasks that train them through one compiled train step and its composed update, `fit`,
 the free-running evaluation of a text-to-mel run and the copy synthesis of a vocoder run.
 
-Layout: `models/` holds the networks (`models.text_to_mel`: the model, its layers, losses
-and decoding; `models.vocoder`), `training/` the machinery that trains them (tasks,
-compiled steps, the update, warm-up, compile cache, distribution, `fit`), `runs/` what a
-run writes and how it is evaluated; the commands (`cli`, `check`, `synthesize`, `vocode`,
-`export`, `demo`) and the configs sit at the top.
+Layout, in layers that import only downward (`tests/test_layers.py`): `compile/` the
+compiled programs' plumbing (compiler choice, compile cache, traces, warm-up, memory
+estimates), `models/` the networks (`models.text_to_mel`: the model, its layers, losses
+and decoding; `models.vocoder`), `runs/` what a run writes and how it is read back (with
+the evals made while training), `training/` the machinery that trains them (tasks,
+compiled steps, the update, distribution, `fit`), `inference/` vocoding and long text,
+`evaluation/` the held-out scores; the commands (`cli`, `check`, `synthesize`, `vocode`,
+`export`, `demo`) sit at the top, the configs and errors at the bottom.
 
 Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_train` does not
 import TensorFlow; `xtts_train.TextToMel` does.
@@ -17,6 +20,7 @@ from typing import TYPE_CHECKING
 from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
+    from xtts_train.compile.process import measuring_pool
     from xtts_train.config import (
         PRESETS,
         ModelConfig,
@@ -27,19 +31,18 @@ if TYPE_CHECKING:
     )
     from xtts_train.demo import DEMO_SETTINGS
     from xtts_train.errors import ConfigError, XttsTrainError
+    from xtts_train.evaluation.held_out import EvalReport, evaluate
+    from xtts_train.evaluation.scores import dtw_distance, dtw_distances, pairing_scores
+    from xtts_train.inference.vocoding import Vocoding
     from xtts_train.models.text_to_mel.decoding import Decoding
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
     from xtts_train.models.text_to_mel.streaming import Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
-    from xtts_train.runs.evaluation import dtw_distance, dtw_distances, pairing_scores
-    from xtts_train.runs.held_out import EvalReport, evaluate
-    from xtts_train.runs.loading import kept_steps
-    from xtts_train.synthesize import load_reference, load_run
+    from xtts_train.runs.loading import kept_steps, load_reference, load_run, load_vocoder
     from xtts_train.training.build import build_steps
     from xtts_train.training.optim import AdamW, warmup_cosine
-    from xtts_train.training.process import measuring_pool
     from xtts_train.training.step_functions import StepFunctions
     from xtts_train.training.steps import (
         CompiledSteps,
@@ -59,7 +62,7 @@ if TYPE_CHECKING:
         chain,
         clip_by_global_norm,
     )
-    from xtts_train.vocode import VocodeReport, Vocoding, load_vocoder, vocode
+    from xtts_train.vocode import VocodeReport, vocode
 
 __all__ = [
     "DEMO_SETTINGS",
@@ -133,23 +136,25 @@ __getattr__, __dir__ = lazy_exports(
         "Streaming": "models.text_to_mel.streaming",
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
-        **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "runs.evaluation"),
-        **dict.fromkeys(["EvalReport", "evaluate"], "runs.held_out"),
-        "kept_steps": "runs.loading",
+        **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "evaluation.scores"),
+        **dict.fromkeys(["EvalReport", "evaluate"], "evaluation.held_out"),
+        **dict.fromkeys(
+            ["kept_steps", "load_reference", "load_run", "load_vocoder"], "runs.loading"
+        ),
         **dict.fromkeys(["masked_l1", "stop_loss", "total_loss"], "models.text_to_mel.losses"),
         **dict.fromkeys(["TextToMel", "dummy_batch"], "models.text_to_mel.model"),
         "Vocoder": "models.vocoder.model",
         "vocoder_losses": "models.vocoder.losses",
         **dict.fromkeys(["Task", "TextToMelTask", "VocoderTask"], "training.tasks"),
-        **dict.fromkeys(["VocodeReport", "Vocoding", "load_vocoder", "vocode"], "vocode"),
+        **dict.fromkeys(["VocodeReport", "vocode"], "vocode"),
+        "Vocoding": "inference.vocoding",
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
-        "measuring_pool": "training.process",
+        "measuring_pool": "compile.process",
         **dict.fromkeys(
             ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"],
             "training.steps",
         ),
-        **dict.fromkeys(["load_reference", "load_run"], "synthesize"),
         "build_steps": "training.build",
         "fit": "training.trainer",
         **dict.fromkeys(

@@ -23,16 +23,16 @@ from pathlib import Path
 import xtts_data as xd
 from xtts_data.plan import MemoryPlan, plan_batches
 from xtts_data.stats import cv
+from xtts_train.compile import compile_cache
+from xtts_train.compile.compiler import choices
+from xtts_train.compile.memory import parameter_count
+from xtts_train.compile.process import StartupClock, format_startup, peak_rss_mb
+from xtts_train.compile.warmup import WarmUp, cache_use
 from xtts_train.config import StackConfig
-from xtts_train.training import compile_cache
 from xtts_train.training.build import build_steps
-from xtts_train.training.compiler import choices
-from xtts_train.training.memory import parameter_count
 from xtts_train.training.planner import estimate_costs, measured_plan
-from xtts_train.training.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.training.steps import kept_dtype_policy, shape_of, timed_step
 from xtts_train.training.tasks import task_class
-from xtts_train.training.warmup import WarmUp, cache_use
 
 __all__ = ["CheckReport", "check", "estimate"]
 
@@ -42,7 +42,7 @@ class CheckReport:
     """Per shape (its key: batch, text, frames of a text-to-mel batch; batch, frames,
     samples of a vocoder's): traces, step times in ms; the shapes the spec lists; the
     warm-up, the time to the first step (`StartupClock.report()`), the peak RSS, the
-    compile cache, the compiler of each role (`xtts_train.training.compiler.choices`) and
+    compile cache, the compiler of each role (`xtts_train.compile.compiler.choices`) and
     the task (`train.task`)."""
 
     traces: dict[tuple[int, ...], int]
@@ -181,7 +181,7 @@ def estimate(stack: StackConfig, cache: str | Path) -> tuple[str, MemoryPlan | N
     costs = estimate_costs(stack, spec.shapes)
     lines = [f"model: {model.d_model} wide, {model.decoder_layers} decoder layers, "
              f"{model.heads} heads ({parameter_count(model) / 1e6:,.0f}M parameters); "
-             f"estimated step memory (float32, xtts_train.training.memory.training_bytes):",
+             f"estimated step memory (float32, xtts_train.compile.memory.training_bytes):",
              f"{'batch x text x frames':<24}{'GiB':>8}"]  # fmt: skip
     for shape, cost in zip(spec.shapes, costs, strict=True):
         label = " x ".join(map(str, shape.key))

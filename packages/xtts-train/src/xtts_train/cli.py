@@ -4,7 +4,7 @@ once per shape.
 User errors (bad config, unknown key, missing cache, a retrace after warm-up) print one
 line and exit 2; real bugs keep their traceback (`xtts_audio.cli_runner`). Parsing (and
 `--help`) loads no TensorFlow; the console script then turns on the persistent compile cache
-(`xtts_train.training.compile_cache`; `--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it
+(`xtts_train.compile.compile_cache`; `--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it
 off) and keeps TensorFlow's start-up notices off stderr (`--verbose` shows them).
 """
 
@@ -20,9 +20,9 @@ from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
+from xtts_train.compile import compile_cache
 from xtts_train.config import STRATEGIES, TASKS
 from xtts_train.errors import XttsTrainError
-from xtts_train.training import compile_cache
 
 __all__ = ["main"]
 
@@ -417,7 +417,7 @@ def _run_synthesize(args) -> int:
 
 
 def _run_evaluate(args) -> int:
-    from xtts_train.runs.held_out import evaluate
+    from xtts_train.evaluation.held_out import evaluate
 
     if args.n is not None and args.n < 2:
         raise XttsTrainError(f"--n: expected at least 2 utterances to pair, received {args.n}")

@@ -34,7 +34,7 @@ __all__ = [
 # `--strategy`: see `xtts_train.training.distribute`.
 STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
 
-# `train.compiler`: see `xtts_train.training.compiler`.
+# `train.compiler`: see `xtts_train.compile.compiler`.
 COMPILERS = ("auto", "xla", "graph")
 
 # `train.task` (`fit --task`): which network a run trains (see `xtts_train.training.tasks`).
@@ -463,7 +463,7 @@ class TrainConfig(FrozenConfig):
         compiler: who runs the train, eval and decoding programs: `xla` (compiled by XLA,
             kept in the persistent compile cache), `graph` (TensorFlow's own kernels,
             nothing to compile), or `auto`: per device and role by measurement
-            (`xtts_train.training.compiler.AUTO`: on a CPU the train and eval steps on the graph
+            (`xtts_train.compile.compiler.AUTO`: on a CPU the train and eval steps on the graph
             executor and decoding under XLA; XLA throughout on a GPU). Either way each
             program has a static signature, is traced once and a retrace is an error.
         task: the network the run trains: `text_to_mel` (`TextToMel` on the bucketed
@@ -479,7 +479,7 @@ class TrainConfig(FrozenConfig):
             batches). `null`: the frame budget decides. Text-to-mel runs only.
         init_from: a run folder of the same task and model sizes whose last checkpoint's
             weights the run starts from (fine-tuning), with a fresh optimizer and schedule
-            (`xtts_train.runs.init_from`). Read when the run starts; a resumed run goes on
+            (`xtts_train.training.init_from`). Read when the run starts; a resumed run goes on
             from its own checkpoint. None: fresh weights.
     """
 

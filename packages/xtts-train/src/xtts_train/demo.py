@@ -17,15 +17,15 @@ import tqdm
 
 import xtts_audio as xa
 import xtts_data as xd
+from xtts_train.compile.process import StartupClock, format_startup
+from xtts_train.compile.warmup import cache_use
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import ConfigError
-from xtts_train.runs.evaluation import dtw_distance
-from xtts_train.runs.held_out import evaluate
+from xtts_train.evaluation.held_out import evaluate
+from xtts_train.evaluation.scores import dtw_distance
+from xtts_train.inference.vocoding import check_vocoder
 from xtts_train.synthesize import synthesize
-from xtts_train.training.process import StartupClock, format_startup
 from xtts_train.training.trainer import fit
-from xtts_train.training.warmup import cache_use
-from xtts_train.vocode import check_vocoder
 
 __all__ = ["DEMO_SETTINGS", "DEMO_TEXT", "run_demo"]
 

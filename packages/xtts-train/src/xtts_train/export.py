@@ -34,12 +34,12 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from xtts_train.compile.compiler import resolve
+from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.errors import XttsTrainError
+from xtts_train.inference.vocoding import check_vocoder
+from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
-from xtts_train.synthesize import load_reference, load_run
-from xtts_train.training.compiler import resolve
-from xtts_train.training.memory import check_decoding_memory
-from xtts_train.vocode import check_vocoder, load_vocoder
 
 __all__ = ["export"]
 

@@ -7,14 +7,13 @@ xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vo
 With `stream`, the mel is decoded and vocoded a chunk at a time (`Streaming`,
 `Waveforms.stream`) and the WAV grows as the audio arrives. A text longer than
 `model.infer_split_symbols` symbols is spoken as pieces joined with pauses
-(`runs.long_form`).
+(`inference.long_form`).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-import json
 import time
 import wave
 from collections.abc import Iterable, Sequence
@@ -23,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-import xtts_audio as xa
-from xtts_data import Tokenizer, load_audio
 from xtts_data.files import write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
+from xtts_train.inference.long_form import Spoken, piece_batch, speak_pieces, stream_pieces
+from xtts_train.inference.vocoding import STREAM_NEEDS_VOCODER, Waveforms
 from xtts_train.models.text_to_mel.decoding import (
     Decoding,
     Encoded,
@@ -35,16 +34,10 @@ from xtts_train.models.text_to_mel.decoding import (
     text_buffer_frames,
     text_pieces,
 )
-from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
-from xtts_train.runs.loading import load_run_config, restore_weights
-from xtts_train.runs.long_form import Spoken, piece_batch, speak_pieces, stream_pieces
-from xtts_train.vocode import STREAM_NEEDS_VOCODER, Waveforms
+from xtts_train.runs.loading import load_reference, load_run, load_run_config
 
-__all__ = ["Synthesis", "load_reference", "load_run", "plot_decoding", "synthesize"]
-
-# A reference whose peak is under -60 dBFS holds no voice to condition on.
-_SILENT_PEAK = 10 ** (-60 / 20)
+__all__ = ["Synthesis", "plot_decoding", "synthesize"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,32 +63,6 @@ class Synthesis:
     # What the model read of each piece, in order: one piece unless the text was longer
     # than `model.infer_split_symbols` (`text_pieces`).
     pieces: tuple[str, ...] = ()
-
-
-def load_run(workdir: str | Path, *, step: int | None = None, overrides: Sequence[str] = (),
-             ) -> tuple[StackConfig, TextToMel, Tokenizer]:  # fmt: skip
-    """The config, the model with a checkpoint's weights, and the tokenizer of a run.
-
-    Args:
-        workdir: the training run.
-        step: the checkpoint saved at this step; None: the last one.
-        overrides: `model.infer_*=VALUE` settings of its decoding (`load_run_config`).
-
-    Raises:
-        XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), a
-            vocoder run, no checkpoint yet, none at `step`, or an override of another
-            setting.
-    """
-    workdir = Path(workdir)
-    stack = load_run_config(workdir, "text_to_mel", overrides)
-    if not (workdir / "tokenizer.json").is_file():
-        raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'tokenizer.json'} "
-                             f"missing)")  # fmt: skip
-    tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
-    model = TextToMel(stack.model, stack.audio)
-    model(dummy_batch(stack.model))
-    restore_weights(workdir, model, step=step)
-    return stack, model, tokenizer
 
 
 def synthesize(workdir: str | Path, text: str, out: str | Path, *,
@@ -138,7 +105,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
 
     A text longer than `model.infer_split_symbols` symbols is spoken as pieces
     (`text_pieces`), decoded side by side (streamed: in turn) and joined with their
-    pauses (`runs.long_form`).
+    pauses (`inference.long_form`).
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
@@ -230,49 +197,6 @@ def _write_wav(path: Path, chunks: Iterable[np.ndarray], sample_rate: int) -> fl
             rounded = np.trunc(scaled + np.copysign(0.5, scaled))  # C's roundf, as TF's
             wav.writeframes(np.clip(rounded, -32768, 32767).astype("<i2").tobytes())
     return first
-
-
-def load_reference(workdir: Path, stack: StackConfig,
-                   reference: str | Path | None = None) -> np.ndarray:  # fmt: skip
-    """float32 [frames, n_mels]: the mel of `reference` (an audio file) as the cache's
-    references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`),
-    its first `StackConfig.reference_frames` frames at most (`data.cond_frames` unless
-    `model.infer_reference_frames` asks for more), or the run's saved reference clip (a
-    crop of `data.cond_frames` of a training utterance) when None.
-
-    Raises:
-        XttsTrainError: no `reference` given and the run saved none; a silent reference
-            (its peak under -60 dBFS); one shorter than `data.cond_frames` frames (naming
-            how many seconds it must last).
-    """
-    if reference is None:
-        path = workdir / "reference.npy"
-        if not path.exists():
-            raise XttsTrainError(f"{workdir} has no saved reference clip: pass --reference")
-        try:
-            return np.load(path)
-        except (ValueError, OSError, EOFError):
-            raise XttsTrainError(
-                f"{path} is damaged (a killed write?): pass --reference, or resume the run "
-                f"(`xtts-train fit` saves it again)"
-            ) from None
-    whole = load_audio(Path(reference), stack.audio)  # resampled to the run's rate
-    peak = float(np.max(np.abs(whole)))
-    if peak < _SILENT_PEAK:
-        loudness = f"{20 * np.log10(peak):.0f} dBFS" if peak > 0 else "all zeros"
-        raise XttsTrainError(f"{reference} is silent (peak {loudness}): give a clip of the "
-                             f"voice to speak in")  # fmt: skip
-    wave = load_audio(Path(reference), stack.audio, trim_top_db=stack.data.trim_top_db)
-    mel = xa.mel_features(wave, stack.audio).numpy()
-    need = stack.data.cond_frames
-    if len(mel) < need:
-        seconds = (need - 1) * stack.audio.hop_length / stack.audio.sample_rate
-        raise XttsTrainError(
-            f"{reference} gives {len(mel)} frames of voice (silence trimmed at "
-            f"{stack.data.trim_top_db} dB), the run conditions on data.cond_frames={need}: "
-            f"give a clip of at least {seconds:.2f} s of speech"
-        )
-    return mel[: stack.reference_frames]
 
 
 def plot_decoding(path: Path, title: str, mel: np.ndarray, attention: np.ndarray,

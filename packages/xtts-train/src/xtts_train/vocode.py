@@ -1,19 +1,12 @@
 """`vocode`: copy synthesis, the standard check of a vocoder. Each recording's own mel goes
-through the trained vocoder, and the result is scored against the recording beside
-Griffin-Lim's from the same mel.
-
-`Vocoding` runs a vocoder on whole utterances of any length through one compiled program:
-windows of `chunk_frames + 2 * receptive_frames` frames, each keeping its chunk's samples
-(`xtts_train.models.vocoder.model.vocode_chunks`), so a new length compiles nothing. The
-same program vocodes a mel that arrives in pieces (`Vocoding.stream`), a chunk as soon as
-the frames it hears have arrived.
+through the trained vocoder (`xtts_train.inference.vocoding.Vocoding`), and the result is
+scored against the recording beside Griffin-Lim's from the same mel.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,229 +16,12 @@ from tqdm import tqdm
 
 import xtts_audio as xa
 import xtts_data as xd
-from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.vocoder.model import Vocoder, vocode_chunks, window_start
-from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
-from xtts_train.runs.media import silence_feature, to_waveform
-from xtts_train.training.compiler import resolve
+from xtts_train.inference.vocoding import Vocoding
+from xtts_train.runs.loading import latest_step, load_vocoder
+from xtts_train.runs.media import silence_feature
 
-__all__ = [
-    "STREAM_NEEDS_VOCODER",
-    "VocodeReport",
-    "Vocoding",
-    "Waveforms",
-    "check_same_audio",
-    "check_vocoder",
-    "load_vocoder",
-    "log_mel_distance",
-    "vocode",
-]
-
-
-def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[StackConfig, Vocoder]:
-    """The config and the vocoder with a checkpoint's weights of a vocoder run.
-
-    Raises:
-        XttsTrainError: not a run, a text-to-mel run, no checkpoint, or none at `step`.
-    """
-    workdir = Path(workdir)
-    stack = load_run_config(workdir, "vocoder")
-    model = Vocoder(stack.vocoder)
-    model(tf.zeros([1, 4, stack.vocoder.n_mels]))
-    restore_weights(workdir, model, step=step)
-    return stack, model
-
-
-def check_same_audio(vocoder: Path, vocoder_stack: StackConfig, run: Path,
-                     run_stack: StackConfig) -> None:  # fmt: skip
-    """A vocoder turns the features it was trained on into audio: those of another recipe
-    (sample rate, hop, mels, band, scaling) would be misread, so they are refused.
-
-    Raises:
-        XttsTrainError: naming each differing `audio` field with both runs' values.
-    """
-    ours, theirs = vocoder_stack.audio.to_dict(), run_stack.audio.to_dict()
-    differ = [f"audio.{k}: vocoder {ours.get(k)!r}, text-to-mel {theirs.get(k)!r}"
-              for k in sorted(set(ours) | set(theirs)) if ours.get(k) != theirs.get(k)]  # fmt: skip
-    if differ:
-        raise XttsTrainError(
-            f"Expected the vocoder {vocoder} trained on the features of {run}, received other "
-            f"audio settings ({'; '.join(differ)}); train a vocoder with the run's audio "
-            f"section"
-        )
-
-
-def check_vocoder(vocoder: Path, run: Path, run_stack: StackConfig | None = None) -> None:
-    """Refuse, from their configs alone, a vocoder run that cannot voice `run`'s features.
-
-    Args:
-        vocoder: the vocoder run.
-        run: the text-to-mel run (named in the message).
-        run_stack: its config, when the caller has it (None: read from `run`).
-
-    Raises:
-        XttsTrainError: `vocoder` is not a vocoder run, `run` not a text-to-mel run, or
-            their audio settings differ (`check_same_audio`).
-    """
-    if run_stack is None:
-        run_stack = load_run_config(run, "text_to_mel")
-    check_same_audio(vocoder, load_run_config(vocoder, "vocoder"), run, run_stack)
-
-
-# Griffin-Lim estimates phases from the whole mel: pieces of it would not join.
-STREAM_NEEDS_VOCODER = (
-    "Expected --vocoder with --stream, received none: Griffin-Lim reconstructs the phases "
-    "of the whole mel at once and cannot stream without audible joins; pass --vocoder RUN "
-    "(a vocoder run trained on this run's features), or leave out --stream"
-)
-
-
-class Vocoding:
-    """A vocoder compiled once for utterances of any length.
-
-    A mel of F frames is vocoded in windows of `chunk_frames + 2 * context` frames (the
-    model's receptive field each side), shifted inward at the ends, keeping each chunk's
-    own samples: the whole-mel output up to float rounding. A mel shorter than a window is
-    padded at its end with silence (the feature scale's floor), which only the last
-    `context` frames can hear.
-
-    Args:
-        model: a built vocoder.
-        chunk_frames: frames each window contributes.
-        compiler: `train.compiler` (`auto`, `xla` or `graph`), resolved for decoding.
-    """
-
-    def __init__(self, model: Vocoder, *, chunk_frames: int = 128, compiler: str = "auto"):
-        self.model, self.chunk = model, chunk_frames
-        self.context = model.receptive_frames
-        self.width = chunk_frames + 2 * self.context
-        spec = tf.TensorSpec([1, self.width, model.config.n_mels], tf.float32)
-        xla = resolve(compiler, "decode", task="vocoder") == "xla"
-        self._window = tf.function(lambda mel: model(mel), input_signature=[spec],
-                                   jit_compile=xla)  # fmt: skip
-
-    def __call__(self, mel: np.ndarray, *, silence: float) -> np.ndarray:
-        """Samples of a mel.
-
-        Args:
-            mel: float32 [F, n_mels] features.
-            silence: the feature value of silence (`silence_feature`).
-
-        Returns:
-            float32 [F * hop_length].
-        """
-        frames = len(mel)
-        padded = np.full([max(frames, self.width), mel.shape[1]], silence, np.float32)
-        padded[:frames] = mel
-        audio = vocode_chunks(self.model, padded[None], chunk_frames=self.chunk,
-                              context_frames=self.context, window=self._window)  # fmt: skip
-        return audio[0, : frames * self.model.config.hop_length].numpy()
-
-    def stream(self, pieces: Iterable[np.ndarray], *, silence: float) -> Iterator[np.ndarray]:
-        """Samples of a mel that arrives in pieces (a decoding's chunks), a chunk at a time.
-
-        Each chunk of `chunk_frames` frames is vocoded in one window of the compiled shape
-        as soon as the `context` frames after it have arrived (the last ones once the
-        pieces end), and nothing before it is vocoded again; frames of its window not
-        arrived yet are silence, which the chunk cannot hear. Joined, the samples are
-        `self(mel)` of the whole mel up to float rounding.
-
-        Args:
-            pieces: float32 [frames_i, n_mels] each, the mel in order (any sizes).
-            silence: the feature value of silence (`silence_feature`).
-
-        Yields:
-            float32 [chunk_frames * hop_length] (the last chunk: its own frames' samples).
-        """
-        mel = np.zeros([0, self.model.config.n_mels], np.float32)
-        done = 0  # frames vocoded
-        for piece in pieces:
-            mel = np.concatenate([mel, np.asarray(piece, np.float32)])
-            while len(mel) >= done + self.chunk + self.context:
-                yield self._chunk(mel, done, silence=silence)
-                done += self.chunk
-        while done < len(mel):  # the mel's end is known: the windows shift inward
-            yield self._chunk(mel, done, silence=silence, frames=len(mel))
-            done += self.chunk
-
-    def warm_up(self) -> None:
-        """Runs the window program once (XLA compiles it at its first run), e.g. before
-        timing a stream."""
-        self._window(tf.zeros([1, self.width, self.model.config.n_mels]))
-
-    def _chunk(self, mel: np.ndarray, start: int, *, silence: float,
-               frames: int | None = None) -> np.ndarray:  # fmt: skip
-        """Samples of frames `start .. start + chunk - 1` of `mel` (frames arrived so far;
-        `frames`: the whole mel's length, None while it is still arriving)."""
-        first = window_start(start, width=self.width, context=self.context, frames=frames)
-        window = np.full([self.width, mel.shape[1]], silence, np.float32)
-        arrived = mel[first : first + self.width]
-        window[: len(arrived)] = arrived
-        hop, stop = self.model.config.hop_length, min(start + self.chunk, len(mel))
-        audio = self._window(tf.constant(window[None]))[0]  # (width * hop,)
-        return audio[(start - first) * hop : (stop - first) * hop].numpy()
-
-
-class Waveforms:
-    """A text-to-mel run's features turned into audio: through a vocoder run trained on the
-    same audio settings (checked when built: nothing is decoded for a misfit), else
-    Griffin-Lim peak-normalised to 0.9. One owner for `synthesize`, `evaluate` and the demo.
-
-    Args:
-        run: the text-to-mel run whose features are turned into audio.
-        stack: its config.
-        vocoder: a vocoder run (`fit --task vocoder`); None: Griffin-Lim.
-        griffin_lim_iters: iterations when there is no vocoder.
-        chunk_frames: frames each vocoder window contributes (`Vocoding`'s; None: its
-            default); a stream's audio comes a chunk at a time.
-
-    Raises:
-        XttsTrainError: `vocoder` is not a vocoder run, has no checkpoint, or was trained
-            on other audio settings (each field named with both values).
-    """
-
-    def __init__(self, run: Path, stack: StackConfig, *, vocoder: str | Path | None = None,
-                 griffin_lim_iters: int = 32, chunk_frames: int | None = None) -> None:  # fmt: skip
-        self.audio, self.griffin_lim_iters = stack.audio, griffin_lim_iters
-        self.vocoder = None if vocoder is None else Path(vocoder)
-        self._vocoding = None
-        if self.vocoder is not None:
-            check_vocoder(self.vocoder, Path(run), stack)
-            _, network = load_vocoder(self.vocoder)
-            chunk = {} if chunk_frames is None else {"chunk_frames": chunk_frames}
-            self._vocoding = Vocoding(network, compiler=stack.train.compiler, **chunk)
-            self._silence = silence_feature(stack.audio)
-
-    def __call__(self, features: np.ndarray) -> tf.Tensor:
-        """float32 [samples] in [-1, 1] of features float32 [frames, n_mels]: `frames * hop`
-        samples from the vocoder, Griffin-Lim's own count without one."""
-        if self._vocoding is None:
-            return to_waveform(features, self.audio, n_iter=self.griffin_lim_iters)
-        wave = self._vocoding(np.asarray(features, np.float32), silence=self._silence)
-        return tf.clip_by_value(tf.constant(wave), -1.0, 1.0)
-
-    def stream(self, pieces: Iterable[np.ndarray]) -> Iterator[np.ndarray]:
-        """Audio of features that arrive in pieces, a vocoder chunk at a time
-        (`Vocoding.stream`): float32 [chunk_frames * hop] in [-1, 1] each, joined what
-        `self(features)` returns for the whole.
-
-        Args:
-            pieces: float32 [frames_i, n_mels] each, the features in order.
-
-        Raises:
-            XttsTrainError: no vocoder (Griffin-Lim needs the whole mel).
-        """
-        if self._vocoding is None:
-            raise XttsTrainError(STREAM_NEEDS_VOCODER)
-        chunks = self._vocoding.stream(pieces, silence=self._silence)
-        return (np.clip(chunk, -1.0, 1.0) for chunk in chunks)
-
-    def warm_up(self) -> None:
-        """Compiles the vocoder's program now (e.g. before timing a stream); nothing to do
-        for Griffin-Lim."""
-        if self._vocoding is not None:
-            self._vocoding.warm_up()
+__all__ = ["VocodeReport", "log_mel_distance", "vocode"]
 
 
 def log_mel_distance(audio: np.ndarray, truth: np.ndarray, config: xa.MelConfig) -> float:

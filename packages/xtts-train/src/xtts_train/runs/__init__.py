@@ -1,3 +1,4 @@
-"""What a training run writes and how it is judged: the run writer and its checkpoints,
-run statistics, eval media, the evals a run makes while training (one kind per task), and
-the free-running evaluation of held-out text."""
+"""What a training run writes and how it is read back: the run writer and its checkpoints
+(`run_writer`), reading a run's config, weights and reference clip (`loading`), run
+statistics, eval media, and the evals a run makes while training (one kind per task; the
+trainer's tasks call them, so they sit below `training`)."""

@@ -16,9 +16,9 @@ import xtts_data as xd
 from xtts_train.config import StackConfig
 from xtts_train.models.text_to_mel.decoding import Decoding, buffer_frames
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.runs.loading import load_reference
 from xtts_train.runs.media import free_running_eval, mel_image, write_eval_media
 from xtts_train.runs.run_writer import RunWriter
-from xtts_train.synthesize import load_reference
 
 __all__ = ["TextToMelEvaluation", "VocoderEvaluation"]
 

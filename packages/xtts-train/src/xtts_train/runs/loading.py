@@ -1,27 +1,36 @@
 """Reading a training run back: its config (checked to be of the expected task), its
-newest checkpoint's step, and a checkpoint's weights into a built model. `fit` (on
-resume), `synthesize`, `evaluate` and `vocode` read runs through these."""
+newest checkpoint's step, a checkpoint's weights into a built model, a whole run's model
+(`load_run`, `load_vocoder`) and its reference clip (`load_reference`). `fit` (on resume),
+`synthesize`, `evaluate` and `vocode` read runs through these."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import keras
+import numpy as np
 import tensorflow as tf
 
+import xtts_audio as xa
+from xtts_data import Tokenizer, load_audio
 from xtts_data.config import override_key
 from xtts_train.config import StackConfig, load_stack_config
 from xtts_train.errors import XttsTrainError
+from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.models.vocoder.model import Vocoder
 
 __all__ = [
-    "INFERENCE_SETTINGS", "kept_steps", "latest_step", "load_run_config", "restore_weights",
-    "step_of",
+    "INFERENCE_SETTINGS", "kept_steps", "latest_step", "load_reference", "load_run",
+    "load_run_config", "load_vocoder", "restore_weights", "step_of",
 ]  # fmt: skip
 
 # The settings of a trained run that may change when it is read back (`--set` of `evaluate`
 # and `synthesize`): how it decodes, not what it learned.
 INFERENCE_SETTINGS = "model.infer_"
+# A reference whose peak is under -60 dBFS holds no voice to condition on.
+_SILENT_PEAK = 10 ** (-60 / 20)
 
 
 def latest_step(workdir: str | Path) -> int:
@@ -95,3 +104,86 @@ def restore_weights(workdir: Path, model: keras.Model, *, step: int | None = Non
             f"(written by another model configuration or an older xtts-train?): {error}"
         ) from None
     return latest
+
+
+def load_run(workdir: str | Path, *, step: int | None = None, overrides: Sequence[str] = (),
+             ) -> tuple[StackConfig, TextToMel, Tokenizer]:  # fmt: skip
+    """The config, the model with a checkpoint's weights, and the tokenizer of a run.
+
+    Args:
+        workdir: the training run.
+        step: the checkpoint saved at this step; None: the last one.
+        overrides: `model.infer_*=VALUE` settings of its decoding (`load_run_config`).
+
+    Raises:
+        XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), a
+            vocoder run, no checkpoint yet, none at `step`, or an override of another
+            setting.
+    """
+    workdir = Path(workdir)
+    stack = load_run_config(workdir, "text_to_mel", overrides)
+    if not (workdir / "tokenizer.json").is_file():
+        raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'tokenizer.json'} "
+                             f"missing)")  # fmt: skip
+    tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
+    model = TextToMel(stack.model, stack.audio)
+    model(dummy_batch(stack.model))
+    restore_weights(workdir, model, step=step)
+    return stack, model, tokenizer
+
+
+def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[StackConfig, Vocoder]:
+    """The config and the vocoder with a checkpoint's weights of a vocoder run.
+
+    Raises:
+        XttsTrainError: not a run, a text-to-mel run, no checkpoint, or none at `step`.
+    """
+    workdir = Path(workdir)
+    stack = load_run_config(workdir, "vocoder")
+    model = Vocoder(stack.vocoder)
+    model(tf.zeros([1, 4, stack.vocoder.n_mels]))
+    restore_weights(workdir, model, step=step)
+    return stack, model
+
+
+def load_reference(workdir: Path, stack: StackConfig,
+                   reference: str | Path | None = None) -> np.ndarray:  # fmt: skip
+    """float32 [frames, n_mels]: the mel of `reference` (an audio file) as the cache's
+    references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`),
+    its first `StackConfig.reference_frames` frames at most (`data.cond_frames` unless
+    `model.infer_reference_frames` asks for more), or the run's saved reference clip (a
+    crop of `data.cond_frames` of a training utterance) when None.
+
+    Raises:
+        XttsTrainError: no `reference` given and the run saved none; a silent reference
+            (its peak under -60 dBFS); one shorter than `data.cond_frames` frames (naming
+            how many seconds it must last).
+    """
+    if reference is None:
+        path = workdir / "reference.npy"
+        if not path.exists():
+            raise XttsTrainError(f"{workdir} has no saved reference clip: pass --reference")
+        try:
+            return np.load(path)
+        except (ValueError, OSError, EOFError):
+            raise XttsTrainError(
+                f"{path} is damaged (a killed write?): pass --reference, or resume the run "
+                f"(`xtts-train fit` saves it again)"
+            ) from None
+    whole = load_audio(Path(reference), stack.audio)  # resampled to the run's rate
+    peak = float(np.max(np.abs(whole)))
+    if peak < _SILENT_PEAK:
+        loudness = f"{20 * np.log10(peak):.0f} dBFS" if peak > 0 else "all zeros"
+        raise XttsTrainError(f"{reference} is silent (peak {loudness}): give a clip of the "
+                             f"voice to speak in")  # fmt: skip
+    wave = load_audio(Path(reference), stack.audio, trim_top_db=stack.data.trim_top_db)
+    mel = xa.mel_features(wave, stack.audio).numpy()
+    need = stack.data.cond_frames
+    if len(mel) < need:
+        seconds = (need - 1) * stack.audio.hop_length / stack.audio.sample_rate
+        raise XttsTrainError(
+            f"{reference} gives {len(mel)} frames of voice (silence trimmed at "
+            f"{stack.data.trim_top_db} dB), the run conditions on data.cond_frames={need}: "
+            f"give a clip of at least {seconds:.2f} s of speech"
+        )
+    return mel[: stack.reference_frames]

@@ -37,8 +37,7 @@ import xtts_data as xd
 from xtts_data.files import remove_stale_temp_files, write_bytes_atomic, write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.runs.loading import latest_step, step_of
-from xtts_train.synthesize import load_reference
+from xtts_train.runs.loading import latest_step, load_reference, step_of
 
 __all__ = ["Checkpoints", "RunWriter", "forget_metrics_after", "latest_step", "logged_step"]
 

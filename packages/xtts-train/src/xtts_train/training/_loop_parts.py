@@ -12,16 +12,16 @@ from pathlib import Path
 import tensorflow as tf
 import tqdm
 
+from xtts_train.compile import compile_cache
+from xtts_train.compile.compiler import choices
+from xtts_train.compile.process import peak_rss_mb
+from xtts_train.compile.warmup import Program, WarmUp
 from xtts_train.config import TrainConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter
-from xtts_train.training import compile_cache
-from xtts_train.training.compiler import choices
 from xtts_train.training.gpu import GpuMonitor
-from xtts_train.training.process import peak_rss_mb
 from xtts_train.training.steps import CompiledSteps
-from xtts_train.training.warmup import Program, WarmUp
 
 __all__ = ["AfterStep", "Profiler", "StopSignals", "monitoring", "print_built", "run_summary"]
 

@@ -36,12 +36,12 @@ import yaml
 import xtts_data as xd
 from xtts_data.host import physical_memory
 from xtts_data.plan import PLAN_FILE, BucketCost, MemoryPlan, plan_batches, write_plan
+from xtts_train.compile.compiler import device_kind
+from xtts_train.compile.memory import fixed_bytes, row_bytes
+from xtts_train.compile.process import measuring_pool, peak_rss_bytes, rss_bytes
 from xtts_train.config import StackConfig
 from xtts_train.errors import ConfigError
 from xtts_train.training.build import build_steps
-from xtts_train.training.compiler import device_kind
-from xtts_train.training.memory import fixed_bytes, row_bytes
-from xtts_train.training.process import measuring_pool, peak_rss_bytes, rss_bytes
 from xtts_train.training.steps import kept_dtype_policy
 
 __all__ = [

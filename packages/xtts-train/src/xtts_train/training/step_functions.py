@@ -21,8 +21,8 @@ from collections.abc import Mapping
 import keras
 import tensorflow as tf
 
+from xtts_train.compile.compiler import resolve
 from xtts_train.config import TrainConfig
-from xtts_train.training.compiler import resolve
 from xtts_train.training.distribute import local_replicas, replica_slice
 from xtts_train.training.optim import AdamW, warmup_cosine
 from xtts_train.training.tasks import Task
@@ -65,7 +65,7 @@ class StepFunctions:
         schedule: the learning rate of a step (updates done before it).
         replicas: replicas of this worker (1 without a strategy).
         compilers: `{"train": c, "eval": c}`, `c` `"xla"` or `"graph"`: `train.compiler`
-            resolved for this device (`xtts_train.training.compiler.resolve`).
+            resolved for this device (`xtts_train.compile.compiler.resolve`).
     """
 
     def __init__(self, task: Task, optimizer: AdamW, config: TrainConfig,
@@ -116,7 +116,7 @@ class StepFunctions:
 
     def trace_settings(self) -> dict:
         """What decides the steps' graphs besides their shapes, code and variables (a
-        stored trace's key, `xtts_train.training.traces.key`): the train settings a step
+        stored trace's key, `xtts_train.compile.traces.key`): the train settings a step
         reads, the dtype policy, the compilers and the task's own."""
         train = {k: v for k, v in dataclasses.asdict(self.config).items() if k not in _RUN_ONLY}
         return {"train": train, "policy": keras.mixed_precision.global_policy().name,

@@ -5,7 +5,7 @@
 traced with the exact `tf.TensorSpec`s of a spec's shape (a `DatasetSpec` bucket, a
 `SegmentSpec`'s one shape), compiled
 by XLA or run by TensorFlow's graph executor as `train.compiler` resolves for the device
-(`xtts_train.training.compiler`); `warm_up` traces (and compiles) every shape before
+(`xtts_train.compile.compiler`); `warm_up` traces (and compiles) every shape before
 training, and any trace after it is a retrace: an error naming the shape (or a warning
 with `allow_retrace`). The update is gated inside the graph
 (`xtts_train.training.transforms.FiniteGate`): a non-finite loss or gradient skips it
@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import keras
 import tensorflow as tf
 
+from xtts_train.compile import traces
+from xtts_train.compile.warmup import Job, Program, WarmUp, compile_workers, run_jobs
 from xtts_train.config import TrainConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.training import traces
 from xtts_train.training.optim import AdamW
 from xtts_train.training.step_functions import StepFunctions
 from xtts_train.training.tasks import Task
-from xtts_train.training.warmup import Job, Program, WarmUp, compile_workers, run_jobs
 
 __all__ = ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"]
 
@@ -120,14 +120,14 @@ class CompiledSteps:
     def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
                 workers: int | None = None, defer_cached: bool = True) -> WarmUp:  # fmt: skip
         """Trace and compile the train step of every shape of `spec` and the eval step of
-        every shape of `eval_spec` (see `xtts_train.training.warmup`); no update happens (the gate
+        every shape of `eval_spec` (see `xtts_train.compile.warmup`); no update happens (the gate
         is closed) and the dropout seed states end where they started.
 
         Args:
             progress: called as each program is compiled: `progress(done, total, program)`.
             workers: compile threads; default `config.compile_workers` (0: one per core).
             defer_cached: programs the compile cache holds load at their first call
-                instead of running once here (see `xtts_train.training.warmup.run_jobs`).
+                instead of running once here (see `xtts_train.compile.warmup.run_jobs`).
         """
         slots = [(role, shape) for role in (self._train, self._eval) for shape in role.shapes]
         jobs = [role.job(shape) for role, shape in slots]

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 import xtts_data as xd
 from xtts_audio import MelConfig
+from xtts_train.compile.memory import check_training_memory
 from xtts_train.config import StackConfig, TrainConfig, VocoderConfig
 from xtts_train.models import dropout
 from xtts_train.models.text_to_mel.frames import frame_pitch
@@ -33,7 +34,6 @@ from xtts_train.models.vocoder.losses import vocoder_losses
 from xtts_train.models.vocoder.model import Vocoder
 from xtts_train.runs.evals import TextToMelEvaluation, VocoderEvaluation
 from xtts_train.runs.run_writer import RunWriter
-from xtts_train.training.memory import check_training_memory
 
 __all__ = ["Task", "TextToMelTask", "VocoderTask", "task_class"]
 

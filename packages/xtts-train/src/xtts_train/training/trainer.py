@@ -40,10 +40,11 @@ import tqdm
 
 import xtts_data as xd
 from xtts_data.files import folder_lock
+from xtts_train.compile.process import StartupClock, format_startup
+from xtts_train.compile.warmup import cache_use
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
-from xtts_train.runs.init_from import StartFrom, init_source
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
 from xtts_train.training._loop_parts import (
@@ -64,11 +65,10 @@ from xtts_train.training.distribute import (
     worker_index,
 )
 from xtts_train.training.gpu import GpuMonitor
+from xtts_train.training.init_from import StartFrom, init_source
 from xtts_train.training.planner import batch_plan
-from xtts_train.training.process import StartupClock, format_startup
 from xtts_train.training.steps import kept_dtype_policy, shape_of
 from xtts_train.training.tasks import task_class
-from xtts_train.training.warmup import cache_use
 
 __all__ = ["fit", "format_summary_line", "latest_step"]
 

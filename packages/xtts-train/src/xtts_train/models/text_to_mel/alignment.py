@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from xtts_train.training.naming import name_scoped
+from xtts_train.compile.naming import name_scoped
 
 __all__ = ["alignment_score", "guided_attention_loss"]
 

@@ -19,13 +19,13 @@ import tensorflow as tf
 import xtts_audio as xa
 from xtts_data import ConfigError, TextConfig, Tokenizer, normalize_texts
 from xtts_data.sentences import Piece, split_text
+from xtts_train.compile import compile_cache
+from xtts_train.compile.compiler import resolve
+from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.alignment import alignment_score
 from xtts_train.models.text_to_mel.model import TextToMel
-from xtts_train.training import compile_cache
-from xtts_train.training.compiler import resolve
-from xtts_train.training.memory import check_decoding_memory
 
 __all__ = [
     "MAX_BUFFER_SECONDS",
@@ -299,7 +299,7 @@ class Decoding:
         max_frames: the decoding buffer; speech longer than this is cut.
         batch_size: rows decoded together (fewer are padded with copies of the first).
         compiler: `auto`, `xla` or `graph`: who runs the decoding loop
-            (`xtts_train.training.compiler`; a run's `train.compiler`).
+            (`xtts_train.compile.compiler`; a run's `train.compiler`).
 
     Attributes:
         compiler: `"xla"` or `"graph"`, as `compiler` resolved for this device.

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 
 import tensorflow as tf
 
+from xtts_train.compile.naming import name_scoped
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.alignment import alignment_score, guided_attention_loss
-from xtts_train.training.naming import name_scoped
 
 __all__ = ["contour_losses", "masked_l1", "stop_loss", "total_loss"]
 

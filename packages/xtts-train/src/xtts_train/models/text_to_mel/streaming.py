@@ -21,14 +21,14 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from xtts_train.compile import compile_cache
+from xtts_train.compile.compiler import resolve
+from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Ending, decoding_inputs, ending
 from xtts_train.models.text_to_mel.frames import groups
 from xtts_train.models.text_to_mel.generation import Context, State, finish, stop_lengths
 from xtts_train.models.text_to_mel.model import TextToMel
-from xtts_train.training import compile_cache
-from xtts_train.training.compiler import resolve
-from xtts_train.training.memory import check_decoding_memory
 
 __all__ = ["CHUNK_FRAMES", "MelStream", "Streaming"]
 

@@ -16,11 +16,11 @@ import math
 import tensorflow as tf
 
 from xtts_audio import MelConfig, mel_spectrogram, stft
+from xtts_train.compile.naming import name_scoped
 from xtts_train.config import VocoderConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.losses import _check_weight
 from xtts_train.models.vocoder.model import synthesis_config
-from xtts_train.training.naming import name_scoped
 
 __all__ = ["anti_wrap", "log_mel_l1", "phase_loss", "stft_loss", "vocoder_losses"]
 

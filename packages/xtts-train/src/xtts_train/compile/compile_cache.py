@@ -22,7 +22,7 @@ gaps, and this module closes each:
   files, and two that compile the same program publish the same bytes.
 
 A program compiled inside `collect()` is also remembered by the fingerprint of its traced
-function library (`xtts_train.training.traces.fingerprint`, `CompileCache.remember`), so a
+function library (`xtts_train.compile.traces.fingerprint`, `CompileCache.remember`), so a
 later process can tell from its trace (or its stored trace) alone that the executable is
 stored (`CompileCache.holds`) and load it at its first use instead of running it once to
 force the load.
@@ -403,7 +403,7 @@ def collect() -> Iterator[Collected]:
         if not _check_in_use(cache):
             logger.warning(
                 "compile cache: off for this process: XLA compiled before it was enabled "
-                "(call xtts_train.training.compile_cache.enable() before any XLA compile)"
+                "(call xtts_train.compile.compile_cache.enable() before any XLA compile)"
             )
             _ACTIVE = cache = None
     if cache is not None:
@@ -469,7 +469,7 @@ def stable_names(key: str) -> Iterator[None]:
 
     Ops made inside the block record no Python stack trace: XLA writes each op's source
     file and line into the program it compiles, so a program traced here and the same
-    program registered from its stored library (`xtts_train.training.traces`) would be two
+    program registered from its stored library (`xtts_train.compile.traces`) would be two
     programs to the compile cache. A runtime error in such a program names the op, not the
     Python line that made it.
     """

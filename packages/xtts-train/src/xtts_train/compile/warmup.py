@@ -8,7 +8,7 @@ overlap each other. Traces happen under `compile_cache.stable_names`, so the com
 programs are found again by later processes, and inside `compile_cache.collect()`, which
 publishes what was compiled.
 
-With the compile cache on, each traced program is also stored (`xtts_train.training.traces`)
+With the compile cache on, each traced program is also stored (`xtts_train.compile.traces`)
 and a later process registers the stored program instead of tracing it again (a
 `StoredProgram`, `Program.stored`).
 
@@ -17,7 +17,7 @@ fingerprint of its trace) is not run: TensorFlow loads it at its first real call
 warm start pays for the one shape its first step needs instead of a placeholder step of
 every shape.
 
-A program for TensorFlow's graph executor (`xtts_train.training.compiler`: `Job.compiler` graph) has
+A program for TensorFlow's graph executor (`xtts_train.compile.compiler`: `Job.compiler` graph) has
 nothing to compile: it is traced and run once like the others (one at a time), or, when
 registered from its stored trace, left to its first real call, and never looked up in or
 written to the compile cache's executables.
@@ -34,8 +34,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from xtts_train.training import compile_cache, traces
-from xtts_train.training.process import release_free_heap
+from xtts_train.compile import compile_cache, traces
+from xtts_train.compile.process import release_free_heap
 
 __all__ = ["Job", "Program", "WarmUp", "cache_use", "compile_workers", "run_jobs"]
 

@@ -3,9 +3,9 @@ against their ground truth.
 
 Each utterance is decoded with the compiled `infer` (the stop token ends it), conditioned
 on the run's reference clip, and compared with its recording: duration ratio, alignment
-score, DTW log-mel distance, and the pairing score (`xtts_train.runs.evaluation`). An
+score, DTW log-mel distance, and the pairing score (`xtts_train.evaluation.scores`). An
 utterance longer than `model.infer_split_symbols` symbols is decoded as pieces joined
-with their pauses (`runs.long_form`), as `synthesize` speaks it. With
+with their pauses (`inference.long_form`), as `synthesize` speaks it. With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
 same vocoder run, else the same Griffin-Lim) are written side by side, so a person can
 listen and a recogniser compare them.
@@ -24,6 +24,9 @@ import tensorflow as tf
 import xtts_audio as xa
 import xtts_data as xd
 from xtts_train.errors import XttsTrainError
+from xtts_train.evaluation.scores import dtw_distances, duration_ratio, pairing_scores
+from xtts_train.inference.long_form import decode_rows, join_pieces
+from xtts_train.inference.vocoding import Waveforms
 from xtts_train.models.text_to_mel.decoding import (
     Decoded,
     Decoding,
@@ -31,13 +34,8 @@ from xtts_train.models.text_to_mel.decoding import (
     buffer_frames,
     row_pieces,
 )
-from xtts_train.runs.evaluation import dtw_distances, duration_ratio, pairing_scores
-from xtts_train.runs.loading import load_run_config
-from xtts_train.runs.long_form import decode_rows, join_pieces
+from xtts_train.runs.loading import latest_step, load_reference, load_run, load_run_config
 from xtts_train.runs.media import decoded_frames
-from xtts_train.synthesize import load_reference, load_run
-from xtts_train.training.trainer import latest_step
-from xtts_train.vocode import Waveforms
 
 __all__ = ["REFERENCE_FROM", "EvalReport", "evaluate", "voice_sources"]
 
@@ -55,7 +53,7 @@ class EvalReport:
         utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
             `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`, `pieces` (1
             unless its text was longer than `model.infer_split_symbols`: then its pieces
-            were decoded alone and joined with their pauses, `runs.long_form`).
+            were decoded alone and joined with their pauses, `inference.long_form`).
         max_frames: the decoding buffer (twice the longest truth, rounded up).
         settings: the `--set` overrides of the run's decoding settings it ran with.
     """
