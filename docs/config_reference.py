@@ -59,6 +59,7 @@ SECTIONS = (
     Section("vocoder", _README["xtts-train"], automatic={
         "n_mels": "`audio.n_mels`", "hop_length": "`audio.hop_length`",
     }),
+    Section("decode", _README["xtts-train"]),
 )  # fmt: skip
 
 # Fields whose class docstring has no entry of their own (another entry mentions them).

@@ -257,7 +257,7 @@ def test_long_form_scores_each_corpus_split_and_whole(tmp_path, monkeypatch):
     result = long_form.score_long_form(tmp_path, [corpus], n=24, step=300)
     assert calls == [
         (corpus, "all", 24, 300, ()),
-        (corpus, "all", 24, 300, ("model.infer_split_symbols=0",)),
+        (corpus, "all", 24, 300, ("decode.split_symbols=0",)),
     ]
     modes = result[str(corpus)]
     assert set(modes) == {"split", "whole"}

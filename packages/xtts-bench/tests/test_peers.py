@@ -350,7 +350,7 @@ def test_each_systems_last_checkpoint_speaks_the_long_items(tmp_path, monkeypatc
     found = {"xtts": {200: 40.0, 400: 45.0}, "glow_tts": {50: 40.0, 90: 45.0}}
     result = dict(bench._score_long_form(config, stack, found))[str(corpus)]
     assert calls == [("glow", "synthesize", "--steps", "90", "--truth", "--long-form"),
-                     ("xtts", 400, ()), ("xtts", 400, ("model.infer_split_symbols=0",))]  # fmt: skip
+                     ("xtts", 400, ()), ("xtts", 400, ("decode.split_symbols=0",))]  # fmt: skip
     assert list(result) == ["xtts split", "xtts whole", "glow_tts"]
     xtts, peer = result["xtts split"]["groups"]["all"], result["glow_tts"]["groups"]["all"]
     assert (xtts["in_band"], xtts["alignment_mean"], xtts["pieces_mean"]) == (1.0, 0.5, 2)

@@ -12,6 +12,7 @@ from xtts_data import DataConfig
 from xtts_data.text import TextConfig
 from xtts_train.config import (
     PRESETS,
+    DecodeConfig,
     ModelConfig,
     StackConfig,
     TrainConfig,
@@ -31,10 +32,11 @@ def through_yaml(values: dict) -> dict:
         ModelConfig.from_preset("tiny", vocab_size=40, reduction_factor=2),
         TrainConfig(),
         TrainConfig(steps=7, precision="mixed_bfloat16", eval_sentences=("One.", "Two.")),
+        DecodeConfig(window_ahead=2, global_variance=True, split_symbols=0),
     ],
-    ids=[*sorted(PRESETS), "tiny-custom", "train-defaults", "train-custom"],
+    ids=[*sorted(PRESETS), "tiny-custom", "train-defaults", "train-custom", "decode"],
 )
-def test_model_and_train_configs_round_trip_through_yaml(config):
+def test_model_train_and_decode_configs_round_trip_through_yaml(config):
     values = config.to_dict()
     assert list(values) == [f.name for f in dataclasses.fields(config)]
     assert type(config).from_dict(through_yaml(values)) == config
@@ -98,3 +100,49 @@ def test_stack_from_dict_needs_every_section():
         ConfigError, match=r"^StackConfig: missing required field\(s\) \['model', 'train'\]"
     ):
         StackConfig.from_dict({"audio": {"preset": "xtts"}, "data": {}})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (["decode.window_ahead=-1"], r"DecodeConfig\.window_ahead: expected an int >= 0, received: window_ahead=-1"),
+        (["decode.window_back=true"], "window_back=True"),
+        (["decode.prenet_dropout=1"], "prenet_dropout=1"),
+        (["decode.global_variance=maybe"], "global_variance='maybe'"),
+        (["decode.harmonics=true"], r"decode\.harmonics=false while model\.pitch_contour is off"),
+        (["decode.reference_frames=-1"], "reference_frames=-1"),
+        (["decode.reference_frames=8", "data.cond_frames=16"], r"decode\.reference_frames 0 \(data\.cond_frames\) or at least data\.cond_frames=16, received: 8"),
+        (["decode.window=2"], r"unknown field\(s\) \['window'\] in section decode"),
+        (["model.infer_global_variance=true"], r"Expected decode\.global_variance=VALUE, received: 'model\.infer_global_variance=true': the decoding settings moved"),
+    ],
+)  # fmt: skip
+def test_bad_decode_settings_name_the_field(overrides, match):
+    with pytest.raises(ConfigError, match=match):
+        load_stack_config(None, overrides)
+
+
+def test_the_decoding_settings_are_not_the_model_s():
+    """Every decoding setting is in the decode section, none left in the model's."""
+    model = {f.name for f in dataclasses.fields(ModelConfig)}
+    assert not [name for name in model if name.startswith("infer_")]
+    assert len(model) == 28  # 36 before the decode section
+
+
+def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
+    """A run's `config.yaml` from before the move (decoding settings as `model.infer_KEY`)
+    loads with them in the decode section; one the decode section gives wins."""
+    old = load_stack_config(None, ["model.pitch_contour=true"]).to_dict()
+    del old["decode"]
+    old["model"].update(infer_window_ahead=3, infer_global_variance=True, infer_harmonics=True,
+                        infer_split_symbols=0, infer_reference_frames=0, infer_stop_gate=4,
+                        infer_window_back=1, infer_prenet_dropout=False)  # fmt: skip
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    stack = load_stack_config(path)
+    assert stack.decode == DecodeConfig(window_ahead=3, global_variance=True, harmonics=True,
+                                        split_symbols=0, stop_gate=4)  # fmt: skip
+    assert stack.model == load_stack_config(None, ["model.pitch_contour=true"]).model
+    assert load_stack_config(path, ["decode.split_symbols=50"]).decode.split_symbols == 50
+    old["decode"] = {"stop_gate": 2}
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    assert load_stack_config(path).decode.stop_gate == 2

@@ -444,12 +444,12 @@ def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
 def test_the_text_report_has_a_row_per_utterance_and_a_summary(run, cache, capsys):
     _, workdir = run
     assert _evaluate(workdir, cache, "--split", "all", "--n", "2", "--step", "20",
-                     "--set", "model.infer_global_variance=true",
-                     "--set", "model.infer_reference_frames=24") == 0  # fmt: skip
+                     "--set", "decode.global_variance=true",
+                     "--set", "decode.reference_frames=24") == 0  # fmt: skip
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1 + 2 + 1
-    assert ("step 20, --set model.infer_global_variance=true, --set "
-            "model.infer_reference_frames=24:") in lines[-1]  # fmt: skip
+    assert ("step 20, --set decode.global_variance=true, --set "
+            "decode.reference_frames=24:") in lines[-1]  # fmt: skip
     assert "pairing" in lines[-1]
 
 
@@ -477,11 +477,11 @@ def _other_audio(workdir, tmp_path):
         (None, ["--split", "all", "--step", "7"], "no checkpoint of step 7"),
         (None, ["--split", "all", "--n", "1"], "at least 2"),
         (None, ["--split", "all", "--set", "model.heads=4"],
-         r"Expected --set model\.infer_KEY=VALUE, .* received: 'model\.heads=4'"),
-        (None, ["--split", "all", "--set", "model.infer_global_variance=maybe"],
-         "infer_global_variance"),
-        (None, ["--split", "all", "--set", "model.infer_reference_frames=8"],
-         r"infer_reference_frames 0 \(data.cond_frames\) or at least data.cond_frames=16, "
+         r"Expected --set decode\.KEY=VALUE, .* received: 'model\.heads=4'"),
+        (None, ["--split", "all", "--set", "decode.global_variance=maybe"],
+         r"DecodeConfig\.global_variance: expected true or false"),
+        (None, ["--split", "all", "--set", "decode.reference_frames=8"],
+         r"decode.reference_frames 0 \(data.cond_frames\) or at least data.cond_frames=16, "
          r"received: 8"),
     ],
 )  # fmt: skip
@@ -499,7 +499,8 @@ def test_bad_input_is_a_one_line_error_with_exit_2(run, cache, tmp_path, capsys,
 def test_decoding_texts_of_one_bucket_is_one_program(run):
     _, workdir = run
     stack, model, _ = load_run(workdir)
-    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=16, batch_size=2)
+    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
+                        max_frames=16, batch_size=2)  # fmt: skip
     reference = load_reference(workdir, stack)
     for rows in ([[5, 6, 1]], [[7, 8, 9, 10, 1], [4, 1]], [[3] * 20 + [1]]):
         decoded = decoding(rows, reference)
@@ -516,7 +517,8 @@ def test_each_row_may_have_its_own_reference(run):
     _, workdir = run
     stack, model, _ = load_run(workdir)
     model.stop_head.bias.assign([-20.0])  # the whole buffer: rows comparable frame by frame
-    decoding = Decoding(model, cond_frames=stack.data.cond_frames, max_frames=12, batch_size=2)
+    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
+                        max_frames=12, batch_size=2)  # fmt: skip
     rng = np.random.default_rng(0)
     voices = [rng.normal(-5, 2, [stack.data.cond_frames, stack.model.n_mels]).astype(np.float32)
               for _ in range(3)]  # fmt: skip
@@ -565,7 +567,8 @@ def test_a_decoding_buffer_too_large_for_memory_is_refused_before_it_runs(run):
     _, workdir = run
     stack, model, _ = load_run(workdir)
     with pytest.raises(ConfigError, match=r"Expected max_frames <= \d+ on this machine, .*GiB"):
-        Decoding(model, cond_frames=stack.reference_frames, max_frames=10**10)
+        Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                 max_frames=10**10)  # fmt: skip
 
 
 def _clip(path, seconds: float, rate: int, amplitude: float = 0.5):
@@ -592,7 +595,7 @@ def test_decoding_reads_more_of_the_reference_only_when_asked(run, tmp_path):
     crop = load_run_config(workdir, "text_to_mel")
     assert crop.reference_frames == crop.data.cond_frames == 16
     assert load_reference(workdir, crop, clip).shape == (16, crop.audio.n_mels)
-    stack, model, _ = load_run(workdir, overrides=["model.infer_reference_frames=48"])
+    stack, model, _ = load_run(workdir, overrides=["decode.reference_frames=48"])
     assert stack.reference_frames == 48
     assert load_reference(workdir, stack, clip).shape == (48, stack.audio.n_mels)
     model.stop_head.bias.assign([-20.0])  # the whole buffer: frame by frame comparable
@@ -601,7 +604,7 @@ def test_decoding_reads_more_of_the_reference_only_when_asked(run, tmp_path):
     later = voice.copy()
     later[16:] = rng.normal(-5, 2, [32, stack.model.n_mels])  # the crop's 16 frames kept
     for frames, differs in ((16, False), (48, True)):
-        decoding = Decoding(model, cond_frames=frames, max_frames=12)
+        decoding = Decoding(model, decode=stack.decode, cond_frames=frames, max_frames=12)
         (a,) = decoding([[5, 6, 1]], voice)
         (b,) = decoding([[5, 6, 1]], later)
         changed = not np.allclose(a.buffer, b.buffer, atol=1e-5)

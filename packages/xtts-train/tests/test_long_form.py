@@ -15,7 +15,7 @@ import pytest
 import xtts_audio as xa
 from xtts_data import TextConfig, Tokenizer
 from xtts_data.sentences import PAUSE_SECONDS
-from xtts_train import ModelConfig, TextToMel, XttsTrainError, dummy_batch
+from xtts_train import DecodeConfig, ModelConfig, TextToMel, XttsTrainError, dummy_batch
 from xtts_train.cli import main
 from xtts_train.evaluation.held_out import evaluate
 from xtts_train.inference.long_form import join_pieces, pause_frames, piece_batch
@@ -33,7 +33,7 @@ from xtts_train.runs.media import decoded_frames, silence_feature
 from xtts_train.synthesize import synthesize
 
 TEXT = "Fine day. The dog ran home, then it slept. Good night to all"
-LIMIT = ["model.infer_split_symbols=16"]
+LIMIT = ["decode.split_symbols=16"]
 AUDIO = xa.MelConfig.from_preset("xtts")
 
 
@@ -135,7 +135,8 @@ def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
     stack, model, tokenizer = load_run(workdir)
     pieces = text_pieces(TEXT, stack.data.text, tokenizer, name="t", max_symbols=16)
     assert len(pieces) >= 3
-    decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=48,
+    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                        max_frames=48,
                         compiler=stack.train.compiler)  # fmt: skip
     reference = load_reference(workdir, stack)
     expected = []
@@ -155,8 +156,8 @@ def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
 
 def test_evaluate_speaks_a_long_utterance_as_pieces(run, cache):
     _, workdir = run
-    whole = evaluate(workdir, cache, split="all", n=3, overrides=["model.infer_split_symbols=0"])
-    split = evaluate(workdir, cache, split="all", n=3, overrides=["model.infer_split_symbols=4"])
+    whole = evaluate(workdir, cache, split="all", n=3, overrides=["decode.split_symbols=0"])
+    split = evaluate(workdir, cache, split="all", n=3, overrides=["decode.split_symbols=4"])
     _, _, tokenizer = load_run(workdir)
     assert all(row["pieces"] == 1 for row in whole.utterances)
     counts = [row["pieces"] for row in split.utterances]
@@ -166,15 +167,15 @@ def test_evaluate_speaks_a_long_utterance_as_pieces(run, cache):
         assert count == len(pieces)
         pauses = sum(pause_frames(p.pause, AUDIO) for p in pieces)
         assert row["frames"] >= pauses + count  # each piece decoded at least a frame
-    assert split.settings == ["model.infer_split_symbols=4"]
+    assert split.settings == ["decode.split_symbols=4"]
 
 
 def test_the_split_setting_is_a_decoding_setting(run, tmp_path, capsys):
     _, workdir = run
     args = ["synthesize", "--run", str(workdir), "--text", "Fine day.", "--out",
-            str(tmp_path / "x.wav"), "--set", "model.infer_split_symbols=-1"]  # fmt: skip
+            str(tmp_path / "x.wav"), "--set", "decode.split_symbols=-1"]  # fmt: skip
     assert main(args) == 2
-    assert "infer_split_symbols" in capsys.readouterr().err
+    assert "split_symbols" in capsys.readouterr().err
 
 
 def test_text_config_cannot_split_where_it_has_no_marks():
@@ -221,13 +222,13 @@ def test_random_positions_move_training_positions_alone_and_resume_exactly():
 
 @pytest.mark.parametrize("gate", [0, 2])
 def test_the_stop_gate_holds_the_stop_until_the_alignment_reaches_the_end(gate):
-    model = _model(reduction_factor=2, infer_stop_gate=gate)
+    model, decode = _model(reduction_factor=2), DecodeConfig(stop_gate=gate)
     model.stop_head.bias.assign([20.0, 20.0])  # the stop head wants to stop at every step
     rng = np.random.default_rng(0)
     ids = [[int(i) for i in rng.integers(2, 40, n - 1)] + [1] for n in (12, 7)]
     references = [rng.uniform(-11.5, 2.0, (16, 80)).astype(np.float32)] * 2
     result = model.infer(*decoding_inputs(ids, references, batch_size=2, cond_frames=16),
-                         max_frames=60)  # fmt: skip
+                         max_frames=60, decode=decode)  # fmt: skip
     lengths = result["lengths"].numpy()
     if gate == 0:
         assert list(lengths) == [1, 1]  # the first frame stops it

@@ -20,7 +20,7 @@ from xtts_train.compile.memory import (
     decoding_bytes,
     training_bytes,
 )
-from xtts_train.config import ModelConfig, load_stack_config
+from xtts_train.config import DecodeConfig, ModelConfig, load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.decoding import Decoding
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
@@ -163,7 +163,7 @@ def test_decoding_refuses_a_text_too_long_for_memory_before_compiling(sixteen_gi
     config = load_stack_config(None, MICRO).model
     model = TextToMel(config)
     model(dummy_batch(config))
-    decoding = Decoding(model, cond_frames=8, max_frames=16)
+    decoding = Decoding(model, decode=DecodeConfig(), cond_frames=8, max_frames=16)
     reference = np.zeros([8, config.n_mels], np.float32)
     with pytest.raises(ConfigError, match=r"Expected text_len <= \d+ tokens on this machine, received: text_len=100032 "):  # fmt: skip
         decoding([[5] * 100_000 + [1]], reference)

@@ -17,6 +17,7 @@ import tensorflow as tf
 from xtts_audio import MelConfig, mel_features, mel_pitch, ripple_depth
 from xtts_train import (
     ConfigError,
+    DecodeConfig,
     ModelConfig,
     TextToMel,
     masked_l1,
@@ -33,6 +34,7 @@ from xtts_train.models.text_to_mel.frames import (
     within_range,
     write_harmonics,
 )
+from xtts_train.models.text_to_mel.postfilters import decode_frames
 from xtts_train.models.text_to_mel.streaming import Streaming
 
 # Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
@@ -109,14 +111,8 @@ def test_defaults_are_the_tiny_preset_and_dicts_round_trip():
         (dict(prenet_dropout=-0.1), "prenet_dropout=-0.1"),
         (dict(mel_std=0.0), "mel_std=0.0"),
         (dict(mel_mean=float("nan")), "mel_mean=nan"),
-        (dict(infer_window_ahead=-1), "infer_window_ahead=-1"),
-        (dict(infer_window_back=True), "infer_window_back=True"),
-        (dict(infer_prenet_dropout=1), "infer_prenet_dropout=1"),
-        (dict(infer_global_variance="yes"), "infer_global_variance='yes'"),
         (dict(voice_pitch=1), "voice_pitch=1"),
         (dict(pitch_contour="on"), "pitch_contour='on'"),
-        (dict(infer_harmonics=True), r"false while pitch_contour is off.*infer_harmonics=True"),
-        (dict(infer_reference_frames=-1), "infer_reference_frames=-1"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
 )
@@ -389,26 +385,26 @@ def test_the_postfilter_keeps_each_channel_within_the_clip_s_levels():
     np.testing.assert_array_equal(within_range(*args[2:], *args[2:]), clip)
 
 
-def test_infer_matches_the_clip_s_global_variance_only_when_configured():
-    plain = tiny_model(**DETERMINISTIC)
-    batch = make_batch(plain.config, cond_frames=16)
-    plain(batch)
-    matched = tiny_model(**DETERMINISTIC, infer_global_variance=True)
-    matched(batch)
-    matched.set_weights(plain.get_weights())  # a decoding setting: the same weights
-    for model in (plain, matched):
-        model.stop_head.bias.assign([-20.0])  # the whole buffer
-    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first, second = plain.infer(*args, max_frames=8), matched.infer(*args, max_frames=8)
-    np.testing.assert_allclose(second["mel_before"], first["mel_before"], atol=1e-6)
+def test_the_global_variance_stage_matches_the_clip_s_only_when_configured():
+    model = tiny_model(**DETERMINISTIC)
+    batch = make_batch(model.config, cond_frames=16)
+    model(batch)
+    model.stop_head.bias.assign([-20.0])  # the whole buffer
+    inputs = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    first = model.infer(*inputs, max_frames=8)
+    second = decode_frames(model, DecodeConfig(global_variance=True), *inputs, max_frames=8)
+    np.testing.assert_array_equal(second["mel_before"], first["mel_before"])
     clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
     args = (first["mel"], tf.ones([2, 8]), batch["cond_mel"], clip_mask)
     want = within_range(match_global_variance(*args), *args[1:])
     np.testing.assert_allclose(second["mel"], want, atol=1e-4)
     assert not np.allclose(second["mel"], first["mel"], atol=1e-2)
+    plain = decode_frames(model, DecodeConfig(), *inputs, max_frames=8)
+    np.testing.assert_array_equal(plain["mel"], first["mel"])  # no stage: the model's frames
     # A stream has the utterance's variance only at its end: refused, not silently unlike.
-    with pytest.raises(ConfigError, match=r"infer_global_variance=false to stream"):
-        Streaming(matched, cond_frames=16, max_frames=8)
+    with pytest.raises(ConfigError, match=r"decode\.global_variance=false to stream"):
+        Streaming(model, decode=DecodeConfig(global_variance=True), cond_frames=16,
+                  max_frames=8)  # fmt: skip
 
 
 def test_harmonics_are_written_at_the_pitch_given_as_deep_as_the_clip_s():
@@ -452,30 +448,30 @@ def test_the_pitch_contour_learns_the_frames_own_pitch_and_leaves_the_decoder_al
         TextToMel(model.config)
 
 
-def test_infer_writes_the_contour_s_harmonics_only_when_configured():
-    plain = tiny_model(**DETERMINISTIC, pitch_contour=True)
+def test_the_harmonics_stage_writes_the_contour_s_harmonics_only_when_configured():
+    model = tiny_model(**DETERMINISTIC, pitch_contour=True)
     batch = replace(
-        make_batch(plain.config, cond_frames=16), cond_mel=harmonic_mel([230.0, 110.0], 16)
+        make_batch(model.config, cond_frames=16), cond_mel=harmonic_mel([230.0, 110.0], 16)
     )
-    plain(batch)
-    written = tiny_model(**DETERMINISTIC, pitch_contour=True, infer_harmonics=True)
-    written(batch)
-    written.set_weights(plain.get_weights())  # a decoding setting: the same weights
-    for model in (plain, written):
-        model.stop_head.bias.assign([-20.0])  # the whole buffer
-        model.pitch_net.out.bias.assign([0.0, 20.0])  # every frame voiced
+    model(batch)
+    model.stop_head.bias.assign([-20.0])  # the whole buffer
+    model.pitch_net.out.bias.assign([0.0, 20.0])  # every frame voiced
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first, second = plain.infer(*args, max_frames=8), written.infer(*args, max_frames=8)
-    np.testing.assert_allclose(second["mel_before"], first["mel_before"], atol=1e-6)
+    first = model.infer(*args, max_frames=8)
+    second = decode_frames(model, DecodeConfig(harmonics=True), *args, max_frames=8)
+    np.testing.assert_array_equal(second["mel_before"], first["mel_before"])
     clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
-    octaves, _ = plain._contour(first["mel"], tf.ones([2, 8]), voice_pitch(
+    octaves, _ = model.contour(first["mel"], tf.ones([2, 8]), voice_pitch(
         batch["cond_mel"], clip_mask, AUDIO))  # fmt: skip
     want = write_harmonics(first["mel"], tf.ones([2, 8]), octaves, batch["cond_mel"], clip_mask,
                            AUDIO)  # fmt: skip
     np.testing.assert_allclose(second["mel"], want, atol=1e-4)
     assert not np.allclose(second["mel"], first["mel"], atol=1e-2)
-    with pytest.raises(ConfigError, match=r"infer_harmonics=false to stream"):
-        Streaming(written, cond_frames=16, max_frames=8)
+    with pytest.raises(ConfigError, match=r"decode\.harmonics=false to stream"):
+        Streaming(model, decode=DecodeConfig(harmonics=True), cond_frames=16, max_frames=8)
+    # A model without the contour has no pitch to write at: refused before any decoding.
+    with pytest.raises(ConfigError, match=r"decode\.harmonics=false for a model without"):
+        decode_frames(tiny_model(), DecodeConfig(harmonics=True), *args, max_frames=8)
 
 
 @pytest.mark.parametrize(("field", "voice"), [("tokens", {}), ("cond_mel", {}),
@@ -623,12 +619,13 @@ def test_infer_under_jit_compile():
 
 @pytest.mark.parametrize("stochastic", [False, True])
 def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
-    model = tiny_model(infer_prenet_dropout=stochastic)
+    model, decode = tiny_model(), DecodeConfig(prenet_dropout=stochastic)
     batch = make_batch(model.config)
     model(batch)
     model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)  # the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first, second = (model.infer(*args, max_frames=6)["mel"].numpy() for _ in range(2))
+    first, second = (model.infer(*args, max_frames=6, decode=decode)["mel"].numpy()
+                     for _ in range(2))  # fmt: skip
     assert np.array_equal(first, second) is not stochastic
 
 
@@ -641,7 +638,7 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
 def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler, voice):
     # Each decoding step reads its past from the blocks' key/value caches; teacher forcing
     # runs the decoder over the whole buffer at once (as decoding did before the caches).
-    model = tiny_model(**DETERMINISTIC, infer_window_ahead=0, reduction_factor=r, **voice)
+    model = tiny_model(**DETERMINISTIC, reduction_factor=r, **voice)  # no inference window
     batch = make_batch(model.config)
     model(batch)
     model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer
@@ -696,12 +693,12 @@ def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positio
 
 
 def test_the_inference_window_keeps_decoding_monotonic():
-    model = tiny_model(infer_window_back=1, infer_window_ahead=2)
+    model, window = tiny_model(), DecodeConfig(window_back=1, window_ahead=2)
     batch = make_batch(model.config, text_len=12)
     model(batch)
     model.stop_head.bias.assign([-20.0])  # generate the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    attention = model.infer(*args, max_frames=10)["attention"].numpy()  # (B, F, T)
+    attention = model.infer(*args, max_frames=10, decode=window)["attention"].numpy()  # (B, F, T)
     for row in attention:
         focus = 0
         for t, weights in enumerate(row):

@@ -11,11 +11,11 @@ from surface_helpers import check_public_surface
 import xtts_train
 
 EXPECTED = {
-    "DEMO_SETTINGS", "PRESETS", "AdamW", "CompiledSteps", "ConfigError", "Decoding",
+    "DEMO_SETTINGS", "PRESETS", "AdamW", "CompiledSteps", "ConfigError", "DecodeConfig", "Decoding",
     "EvalReport", "FiniteGate", "LossScale", "ModelConfig", "RetraceError", "StackConfig",
     "StepFunctions", "Streaming", "TextToMel", "TrainConfig", "Update", "XttsTrainError",
     "accumulated_gradients", "adamw", "build_steps", "chain", "clip_by_global_norm",
-    "dtw_distance", "dtw_distances", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "kept_steps",
+    "decode_frames", "dtw_distance", "dtw_distances", "dummy_batch", "evaluate", "fit", "kept_dtype_policy", "kept_steps",
     "load_reference", "load_run", "load_stack_config", "masked_l1", "measuring_pool", "pairing_scores",
     "shape_of", "stop_loss", "timed_step", "total_loss", "warmup_cosine",
     # the vocoder and the tasks

@@ -36,7 +36,7 @@ TEXT_TO_MEL = [
     "model.voice_input=true", "model.pitch_contour=true",
 ]  # fmt: skip
 # Decoding with every postfilter on (the decode settings issue 48 moves out of the model).
-DECODE = ["model.infer_global_variance=true", "model.infer_harmonics=true"]
+DECODE = ["decode.global_variance=true", "decode.harmonics=true"]
 TEXT = "Fine day."
 # What a metrics row holds that is not a loss: time, throughput, the schedule.
 _NOT_LOSSES = {"step", "step_ms", "data_wait_ms", "samples_per_s", "lr"}
@@ -95,8 +95,11 @@ def _observed(text_to_mel, vocoder_run) -> dict:
     return {
         "platform": _platform(),
         "text_to_mel": {"losses": _losses(workdir), "weights": _weights_digest(workdir)},
-        "decoded": {"mel": _mel_digest(mel), "shape": list(mel.shape),
-                    "first_frame": mel[0].tolist()},  # fmt: skip
+        "decoded": {
+            "mel": _mel_digest(mel),
+            "shape": list(mel.shape),
+            "first_frame": mel[0].tolist(),
+        },
         "vocoder": {"losses": _losses(vocoder_run[1]), "weights": _weights_digest(vocoder_run[1])},
     }
 

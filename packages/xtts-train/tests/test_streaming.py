@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from xtts_audio import MelConfig
-from xtts_train import ModelConfig, Streaming, TextToMel, dummy_batch
+from xtts_train import DecodeConfig, ModelConfig, Streaming, TextToMel, dummy_batch
 from xtts_train.cli import main
 from xtts_train.config import VocoderConfig
 from xtts_train.inference.vocoding import Vocoding
@@ -44,14 +44,16 @@ def text(seed: int = 0, symbols: int = 10) -> tuple[list[int], np.ndarray]:
     return ids, rng.uniform(-11.5, 2.0, (COND_FRAMES, 80)).astype(np.float32)
 
 
-def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray) -> int:
+def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray,
+                    decode: DecodeConfig | None = None) -> int:  # fmt: skip
     """Sets the stop head's bias so the decoding of `ids` stops at the frame of the first
     half of the buffer whose stop logit is the highest (the frames do not depend on the
     stop head); returns the length."""
     r = model.config.reduction_factor
     model.stop_head.bias.assign([-20.0] * r)
     inputs = decoding_inputs([ids], [reference], batch_size=1, cond_frames=COND_FRAMES)
-    probs = model.infer(*inputs, max_frames=MAX_FRAMES)["stop_probs"].numpy()[0]
+    decode = decode or DecodeConfig()
+    probs = model.infer(*inputs, max_frames=MAX_FRAMES, decode=decode)["stop_probs"].numpy()[0]
     logits = np.log(probs.astype(np.float64)) - np.log1p(-probs) + 20.0  # bias 0
     peak = int(np.argmax(logits[: MAX_FRAMES // 2]))
     assert peak > 0, "no frame's stop logit beats every earlier one"
@@ -69,22 +71,25 @@ def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray) -> 
         ({"reduction_factor": 2, "voice_stats": "mean", "voice_pitch": True}, True, 0, 8,
          "graph"),
         ({"reduction_factor": 3}, False, 0, 5, "graph"),
-        ({"infer_window_ahead": 2}, False, 0, 8, "xla"),
+        ({"decode.window_ahead": 2}, False, 0, 8, "xla"),
         ({"reduction_factor": 2}, True, 20, 6, "xla"),
     ],
 )  # fmt: skip
 def test_streamed_chunks_join_into_the_decoded_mel(overrides, stop, min_frames, chunk,
                                                    compiler):  # fmt: skip
-    model = tiny_model(**overrides)
+    decode = DecodeConfig(**{k.removeprefix("decode."): v for k, v in overrides.items()
+                             if k.startswith("decode.")})  # fmt: skip
+    model = tiny_model(**{k: v for k, v in overrides.items() if not k.startswith("decode.")})
     ids, reference = text()
-    length = stop_mid_buffer(model, ids, reference) if stop else MAX_FRAMES
+    length = stop_mid_buffer(model, ids, reference, decode) if stop else MAX_FRAMES
     if not stop:
         model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)
-    decoding = Decoding(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES, compiler=compiler)
+    decoding = Decoding(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                        compiler=compiler)  # fmt: skip
     (decoded,) = decoding([ids], reference)
     assert decoded.length == length
     assert length < MAX_FRAMES or not stop
-    streaming = Streaming(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+    streaming = Streaming(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
                           chunk_frames=chunk, compiler=compiler)  # fmt: skip
     stream = streaming(ids, reference, min_frames=min_frames)
     chunks = list(stream)
@@ -104,8 +109,8 @@ def test_each_chunk_comes_once_its_postnet_context_is_decoded(r):
     model = tiny_model(reduction_factor=r)
     model.stop_head.bias.assign([-20.0] * r)  # the whole buffer
     chunk, reach = 8, model.postnet.context_frames
-    streaming = Streaming(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
-                          chunk_frames=chunk, compiler="graph")  # fmt: skip
+    streaming = Streaming(model, decode=DecodeConfig(), cond_frames=COND_FRAMES,
+                          max_frames=MAX_FRAMES, chunk_frames=chunk, compiler="graph")  # fmt: skip
     stream = streaming(*text())
     assert (stream.decoded, stream.advances) == (0, 0)  # nothing runs before it is asked
     seen = []
@@ -120,8 +125,8 @@ def test_each_chunk_comes_once_its_postnet_context_is_decoded(r):
 def test_streaming_traces_each_program_once():
     model = tiny_model()
     model.stop_head.bias.assign([-20.0])
-    streaming = Streaming(model, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
-                          chunk_frames=8, compiler="xla")  # fmt: skip
+    streaming = Streaming(model, decode=DecodeConfig(), cond_frames=COND_FRAMES,
+                          max_frames=MAX_FRAMES, chunk_frames=8, compiler="xla")  # fmt: skip
     for seed in (0, 1):  # two texts of one bucket, six chunks each
         stream = streaming(*text(seed))
         assert len(list(stream)) == 6

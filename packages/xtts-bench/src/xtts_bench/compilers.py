@@ -126,7 +126,7 @@ def _decode(steps, stack, batch, config: CompilerBenchConfig, compiler: str) -> 
     """The decoding loop of one row over the whole buffer (stop token held off)."""
     model = steps.model
     hold_stop_off(model)
-    decoding = Decoding(model, cond_frames=stack.reference_frames,
+    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
                         max_frames=config.decode_frames, compiler=compiler)  # fmt: skip
     length = int(batch["token_lengths"][0])
     rows = [batch["tokens"][0, :length].numpy().tolist()]

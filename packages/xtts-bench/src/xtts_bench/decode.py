@@ -43,7 +43,8 @@ def run_decode_benchmark(runs: list[Path], *, frames: int = 256, batch_size: int
     for run in runs:
         stack, model, tokenizer = load_run(run)
         hold_stop_off(model)
-        decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=frames,
+        decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                            max_frames=frames,
                             batch_size=batch_size, compiler=stack.train.compiler)  # fmt: skip
         rows = [text_to_ids(SENTENCE, stack.data.text, tokenizer)[0]] * batch_size
         reference = load_reference(run, stack)

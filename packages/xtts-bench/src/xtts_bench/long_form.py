@@ -6,8 +6,8 @@ A corpus of long items is a demo corpus of longer targets, e.g. 24 items of 7-13
 (`xtts-data demo-corpus long24 --engine espeak --n 24 --seed 2 --min-seconds 7
 --max-seconds 13`): its sentences are drawn like the training corpus's, none reused (its
 own seed). Each item is decoded free-running by `xtts-train evaluate` (`--split all`),
-twice: as the run decodes by default (`model.infer_split_symbols`: a text longer than that
-is spoken as pieces) and with splitting off (`model.infer_split_symbols=0`: the model
+twice: as the run decodes by default (`decode.split_symbols`: a text longer than that
+is spoken as pieces) and with splitting off (`decode.split_symbols=0`: the model
 alone). The rows are grouped by the number of sentences in their text
 (`xtts_data.sentences.sentences`), and each group reports its share of duration ratios
 within 0.85-1.15 (the issue's band), the median ratio, the mean alignment score and
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 BAND = (0.85, 1.15)  # a duration ratio within it: said all of it, at about the right pace
-MODES = {"split": (), "whole": ("model.infer_split_symbols=0",)}
+MODES = {"split": (), "whole": ("decode.split_symbols=0",)}
 
 
 def score_long_form(run: Path, corpora: Sequence[Path], *, n: int, step: int | None = None,
@@ -177,7 +177,7 @@ def format_long_form(result: dict[str, Any]) -> str:
                     f"{g['pieces_mean']:>8.1f}{g['wer']:>6.2f}{g['wer_truth']:>7.2f}"
                 )  # fmt: skip
     rows.append(f"in band: duration ratio within {BAND[0]}-{BAND[1]}; split: the run's "
-                f"model.infer_split_symbols; whole: model.infer_split_symbols=0; WER: the "
+                f"decode.split_symbols; whole: decode.split_symbols=0; WER: the "
                 f"recogniser's on the syntheses, truth: on the recordings' mels, both through "
                 f"Griffin-Lim")  # fmt: skip
     return "\n".join(rows)

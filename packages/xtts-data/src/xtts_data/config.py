@@ -27,7 +27,7 @@ __all__ = [
 
 Policy = Literal["fixed", "buckets"]
 
-SECTIONS = ("audio", "data", "model", "train", "vocoder")
+SECTIONS = ("audio", "data", "model", "train", "vocoder", "decode")
 # What a section the source leaves out starts from; `--set` overrides apply on top.
 _DEFAULTS: dict[str, dict[str, Any]] = {"audio": {"preset": "xtts"}}
 

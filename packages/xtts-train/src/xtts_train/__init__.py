@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from xtts_train.compile.process import measuring_pool
     from xtts_train.config import (
         PRESETS,
+        DecodeConfig,
         ModelConfig,
         StackConfig,
         TrainConfig,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from xtts_train.models.text_to_mel.decoding import Decoding
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+    from xtts_train.models.text_to_mel.postfilters import decode_frames
     from xtts_train.models.text_to_mel.streaming import Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
@@ -70,6 +72,7 @@ __all__ = [
     "AdamW",
     "CompiledSteps",
     "ConfigError",
+    "DecodeConfig",
     "Decoding",
     "EvalReport",
     "FiniteGate",
@@ -95,6 +98,7 @@ __all__ = [
     "build_steps",
     "chain",
     "clip_by_global_norm",
+    "decode_frames",
     "dtw_distance",
     "dtw_distances",
     "dummy_batch",
@@ -124,6 +128,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(
             [
                 "PRESETS",
+                "DecodeConfig",
                 "ModelConfig",
                 "StackConfig",
                 "TrainConfig",
@@ -133,6 +138,7 @@ __getattr__, __dir__ = lazy_exports(
             "config",
         ),
         "Decoding": "models.text_to_mel.decoding",
+        "decode_frames": "models.text_to_mel.postfilters",
         "Streaming": "models.text_to_mel.streaming",
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),

@@ -133,7 +133,7 @@ def _add_synthesize(commands) -> None:
         "write OUT (WAV), OUT with .png (the mel and attention) and, with --save-mel, OUT "
         "with .npy (the mel). With --stream, the mel is decoded and vocoded --chunk-frames "
         "frames at a time and OUT grows as the audio arrives. A text longer than "
-        "model.infer_split_symbols symbols (default 100) is spoken as pieces cut at "
+        "decode.split_symbols symbols (default 100) is spoken as pieces cut at "
         "sentences, then clauses, then words, decoded side by side (or streamed in turn) "
         "in the same voice and joined with a pause.",
     )  # fmt: skip
@@ -208,11 +208,11 @@ def _add_evaluate(commands) -> None:
 
 
 def _add_decoding_set(p) -> None:
-    """`--set model.infer_KEY=VALUE`: a decoding setting of the trained run, changed for
+    """`--set decode.KEY=VALUE`: a decoding setting of the trained run, changed for
     this command (`synthesize`, `evaluate`)."""
-    p.add_argument("--set", action="append", default=[], metavar="model.infer_KEY=VALUE",
+    p.add_argument("--set", action="append", default=[], metavar="decode.KEY=VALUE",
                    help="change one of the run's decoding settings for this command "
-                   "(repeatable), e.g. model.infer_global_variance=true; the settings that "
+                   "(repeatable), e.g. decode.global_variance=true; the settings that "
                    "shape the weights are refused")  # fmt: skip
 
 

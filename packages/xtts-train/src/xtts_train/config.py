@@ -24,11 +24,13 @@ __all__ = [
     "STRATEGIES",
     "TASKS",
     "VOCODER_PRESETS",
+    "DecodeConfig",
     "ModelConfig",
     "StackConfig",
     "TrainConfig",
     "VocoderConfig",
     "load_stack_config",
+    "refuse_moved_settings",
 ]
 
 # `--strategy`: see `xtts_train.training.distribute`.
@@ -134,10 +136,6 @@ class ModelConfig(FrozenConfig):
             `recipes/cpu-voices.yaml`).
         prenet_dropout: dropout of the prenet in training (and in the teacher-forced
             eval losses): the decoder never trusts its own previous frame exactly.
-        infer_prenet_dropout: keep the prenet's dropout on in free-running decoding too,
-            as Tacotron 2 does (decoding is then stochastic). Off by default: on the peer
-            benchmark's held-out sentences, 7 of 8 checkpoints of two runs decoded closer
-            to the recordings without it (pairing 0.005-0.02 lower; see the README).
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
         attention_block: queries per block of every self-attention longer than it (0: the
             whole product at once, as Keras computes it). The dense product keeps each
@@ -162,73 +160,13 @@ class ModelConfig(FrozenConfig):
             at its usual end, while the distance between a step and a symbol, which
             sinusoidal encodings give attention, is kept. Inference starts at 0. 0 (the
             default) turns it off.
-        infer_window_back, infer_window_ahead: at inference, each frame's cross-attention
-            may read the text symbols from `back` before to `ahead` after the alignment
-            head's focus so far (its furthest peak; the speaker latents always), which
-            keeps decoding monotonic; `infer_window_ahead=0` (the default) turns the
-            window off: on the demo's 150-step model it held the attention on the fifth
-            symbol and the mel turned to noise (measured; see the README).
-        infer_global_variance: at inference, match the decoded mel's global variance to
-            the reference clip's, in the cepstrum (the DCT of each log-mel frame): each
-            coefficient's deviation about its mean over the utterance is scaled to its
-            deviation over the clip, the mean kept (the GV of Toda & Tokuda 2007, taken
-            from the clip). A decoder trained to regress frames writes them smoother than
-            speech; this gives back the clip's spectral detail. Off by default; a
-            decoding setting, so `evaluate` and `synthesize` may turn it on for a trained
-            run (`--set model.infer_global_variance=true`). On 4 espeak-ng voices never
-            trained on (`recipes/cpu-voices.yaml`'s run), it raised the syntheses'
-            likeness to their clip from 0.62x to 0.81x of two recordings' by the MFCC
-            measure and from 0.84x to 0.86x by a GE2E speaker encoder, and identification
-            to 100%, for pairing 0.61 -> 0.63 (README "Voice cloning, measured"). The
-            scaled frames are then held within the levels each channel reaches in the
-            clip (`frames.within_range`): unheld, the scaling put a few frames far past
-            them, which a vocoder turns into a buzz. It needs the whole utterance, so
-            streaming refuses it.
-        infer_reference_frames: frames of a reference clip that decoding conditions on
-            (its first ones, fewer if it is shorter): the latents, the voice statistics
-            and the global variance are then read from more of the voice than training's
-            crop. 0 (the default): `data.cond_frames`, the crop's own length; otherwise at
-            least that. XTTS conditions on up to 30 s of reference. A decoding setting, as
-            `infer_global_variance` is. On 4 espeak-ng voices never trained on
-            (`recipes/cpu-voices.yaml`'s run, 128-frame crops in training), reading up to
-            1,024 frames of the clip raised the syntheses' likeness to it from 0.81x to
-            0.92x of two recordings' by the MFCC measure and from 0.86x to 0.87x by a GE2E
-            speaker encoder, for pairing 0.63 -> 0.61 (README "Voice cloning, measured").
-        infer_split_symbols: at inference, a text longer than this many symbols (the
-            characters the model reads: IPA with phonemes) is spoken as pieces of at most
-            this many, cut at sentence, then clause, then word boundaries
-            (`xtts_data.sentences.split_text`), each decoded alone in the same voice and
-            joined with a pause of silence (0.34 s after a sentence, 0.18 s after a
-            clause, measured on espeak-ng); 0 turns it off. An autoregressive model loses
-            its alignment on text much longer than its training clips: on 24 held-out
-            espeak-ng items of 1.3-1.8x the longest training clip, the tiny model after
-            45 minutes ended 3 within 15% of their recording's length (10 stopped early,
-            11 ran on), and 22 when split (README "Long text, measured"). The default,
-            100, is below the longest training text of the measured corpus (116
-            symbols); a decoding setting, as `infer_global_variance` is.
-        infer_stop_gate: at inference, the stop token may end an utterance only once the
-            alignment head's furthest peak is within this many symbols of the text's last
-            one (its `<eos>`); before that, a step's stop probabilities are held at 0.5,
-            which does not stop. 0 (the default) turns the gate off. A decoding setting.
         pitch_contour: a small conv net over the frames (3 layers of 32 channels, the
             postnet's kernel) predicts each frame's pitch, as log2 octaves about the
             voice's mean pitch (`voice_pitch`'s), and whether it is voiced; trained beside
             the decoder on `xtts_audio.mel_pitch` of the spoken frames, from the
             teacher-forced frames with their gradient stopped (so it changes nothing the
             decoder learns). Decoding reads it off the decoded frames for
-            `infer_harmonics`. Needs the features' audio recipe, as `voice_pitch` does.
-        infer_harmonics: at inference, write the voice's harmonics into the decoded
-            frames: where `pitch_contour` calls a frame voiced, its log-mel ripple along
-            the harmonic comb of its predicted pitch is set to the depth the clip's
-            harmonic frames have (`frames.write_harmonics`). A decoder trained to regress
-            frames averages away a high voice's harmonic ripple, and a vocoder that reads
-            no ripple buzzes at the frame rate (86 Hz here) instead of the voice's pitch.
-            Needs `pitch_contour`; a decoding setting, as `infer_global_variance` is, and
-            applied after it. Streaming refuses it (a stream's windows run the postnet
-            alone). On 4 espeak-ng voices never trained on (`recipes/cpu-voices.yaml`'s
-            run, the same checkpoint), GE2E likeness to the clip 0.895x two recordings'
-            without it and 0.902x with it (the 249 Hz voice 0.790 -> 0.813), pairing 0.60
-            both (README "Voice cloning, measured").
+            `decode.harmonics`. Needs the features' audio recipe, as `voice_pitch` does.
         mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
             in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
 
@@ -260,19 +198,11 @@ class ModelConfig(FrozenConfig):
     attention_block: int = 256
     reduction_factor: int = 1
     random_positions: int = 0
-    infer_window_back: int = 1
-    infer_window_ahead: int = 0
-    infer_prenet_dropout: bool = False
-    infer_global_variance: bool = False
-    infer_reference_frames: int = 0
-    infer_split_symbols: int = 100
-    infer_stop_gate: int = 0
     voice_input: bool = False
     voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
     pitch_contour: bool = False
-    infer_harmonics: bool = False
     mel_mean: float = -5.0
     mel_std: float = 2.5
 
@@ -281,25 +211,13 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 self._fail(name, value, "an int >= 1")
-        for name in (
-            "infer_window_back",
-            "infer_window_ahead",
-            "attention_block",
-            "infer_reference_frames",
-            "infer_split_symbols",
-            "infer_stop_gate",
-            "random_positions",
-        ):
+        for name in ("attention_block", "random_positions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("infer_prenet_dropout", "infer_global_variance", "voice_input", "voice_pitch",
-                     "pitch_contour", "infer_harmonics"):  # fmt: skip
+        for name in ("voice_input", "voice_pitch", "pitch_contour"):
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
-        if self.infer_harmonics and not self.pitch_contour:
-            self._fail("infer_harmonics", True,
-                       "false while pitch_contour is off (no pitch to write at)")  # fmt: skip
         if self.voice_stats not in VOICE_STATS:
             self._fail("voice_stats", self.voice_stats, f"one of {', '.join(VOICE_STATS)}")
         if self.voice_stats_source not in VOICE_STATS_SOURCES:
@@ -318,6 +236,110 @@ class ModelConfig(FrozenConfig):
             self._fail("mel_mean", self.mel_mean, "a finite float")
         if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
             self._fail("mel_std", self.mel_std, "a finite float > 0")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DecodeConfig(FrozenConfig):
+    """How a trained `TextToMel` decodes: choices made at inference, none of which shapes
+    a weight, so `evaluate`, `synthesize` and `export` may change them for a trained run
+    (`--set decode.KEY=VALUE`). The loop's (`window_*`, `stop_gate`, `prenet_dropout`)
+    run inside `models.text_to_mel.generation`; the postfilters (`global_variance`,
+    `harmonics`) are stages applied to the decoded frames
+    (`models.text_to_mel.postfilters`); `split_symbols` and `reference_frames` decide
+    what is decoded.
+
+    Attributes:
+        window_back, window_ahead: each frame's cross-attention
+            may read the text symbols from `back` before to `ahead` after the alignment
+            head's focus so far (its furthest peak; the speaker latents always), which
+            keeps decoding monotonic; `window_ahead=0` (the default) turns the
+            window off: on the demo's 150-step model it held the attention on the fifth
+            symbol and the mel turned to noise (measured; see the README).
+        prenet_dropout: keep the prenet's dropout on in free-running decoding too,
+            as Tacotron 2 does (decoding is then stochastic). Off by default: on the peer
+            benchmark's held-out sentences, 7 of 8 checkpoints of two runs decoded closer
+            to the recordings without it (pairing 0.005-0.02 lower; see the README).
+        global_variance: match the decoded mel's global variance to
+            the reference clip's, in the cepstrum (the DCT of each log-mel frame): each
+            coefficient's deviation about its mean over the utterance is scaled to its
+            deviation over the clip, the mean kept (the GV of Toda & Tokuda 2007, taken
+            from the clip). A decoder trained to regress frames writes them smoother than
+            speech; this gives back the clip's spectral detail. Off by default; a
+            decoding setting, so `evaluate` and `synthesize` may turn it on for a trained
+            run (`--set decode.global_variance=true`). On 4 espeak-ng voices never
+            trained on (`recipes/cpu-voices.yaml`'s run), it raised the syntheses'
+            likeness to their clip from 0.62x to 0.81x of two recordings' by the MFCC
+            measure and from 0.84x to 0.86x by a GE2E speaker encoder, and identification
+            to 100%, for pairing 0.61 -> 0.63 (README "Voice cloning, measured"). The
+            scaled frames are then held within the levels each channel reaches in the
+            clip (`frames.within_range`): unheld, the scaling put a few frames far past
+            them, which a vocoder turns into a buzz. It needs the whole utterance, so
+            streaming refuses it.
+        reference_frames: frames of a reference clip that decoding conditions on
+            (its first ones, fewer if it is shorter): the latents, the voice statistics
+            and the global variance are then read from more of the voice than training's
+            crop. 0 (the default): `data.cond_frames`, the crop's own length; otherwise at
+            least that. XTTS conditions on up to 30 s of reference. A decoding setting, as
+            `global_variance` is. On 4 espeak-ng voices never trained on
+            (`recipes/cpu-voices.yaml`'s run, 128-frame crops in training), reading up to
+            1,024 frames of the clip raised the syntheses' likeness to it from 0.81x to
+            0.92x of two recordings' by the MFCC measure and from 0.86x to 0.87x by a GE2E
+            speaker encoder, for pairing 0.63 -> 0.61 (README "Voice cloning, measured").
+        split_symbols: a text longer than this many symbols (the
+            characters the model reads: IPA with phonemes) is spoken as pieces of at most
+            this many, cut at sentence, then clause, then word boundaries
+            (`xtts_data.sentences.split_text`), each decoded alone in the same voice and
+            joined with a pause of silence (0.34 s after a sentence, 0.18 s after a
+            clause, measured on espeak-ng); 0 turns it off. An autoregressive model loses
+            its alignment on text much longer than its training clips: on 24 held-out
+            espeak-ng items of 1.3-1.8x the longest training clip, the tiny model after
+            45 minutes ended 3 within 15% of their recording's length (10 stopped early,
+            11 ran on), and 22 when split (README "Long text, measured"). The default,
+            100, is below the longest training text of the measured corpus (116
+            symbols); a decoding setting, as `global_variance` is.
+        stop_gate: the stop token may end an utterance only once the
+            alignment head's furthest peak is within this many symbols of the text's last
+            one (its `<eos>`); before that, a step's stop probabilities are held at 0.5,
+            which does not stop. 0 (the default) turns the gate off. A decoding setting.
+        harmonics: write the voice's harmonics into the decoded
+            frames: where `pitch_contour` calls a frame voiced, its log-mel ripple along
+            the harmonic comb of its predicted pitch is set to the depth the clip's
+            harmonic frames have (`frames.write_harmonics`). A decoder trained to regress
+            frames averages away a high voice's harmonic ripple, and a vocoder that reads
+            no ripple buzzes at the frame rate (86 Hz here) instead of the voice's pitch.
+            Needs `model.pitch_contour`; a decoding setting, as `global_variance` is, and
+            applied after it. Streaming refuses it (a stream's windows run the postnet
+            alone). On 4 espeak-ng voices never trained on (`recipes/cpu-voices.yaml`'s
+            run, the same checkpoint), GE2E likeness to the clip 0.895x two recordings'
+            without it and 0.902x with it (the 249 Hz voice 0.790 -> 0.813), pairing 0.60
+            both (README "Voice cloning, measured").
+    """
+
+    error_type = ConfigError
+
+    window_back: int = 1
+    window_ahead: int = 0
+    prenet_dropout: bool = False
+    global_variance: bool = False
+    reference_frames: int = 0
+    split_symbols: int = 100
+    stop_gate: int = 0
+    harmonics: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("window_back", "window_ahead", "reference_frames", "split_symbols",
+                     "stop_gate"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                self._fail(name, value, "an int >= 0")
+        for name in ("prenet_dropout", "global_variance", "harmonics"):
+            if not isinstance(getattr(self, name), bool):
+                self._fail(name, getattr(self, name), "true or false")
+
+    @property
+    def postfilters(self) -> tuple[str, ...]:
+        """The postfilter stages on, in the order they apply."""
+        return tuple(name for name in ("global_variance", "harmonics") if getattr(self, name))
 
 
 # Parameter counts with 80 mels are checked by the tests.
@@ -566,10 +588,11 @@ def _number(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class StackConfig(FrozenConfig):
-    """The five sections of a stack config, each in its package's dataclass.
+    """The six sections of a stack config, each in its package's dataclass.
 
     `to_dict` is what a run's `config.yaml` holds; `from_dict` reads it back (every
-    section required: `load_stack_config` is the one that fills in defaults).
+    section but `vocoder` and `decode` required: `load_stack_config` is the one that
+    fills in defaults).
     """
 
     error_type = ConfigError
@@ -579,20 +602,26 @@ class StackConfig(FrozenConfig):
     model: ModelConfig
     train: TrainConfig
     vocoder: VocoderConfig = dataclasses.field(default_factory=VocoderConfig)
+    decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
 
     def __post_init__(self) -> None:
-        frames = self.model.infer_reference_frames
+        frames = self.decode.reference_frames
         if frames and frames < self.data.cond_frames:
             raise ConfigError(
-                f"Expected model.infer_reference_frames 0 (data.cond_frames) or at least "
+                f"Expected decode.reference_frames 0 (data.cond_frames) or at least "
                 f"data.cond_frames={self.data.cond_frames}, received: {frames}"
+            )
+        if self.decode.harmonics and not self.model.pitch_contour:
+            raise ConfigError(
+                "Expected decode.harmonics=false while model.pitch_contour is off (no pitch "
+                "to write at), received: true"
             )
 
     @property
     def reference_frames(self) -> int:
         """Frames of a reference clip that decoding conditions on (its first ones):
-        `model.infer_reference_frames`, or with 0 `data.cond_frames`, the training crop's."""
-        return self.model.infer_reference_frames or self.data.cond_frames
+        `decode.reference_frames`, or with 0 `data.cond_frames`, the training crop's."""
+        return self.decode.reference_frames or self.data.cond_frames
 
 
 def load_stack_config(
@@ -624,15 +653,44 @@ def load_stack_config(
     """
     if cache is not None:  # the config's own errors first, then the cache's
         load_stack_config(source, overrides)
+    refuse_moved_settings(overrides)
     built = None if cache is None else Manifest.read(cache).settings
     try:  # xtts_data's and xtts_audio's ConfigError: the same meaning here
         sections = read_stack(source, overrides, built=built)
         audio, data = load_config(sections)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    _move_decode_settings(sections)
     model = ModelConfig.from_dict(sections["model"], section="model")
     model = dataclasses.replace(model, n_mels=audio.n_mels)
     train = TrainConfig.from_dict(sections["train"], section="train")
     vocoder = VocoderConfig.from_dict(sections["vocoder"], section="vocoder")
     vocoder = dataclasses.replace(vocoder, n_mels=audio.n_mels, hop_length=audio.hop_length)
-    return StackConfig(audio, data, model, train, vocoder)
+    decode = DecodeConfig.from_dict(sections["decode"], section="decode")
+    return StackConfig(audio, data, model, train, vocoder, decode)
+
+
+# Where the decoding settings lived before they had a section: `model.infer_KEY` is
+# `decode.KEY` (runs written before the move keep theirs in `config.yaml`).
+_MOVED_PREFIX = "model.infer_"
+
+
+def refuse_moved_settings(overrides: Sequence[str]) -> None:
+    """Raises ConfigError for an override of a decoding setting by its old name
+    (`model.infer_KEY`), naming the new one (`decode.KEY`)."""
+    for override in overrides:
+        key = override.split("=", 1)[0].strip()
+        if key.startswith(_MOVED_PREFIX):
+            moved = "decode." + key.removeprefix(_MOVED_PREFIX)
+            raise ConfigError(
+                f"Expected {moved}=VALUE, received: {override!r}: the decoding settings "
+                f"moved from model.infer_KEY to the decode section"
+            )
+
+
+def _move_decode_settings(sections: dict[str, dict[str, Any]]) -> None:
+    """A config written before the `decode` section (a run's `config.yaml`): its
+    `model.infer_KEY` values become `decode.KEY`, unless the decode section gives them."""
+    model = sections["model"]
+    for key in [key for key in model if key.startswith("infer_")]:
+        sections["decode"].setdefault(key.removeprefix("infer_"), model.pop(key))

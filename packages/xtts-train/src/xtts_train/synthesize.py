@@ -6,7 +6,7 @@ per-frame Python. The mel becomes audio through a trained vocoder run (`vocoder`
 xtts-audio's Griffin-Lim; `save_mel` also writes it as `.npy` for an external vocoder.
 With `stream`, the mel is decoded and vocoded a chunk at a time (`Streaming`,
 `Waveforms.stream`) and the WAV grows as the audio arrives. A text longer than
-`model.infer_split_symbols` symbols is spoken as pieces joined with pauses
+`decode.split_symbols` symbols is spoken as pieces joined with pauses
 (`inference.long_form`).
 """
 
@@ -61,7 +61,7 @@ class Synthesis:
     # Streamed: seconds from the start of decoding (programs compiled) to the first audio.
     first_audio: float | None = None
     # What the model read of each piece, in order: one piece unless the text was longer
-    # than `model.infer_split_symbols` (`text_pieces`).
+    # than `decode.split_symbols` (`text_pieces`).
     pieces: tuple[str, ...] = ()
 
 
@@ -100,10 +100,10 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
             The mel is the unstreamed one up to float rounding, and the audio the
             vocoder's of it with `chunk_frames`-frame windows.
         chunk_frames: frames of each streamed chunk, in the decoder and the vocoder.
-        overrides: `model.infer_*=VALUE` settings of the run's decoding (`--set`).
+        overrides: `decode.KEY=VALUE` settings of the run's decoding (`--set`).
         progress: a progress bar while the pieces of a long text decode.
 
-    A text longer than `model.infer_split_symbols` symbols is spoken as pieces
+    A text longer than `decode.split_symbols` symbols is spoken as pieces
     (`text_pieces`), decoded side by side (streamed: in turn) and joined with their
     pauses (`inference.long_form`).
 
@@ -111,10 +111,10 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
         XttsTrainError: not a run, no checkpoint, a language the run was not trained
             on, a text with none of the run's symbols, a vocoder of other audio
             settings (each named, both values), `stream` without a vocoder, or an
-            override of a setting other than `model.infer_*`, a text of only punctuation,
+            override of a setting other than `decode.*`, a text of only punctuation,
             or a buffer past `MAX_BUFFER_SECONDS` of speech.
         ConfigError: an invalid override value, or `stream` with a model that cannot
-            stream (`TextToMel.check_streamable`).
+            stream (`postfilters.check_streamable`).
     """
     if stream and vocoder is None:  # before anything loads
         raise XttsTrainError(STREAM_NEEDS_VOCODER)
@@ -124,7 +124,7 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
                           chunk_frames=chunk_frames if stream else None)  # fmt: skip
     stack, model, tokenizer = load_run(workdir, overrides=overrides)
     pieces = text_pieces(text, stack.data.text, tokenizer, name="the text", language=language,
-                         max_symbols=stack.model.infer_split_symbols)  # fmt: skip
+                         max_symbols=stack.decode.split_symbols)  # fmt: skip
     cond = load_reference(Path(workdir), stack, reference)  # (C, M)
     if max_frames is None:
         max_frames = max(text_buffer_frames(len(p.ids), stack) for p in pieces)
@@ -132,12 +132,13 @@ def synthesize(workdir: str | Path, text: str, out: str | Path, *,
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     if stream:
-        streaming = Streaming(model, cond_frames=stack.reference_frames, max_frames=max_frames,
-                              chunk_frames=chunk_frames, compiler=stack.train.compiler)  # fmt: skip
+        streaming = Streaming(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                              max_frames=max_frames, chunk_frames=chunk_frames,
+                              compiler=stack.train.compiler)  # fmt: skip
         spoken, first_audio = _speak_streamed(streaming, pieces, cond, waveforms, out, stack)
     else:
-        decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=max_frames,
-                            batch_size=piece_batch(len(pieces)),
+        decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                            max_frames=max_frames, batch_size=piece_batch(len(pieces)),
                             compiler=stack.train.compiler)  # fmt: skip
         spoken = speak_pieces(decoding, pieces, cond, stack.audio, progress=progress)
         _write_wav(out, [waveforms(spoken.features).numpy()], stack.audio.sample_rate)

@@ -4,7 +4,7 @@ against their ground truth.
 Each utterance is decoded with the compiled `infer` (the stop token ends it), conditioned
 on the run's reference clip, and compared with its recording: duration ratio, alignment
 score, DTW log-mel distance, and the pairing score (`xtts_train.evaluation.scores`). An
-utterance longer than `model.infer_split_symbols` symbols is decoded as pieces joined
+utterance longer than `decode.split_symbols` symbols is decoded as pieces joined
 with their pauses (`inference.long_form`), as `synthesize` speaks it. With
 `out`, `<id>.wav` (synthesised) and `<id>.truth.wav` (the ground-truth mel through the
 same vocoder run, else the same Griffin-Lim) are written side by side, so a person can
@@ -52,7 +52,7 @@ class EvalReport:
         step: the training step of the checkpoint.
         utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
             `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`, `pieces` (1
-            unless its text was longer than `model.infer_split_symbols`: then its pieces
+            unless its text was longer than `decode.split_symbols`: then its pieces
             were decoded alone and joined with their pauses, `inference.long_form`).
         max_frames: the decoding buffer (twice the longest truth, rounded up).
         settings: the `--set` overrides of the run's decoding settings it ran with.
@@ -134,7 +134,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
             `other-speaker`, those of an utterance of the
             next speaker (the swapped-reference control). Each row records `speaker`,
             `reference` (an id, or `run`) and `reference_speaker` (None for `run`).
-        overrides: `model.infer_*=VALUE` settings of the run's decoding (`--set`),
+        overrides: `decode.KEY=VALUE` settings of the run's decoding (`--set`),
             recorded in the report.
 
     Raises:
@@ -142,7 +142,7 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
             vocoder without `out` or of other audio settings, an unknown `reference_from`,
             or a selection without the clips it asks for (a speaker with one utterance
             for `same-speaker`, one speaker for `other-speaker`), or an override of a
-            setting other than `model.infer_*`.
+            setting other than `decode.*`.
         XttsDataError: a source with other audio or text settings, `n` above the split.
     """
     run, data = Path(run), Path(data)
@@ -169,13 +169,13 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
             f"compares at least 2"
         )
     max_frames = buffer_frames(max(len(u.mel) for u in utterances))
-    decoding = Decoding(model, cond_frames=stack.reference_frames, max_frames=max_frames,
-                        batch_size=min(_BATCH, len(utterances)),
+    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                        max_frames=max_frames, batch_size=min(_BATCH, len(utterances)),
                         compiler=stack.train.compiler)  # fmt: skip
     voices = voice_sources(utterances, reference_from)  # index of each row's clip, or None
     run_reference = load_reference(run, stack)
     references = [run_reference if j is None else utterances[j].mel for j in voices]
-    pieces = [row_pieces(u.tokens, tokenizer, max_symbols=stack.model.infer_split_symbols)
+    pieces = [row_pieces(u.tokens, tokenizer, max_symbols=stack.decode.split_symbols)
               for u in utterances]  # fmt: skip
     decoded = decode_rows(decoding, [p.ids for row in pieces for p in row],
                           [references[i] for i, row in enumerate(pieces) for _ in row],

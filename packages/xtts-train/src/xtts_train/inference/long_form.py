@@ -1,5 +1,5 @@
 """A text decoded as pieces and spoken whole: the pieces of `text_pieces` (sentences, then
-clauses, then words, each at most `model.infer_split_symbols` symbols) decoded side by
+clauses, then words, each at most `decode.split_symbols` symbols) decoded side by
 side or streamed in turn, and joined in the features with the silence each pause asks
 for, so that the vocoder (or Griffin-Lim) hears one mel and the joins make no click.
 

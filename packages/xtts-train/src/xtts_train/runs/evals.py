@@ -83,7 +83,7 @@ class TextToMelEvaluation:
             copy(dummy_batch(self.stack.model))
             longest = max(shape.frames for shape in self.buffers.shapes)
             self.decoding = Decoding(
-                copy, cond_frames=self.stack.reference_frames,
+                copy, decode=self.stack.decode, cond_frames=self.stack.reference_frames,
                 max_frames=buffer_frames(longest), batch_size=_FREE_RUNNING_ROWS,
                 compiler=self.stack.train.compiler,
             )  # fmt: skip

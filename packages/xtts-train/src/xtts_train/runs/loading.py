@@ -16,7 +16,7 @@ import tensorflow as tf
 import xtts_audio as xa
 from xtts_data import Tokenizer, load_audio
 from xtts_data.config import override_key
-from xtts_train.config import StackConfig, load_stack_config
+from xtts_train.config import StackConfig, load_stack_config, refuse_moved_settings
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.models.vocoder.model import Vocoder
@@ -28,7 +28,7 @@ __all__ = [
 
 # The settings of a trained run that may change when it is read back (`--set` of `evaluate`
 # and `synthesize`): how it decodes, not what it learned.
-INFERENCE_SETTINGS = "model.infer_"
+INFERENCE_SETTINGS = "decode."
 # A reference whose peak is under -60 dBFS holds no voice to condition on.
 _SILENT_PEAK = 10 ** (-60 / 20)
 
@@ -52,15 +52,17 @@ def step_of(path: str) -> int:
 
 def load_run_config(workdir: Path, task: str, overrides: Sequence[str] = ()) -> StackConfig:
     """A run's `config.yaml`, checked to be a run of `task` (`train.task`), with
-    `overrides` of its decoding settings applied (`model.infer_*=VALUE`, as `--set`).
+    `overrides` of its decoding settings applied (`decode.KEY=VALUE`, as `--set`).
 
     Raises:
         XttsTrainError: not a run folder, a run of another task, or an override of a
-            setting other than `model.infer_*` (those shape the weights).
-        ConfigError: an invalid config or override value.
+            setting other than `decode.*` (those shape the weights).
+        ConfigError: an invalid config or override value, or a decoding setting by the
+            name it had before the `decode` section (`model.infer_KEY`).
     """
     if not (workdir / "config.yaml").is_file():
         raise XttsTrainError(f"{workdir} is not a training run ({workdir / 'config.yaml'} missing)")
+    refuse_moved_settings(overrides)
     for override in overrides:
         if not override_key(override).startswith(INFERENCE_SETTINGS):
             raise XttsTrainError(
@@ -113,7 +115,7 @@ def load_run(workdir: str | Path, *, step: int | None = None, overrides: Sequenc
     Args:
         workdir: the training run.
         step: the checkpoint saved at this step; None: the last one.
-        overrides: `model.infer_*=VALUE` settings of its decoding (`load_run_config`).
+        overrides: `decode.KEY=VALUE` settings of its decoding (`load_run_config`).
 
     Raises:
         XttsTrainError: not a run folder, an invalid `config.yaml` (`ConfigError`), a
@@ -151,7 +153,7 @@ def load_reference(workdir: Path, stack: StackConfig,
     """float32 [frames, n_mels]: the mel of `reference` (an audio file) as the cache's
     references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`),
     its first `StackConfig.reference_frames` frames at most (`data.cond_frames` unless
-    `model.infer_reference_frames` asks for more), or the run's saved reference clip (a
+    `decode.reference_frames` asks for more), or the run's saved reference clip (a
     crop of `data.cond_frames` of a training utterance) when None.
 
     Raises:

@@ -22,10 +22,11 @@ from xtts_data.sentences import Piece, split_text
 from xtts_train.compile import compile_cache
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
-from xtts_train.config import StackConfig
+from xtts_train.config import DecodeConfig, StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.alignment import alignment_score
 from xtts_train.models.text_to_mel.model import TextToMel
+from xtts_train.models.text_to_mel.postfilters import decode_frames, postfilters
 
 __all__ = [
     "MAX_BUFFER_SECONDS",
@@ -115,7 +116,7 @@ def check_buffer_frames(max_frames: int, stack: StackConfig) -> None:
             f"Expected max_frames <= {bound} ({MAX_BUFFER_SECONDS:.0f} s of speech at "
             f"{rate:.1f} frames/s), received: max_frames={max_frames} "
             f"({max_frames / rate:.0f} s); a longer text is spoken as pieces of at most "
-            f"model.infer_split_symbols symbols, each with a buffer sized from its text"
+            f"decode.split_symbols symbols, each with a buffer sized from its text"
         )
 
 
@@ -290,11 +291,13 @@ class Decoded:
 
 
 class Decoding:
-    """`model.infer` compiled for `batch_size` rows, a reference of `cond_frames` frames
-    and a `max_frames` buffer; one program per text bucket.
+    """The decoding of `decode` (`postfilters.decode_frames`: `model.infer` and the
+    postfilters) compiled for `batch_size` rows, a reference of `cond_frames` frames and a
+    `max_frames` buffer; one program per text bucket.
 
     Args:
         model: the trained model.
+        decode: how it decodes (a run's `decode` section).
         cond_frames: frames of the reference mel the model conditions on.
         max_frames: the decoding buffer; speech longer than this is cut.
         batch_size: rows decoded together (fewer are padded with copies of the first).
@@ -305,18 +308,20 @@ class Decoding:
         compiler: `"xla"` or `"graph"`, as `compiler` resolved for this device.
     """
 
-    def __init__(self, model: TextToMel, *, cond_frames: int, max_frames: int,
-                 batch_size: int = 1, compiler: str = "auto") -> None:  # fmt: skip
+    def __init__(self, model: TextToMel, *, decode: DecodeConfig, cond_frames: int,
+                 max_frames: int, batch_size: int = 1,
+                 compiler: str = "auto") -> None:  # fmt: skip
         for name, value in (("max_frames", max_frames), ("batch_size", batch_size),
                             ("cond_frames", cond_frames)):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
         check_decoding_memory(model.config, max_frames, batch_size)
-        self.model, self.cond_frames = model, cond_frames
+        postfilters(model, decode)  # checked before any compile
+        self.model, self.decode, self.cond_frames = model, decode, cond_frames
         self.max_frames, self.batch_size = max_frames, batch_size
         self.compiler = resolve(compiler, "decode")
         self._infer = tf.function(
-            lambda t, m, c, n: model.infer(t, m, c, n, max_frames=max_frames),
+            lambda t, m, c, n: decode_frames(model, decode, t, m, c, n, max_frames=max_frames),
             jit_compile=self.compiler == "xla",
         )
         self._programs: dict[int, tf.types.experimental.ConcreteFunction] = {}

@@ -14,13 +14,13 @@ as AdaIN-VC's instance statistics (Chou et al. 2019) carry a voice.
 `voice_pitch` is the pitch of a voice over frames that `ModelConfig.voice_pitch` gives the
 decoder (`frame_pitch`, `xtts_audio.mel_pitch` of each frame, summed up over the harmonic
 ones); `frame_pitch` is also what `ModelConfig.pitch_contour` learns to predict, and
-`write_harmonics` (`ModelConfig.infer_harmonics`) writes the harmonics of a predicted
-pitch into decoded frames.
+`write_harmonics` (`postfilters.Harmonics`, `decode.harmonics`) writes the harmonics of
+a predicted pitch into decoded frames.
 
-`match_global_variance` is the inference-time postfilter of
-`ModelConfig.infer_global_variance`: the decoded mel's cepstral deviation over the
-utterance scaled to the clip's, then held by `within_range` to the levels the clip reaches
-in each channel.
+`match_global_variance` is the arithmetic of the postfilter `postfilters.GlobalVariance`
+(`decode.global_variance`): the decoded mel's cepstral deviation over the utterance
+scaled to the clip's, then held by `within_range` to the levels the clip reaches in each
+channel.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from xtts_audio import MelConfig, denormalize, harmonic_ripple, mel_pitch, norma
 from xtts_train.config import ModelConfig
 
 __all__ = [
-    "clip_stats", "frame_pitch", "from_standard", "from_voice", "groups", "identity_stats",
-    "match_global_variance", "octaves_to_hz", "per_frame", "shift_right", "standardize",
-    "step_inputs", "to_voice", "voice_pitch", "within_range", "write_harmonics",
+    "clip_mask", "clip_stats", "frame_pitch", "from_standard", "from_voice", "groups",
+    "identity_stats", "match_global_variance", "octaves_to_hz", "per_frame", "shift_right",
+    "standardize", "step_inputs", "to_voice", "voice_pitch", "within_range", "write_harmonics",
 ]  # fmt: skip
 
 # The least cepstral deviation of an utterance that `match_global_variance` scales up (ln-mel
@@ -86,6 +86,12 @@ def standardize(mel: tf.Tensor, config: ModelConfig) -> tf.Tensor:
 def from_standard(frames: tf.Tensor, config: ModelConfig) -> tf.Tensor:
     """Standardised frames (B, F, M) → mel units: `standardize`'s inverse."""
     return frames * config.mel_std + config.mel_mean
+
+
+def clip_mask(cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor:
+    """float32 [B, C]: 1 at a reference clip's real frames (cond_mel [B, C, M], cond_lengths
+    int32 [B])."""
+    return tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)
 
 
 def clip_stats(cond: tf.Tensor, cond_mask: tf.Tensor, *, deviation: bool = True) -> tf.Tensor:

@@ -6,12 +6,12 @@ keys and values of the positions before in a fixed-size cache (written in place,
 `dynamic_update_slice`), so a step costs the same at the end of a long buffer as at its
 start, and decoding is linear in the frames. Step `t` writes frames `t*r .. t*r + r - 1`
 (r = `reduction_factor`); the loop ends when every utterance has stopped. With the
-inference window on (`ModelConfig.infer_window_ahead`), step `t` attends only to the text
+inference window on (`DecodeConfig.window_ahead`), step `t` attends only to the text
 symbols around the furthest alignment peak of the steps before it (and to every speaker
-latent). With the stop gate on (`ModelConfig.infer_stop_gate`), a step's stop
-probabilities are held at 0.5 (which does not stop) until that furthest peak is within
-the gate of the text's last symbol. The prenet's dropout is off unless
-`ModelConfig.infer_prenet_dropout`, so the same inputs decode to the same frames.
+latent). With the stop gate on (`DecodeConfig.stop_gate`), a step's stop probabilities
+are held at 0.5 (which does not stop) until that furthest peak is within the gate of the
+text's last symbol. The prenet's dropout is off unless `DecodeConfig.prenet_dropout`, so
+the same inputs decode to the same frames.
 
 The loop can stop and resume: `start` builds its `Context` (what every step reads) and
 first `State` (what a step changes), `advance` runs it from a state to a given step, and
@@ -28,7 +28,7 @@ from typing import NamedTuple
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
-from xtts_train.config import ModelConfig
+from xtts_train.config import DecodeConfig, ModelConfig
 from xtts_train.models.text_to_mel.frames import from_voice, groups, identity_stats, per_frame
 from xtts_train.models.text_to_mel.layers import Decoder
 
@@ -85,8 +85,8 @@ class State(NamedTuple):
 
 
 def generate(
-    decoder: Decoder, heads: Heads, config: ModelConfig, memory: tf.Tensor,
-    memory_mask: tf.Tensor, *, text_shape: tf.TensorShape, max_frames: int,
+    decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
+    memory: tf.Tensor, memory_mask: tf.Tensor, *, text_shape: tf.TensorShape, max_frames: int,
     stats: tf.Tensor | None = None, pitch: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:  # fmt: skip
     """Decode `max_frames` frames from the decoder's memory: `start`, `advance` to the end,
@@ -99,7 +99,8 @@ def generate(
     Args:
         decoder: the model's decoder (built).
         heads: the model's mel and stop heads (`Heads`).
-        config: the model's config (reduction factor, mel channels, inference window).
+        config: the model's config (reduction factor, mel channels).
+        decode: the loop's settings (inference window, stop gate, prenet dropout).
         memory: float [B, S, D], S = T + L: text encodings, then speaker latents.
         memory_mask: bool [B, 1, S], the memory's key mask.
         text_shape: (B, T) of the tokens, static.
@@ -115,24 +116,26 @@ def generate(
         attention over the memory float32 [B, F, S] (0 after the loop ended), F =
         `max_frames`.
     """
-    context, state = start(decoder, config, memory, memory_mask, max_frames=max_frames,
-                           stats=stats, pitch=pitch)  # fmt: skip
+    context, state = start(decoder, config, decode, memory, memory_mask,
+                           max_frames=max_frames, stats=stats, pitch=pitch)  # fmt: skip
     steps = groups(max_frames, config.reduction_factor)
-    state = advance(decoder, heads, config, context, state, steps, text_len=text_shape[1])
+    state = advance(decoder, heads, config, decode, context, state, steps,
+                    text_len=text_shape[1])  # fmt: skip
     frames, probs, attention = finish(state, config, max_frames)
     if config.voice_stats != "off":
         frames = from_voice(frames, context.stats)
     return frames, probs, attention
 
 
-def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask: tf.Tensor,
-          *, max_frames: int, stats: tf.Tensor | None = None,
+def start(decoder: Decoder, config: ModelConfig, decode: DecodeConfig, memory: tf.Tensor,
+          memory_mask: tf.Tensor, *, max_frames: int, stats: tf.Tensor | None = None,
           pitch: tf.Tensor | None = None) -> tuple[Context, State]:  # fmt: skip
     """A decoding of `max_frames` frames before its first step.
 
     Args:
         decoder: the model's decoder (built).
         config: the model's config.
+        decode: the loop's settings (the prenet's dropout).
         memory: float [B, S, D]; memory_mask: bool [B, 1, S] (as `generate`'s).
         max_frames: frames of the buffer, a Python int.
         stats: the reference clip's statistics [B, 2, M] (None: identity statistics).
@@ -144,7 +147,7 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
     batch, width = memory.shape[0], memory.shape[1]
     r = config.reduction_factor
     steps = groups(max_frames, r)
-    keep = decoder.prenet_keep(batch, steps, dropout=config.infer_prenet_dropout)
+    keep = decoder.prenet_keep(batch, steps, dropout=decode.prenet_dropout)
     caches, memory_kvs, voice = decoder.start(memory, steps, pitch)
     state = State(
         t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
@@ -156,13 +159,14 @@ def start(decoder: Decoder, config: ModelConfig, memory: tf.Tensor, memory_mask:
     return Context(memory_kvs, memory_mask, keep, voice, stats), state
 
 
-def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
-            state: State, until: tf.Tensor | int, *, text_len: int) -> State:  # fmt: skip
+def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
+            context: Context, state: State, until: tf.Tensor | int, *,
+            text_len: int) -> State:  # fmt: skip
     """Run the decoding from `state` to step `until` (or the buffer's end), or until every
     utterance stopped.
 
     Args:
-        decoder, heads, config: as `generate`'s.
+        decoder, heads, config, decode: as `generate`'s.
         context: what `start` returned with `state`'s decoding.
         state: where the decoding stands (`start`'s, or an earlier `advance`'s).
         until: int32 scalar: the step to stop before; a tensor, so one program serves any.
@@ -173,8 +177,8 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, context: Contex
     """
     r = config.reduction_factor
     steps = context.keep.shape[2]
-    window = _window(config, context.memory_mask, text_len)
-    gate = _stop_gate(config, context.memory_mask, text_len)
+    window = _window(decode, context.memory_mask, text_len)
+    gate = _stop_gate(decode, context.memory_mask, text_len)
 
     def step(s: State) -> State:
         mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
@@ -221,33 +225,33 @@ def stop_lengths(probs: tf.Tensor, max_frames: int) -> tf.Tensor:
     return tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
 
 
-def _stop_gate(config: ModelConfig, memory_mask: tf.Tensor,
+def _stop_gate(decode: DecodeConfig, memory_mask: tf.Tensor,
                text_len: int) -> Callable[[tf.Tensor], tf.Tensor] | None:  # fmt: skip
     """The stop gate (None when off): focus int32 (B,), the furthest alignment peak so far
-    → bool (B,), whether it is within `config.infer_stop_gate` symbols of the row's last
+    → bool (B,), whether it is within `decode.stop_gate` symbols of the row's last
     real symbol (its `<eos>`), where the stop token may fire."""
-    if config.infer_stop_gate == 0:
+    if decode.stop_gate == 0:
         return None
     last = tf.reduce_sum(tf.cast(memory_mask[:, 0, :text_len], tf.int32), axis=1) - 1  # (B,)
 
     def gate(focus: tf.Tensor) -> tf.Tensor:
-        return focus >= last - config.infer_stop_gate
+        return focus >= last - decode.stop_gate
 
     return gate
 
 
-def _window(config: ModelConfig, memory_mask: tf.Tensor,
+def _window(decode: DecodeConfig, memory_mask: tf.Tensor,
             text_len: int) -> Callable[[tf.Tensor], tf.Tensor] | None:  # fmt: skip
     """The inference window (None when off): focus int32 (B,), the furthest peak so far →
     key mask bool (B, 1, S) of the text symbols around it, every speaker latent, within
     `memory_mask`."""
-    if config.infer_window_ahead == 0:
+    if decode.window_ahead == 0:
         return None
     keys = tf.range(memory_mask.shape[-1])[None, :]  # (1, S)
 
     def window(focus: tf.Tensor) -> tf.Tensor:
-        near = (keys >= focus[:, None] - config.infer_window_back) & (
-            keys <= focus[:, None] + config.infer_window_ahead)  # fmt: skip
+        near = (keys >= focus[:, None] - decode.window_back) & (
+            keys <= focus[:, None] + decode.window_ahead)  # fmt: skip
         return (near | (keys >= text_len))[:, None, :] & memory_mask
 
     return window

@@ -19,8 +19,10 @@ every decoder input frame also gets the voice's pitch (`frames.voice_pitch`) fro
 frames: the utterance's in teacher forcing with `voice_stats_source="utterance"`, else the
 clip's. With `ModelConfig.pitch_contour` a conv net reads the frames after the postnet and
 that pitch and predicts each frame's pitch and voicing (`pitch_octaves`,
-`voicing_logits`); decoding writes the harmonics of that pitch into the frames with
-`ModelConfig.infer_harmonics` (`frames.write_harmonics`).
+`voicing_logits`); decoding may write the harmonics of that pitch into the frames
+(`postfilters.Harmonics`, `decode.harmonics`). How the model decodes (the loop's window,
+stop gate and prenet dropout; the postfilters after it) is not the model's: `DecodeConfig`,
+passed in (`postfilters.decode_frames` is the whole of it).
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
 `s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
 (the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
@@ -39,21 +41,19 @@ import keras
 import tensorflow as tf
 
 from xtts_audio import MelConfig
-from xtts_train.config import ModelConfig
+from xtts_train.config import DecodeConfig, ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
 from xtts_train.models.text_to_mel.frames import (
+    clip_mask,
     clip_stats,
     from_standard,
     from_voice,
-    match_global_variance,
     per_frame,
     standardize,
     step_inputs,
     to_voice,
     voice_pitch,
-    within_range,
-    write_harmonics,
 )
 from xtts_train.models.text_to_mel.generation import (
     Context,
@@ -73,6 +73,8 @@ from xtts_train.models.text_to_mel.layers import (
 )
 
 __all__ = ["TextToMel", "dummy_batch"]
+
+_PLAIN = DecodeConfig()  # decoding's defaults: the plain loop
 
 _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
 # The pitch contour's conv stack (`ModelConfig.pitch_contour`): the postnet's kernel, and
@@ -213,7 +215,7 @@ class TextToMel(keras.Model):
             stats = self._voice_stats(frames, spoken)
             pitch = self._pitch(batch["mel"], spoken)
         else:
-            pitch = self._clip_pitch(batch["cond_mel"], batch["cond_lengths"])
+            pitch = self.clip_pitch(batch["cond_mel"], batch["cond_lengths"])
         if stats is not None:
             frames = to_voice(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
@@ -231,7 +233,7 @@ class TextToMel(keras.Model):
         outputs = {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
                    "attention": attention}  # fmt: skip
         if self.config.pitch_contour:
-            octaves, voicing = self._contour(mel_after, spoken, pitch, training=training)
+            octaves, voicing = self.contour(mel_after, spoken, pitch, training=training)
             outputs.update(pitch_octaves=octaves, voicing_logits=voicing)
         return outputs
 
@@ -249,7 +251,7 @@ class TextToMel(keras.Model):
             float32 [B, 2, M]; None with `ModelConfig.voice_stats` off).
         """
         text = self.text_encoder(tokens, token_mask, training=training, start=start)  # (B, T, D)
-        cond_mask = _clip_mask(cond_mel, cond_lengths)  # (B, C)
+        cond_mask = clip_mask(cond_mel, cond_lengths)  # (B, C)
         cond = standardize(cond_mel, self.config)  # (B, C, M)
         stats = self._voice_stats(cond, cond_mask)  # (B, 2, M) | None
         if stats is not None:  # the clip's statistics reach the frames by this path alone
@@ -278,7 +280,7 @@ class TextToMel(keras.Model):
         """The voice's pitch as the decoder takes it: None without `ModelConfig.voice_pitch`."""
         return pitch if self.config.voice_pitch else None
 
-    def _contour(self, mel: tf.Tensor, mask: tf.Tensor, pitch: tf.Tensor,
+    def contour(self, mel: tf.Tensor, mask: tf.Tensor, pitch: tf.Tensor,
                  training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
         """The pitch net over frames (B, F, M) in mel units, their gradient stopped, with
         mask (B, F) and the voice's pitch (B, 1, 2) → each frame's pitch as octaves
@@ -288,33 +290,34 @@ class TextToMel(keras.Model):
         out = self.pitch_net(x, mask, training=training)  # (B, F, 2) float32
         return pitch[:, :, 0] + out[:, :, 0], out[:, :, 1]
 
-    def _clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
-        """`_pitch` of a reference clip (B, C, M) over its real frames."""
-        return self._pitch(cond_mel, _clip_mask(cond_mel, cond_lengths))
+    def clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
+        """`frames.voice_pitch` (B, 1, 2) of a reference clip (B, C, M) over its real
+        frames (cond_lengths int32 [B]) with `ModelConfig.voice_pitch` or `pitch_contour`
+        (None: both off)."""
+        return self._pitch(cond_mel, clip_mask(cond_mel, cond_lengths))
 
-    def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int):
+    def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int,
+              decode: DecodeConfig = _PLAIN):  # fmt: skip
         """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
         the loop of `generation.generate`: the same inputs decode to the same frames
-        (unless `ModelConfig.infer_prenet_dropout`), and it ends when every utterance stops.
+        (unless `decode.prenet_dropout`), and it ends when every utterance stops.
 
         Args:
             tokens: int32 [B, T]; token_mask: float32 [B, T];
             cond_mel: float32 [B, C, M]; cond_lengths: int32 [B]. Static shapes.
             max_frames: frames of the buffer, a Python int.
+            decode: the loop's settings (its window, stop gate and prenet dropout); the
+                postfilters are not applied here (`postfilters.decode_frames` does).
 
         Returns:
-            `mel` float32 [B, max_frames, M] after the postnet (and, with
-            `ModelConfig.infer_global_variance`, `frames.match_global_variance` to the
-            clip, then `frames.within_range` of its levels, and with
-            `ModelConfig.infer_harmonics` then `frames.write_harmonics`; frames from
-            `lengths` on are not meaningful), `mel_before` [B, max_frames, M] (the frames
-            fed back),
+            `mel` float32 [B, max_frames, M] after the postnet (frames from `lengths` on
+            are not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
             `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
             int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
             and `attention` float32 [B, max_frames, T]: the alignment head over the text
             when each frame was generated (0 after the loop ended). With the config's
             inference window on, frame `t` attends only to the text symbols around the
-            furthest peak of frames `< t` (see `ModelConfig.infer_window_ahead`).
+            furthest peak of frames `< t` (see `DecodeConfig.window_ahead`).
 
         Raises:
             ConfigError: `max_frames` is not a positive int.
@@ -322,92 +325,55 @@ class TextToMel(keras.Model):
         _check_max_frames(max_frames)
         self._build_weights()
         memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        pitch = self._clip_pitch(cond_mel, cond_lengths)  # (B, 1, 2) | None
+        pitch = self.clip_pitch(cond_mel, cond_lengths)  # (B, 1, 2) | None
         before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
-            self.decoder, self._heads, self.config, memory, memory_mask,
+            self.decoder, self._heads, self.config, decode, memory, memory_mask,
             text_shape=tokens.shape, max_frames=max_frames, stats=stats,
             pitch=self._decoder_pitch(pitch),
         )  # fmt: skip
         lengths = stop_lengths(probs, max_frames)  # (B,)
         real = tf.sequence_mask(lengths, max_frames, tf.float32)  # (B, F)
         mel_before, mel = self._outputs(before, real)
-        mel = self._postfilters(mel, real, cond_mel, cond_lengths, pitch)
         return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
                 "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
 
-    def stream_start(self, tokens, token_mask, cond_mel, cond_lengths, *,
-                     max_frames: int) -> tuple[Context, State]:  # fmt: skip
+    def stream_start(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int,
+                     decode: DecodeConfig = _PLAIN) -> tuple[Context, State]:  # fmt: skip
         """`infer`'s decoding before its first step, to be run a few steps at a time
         (`stream_advance`) and read out as it goes (`mel_window`): streaming.
 
         Args:
-            tokens, token_mask, cond_mel, cond_lengths, max_frames: as `infer`'s.
+            tokens, token_mask, cond_mel, cond_lengths, max_frames, decode: as `infer`'s.
 
         Returns:
             `generation.start`'s `Context` (every step reads it) and `State` at step 0;
             nested tuples of tensors, which cross `tf.function` boundaries.
 
         Raises:
-            ConfigError: `max_frames` is not a positive int, or
-                `ModelConfig.infer_global_variance` is on (it scales by the whole
-                utterance's variance, which a stream has only at its end).
+            ConfigError: `max_frames` is not a positive int.
         """
         _check_max_frames(max_frames)
-        self.check_streamable()
         self._build_weights()
         memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        pitch = self._decoder_pitch(self._clip_pitch(cond_mel, cond_lengths))
-        return start(self.decoder, self.config, memory, memory_mask, max_frames=max_frames,
+        pitch = self._decoder_pitch(self.clip_pitch(cond_mel, cond_lengths))
+        return start(self.decoder, self.config, decode, memory, memory_mask, max_frames=max_frames,
                      stats=stats, pitch=pitch)  # fmt: skip
 
-    def _postfilters(self, mel: tf.Tensor, real: tf.Tensor, cond_mel: tf.Tensor,
-                     cond_lengths: tf.Tensor, pitch: tf.Tensor | None) -> tf.Tensor:  # fmt: skip
-        """`infer`'s decoding settings on its frames (B, F, M), real (B, F) float32: the
-        global variance and its hold, then the harmonics, whose contour reads the frames
-        as decoded (as in training, where it reads the postnet's)."""
-        clip_mask = _clip_mask(cond_mel, cond_lengths)
-        decoded = mel
-        if self.config.infer_global_variance:
-            matched = match_global_variance(mel, real, cond_mel, clip_mask)
-            mel = within_range(matched, real, cond_mel, clip_mask)
-        if self.config.infer_harmonics:
-            octaves, voicing = self._contour(decoded, real, pitch)  # (B, F) each
-            voiced = real * tf.cast(voicing > 0.0, tf.float32)
-            mel = write_harmonics(mel, voiced, octaves, cond_mel, clip_mask, self.audio)
-        return mel
-
-    def check_streamable(self) -> None:
-        """Raises ConfigError where a stream could not give `infer`'s frames: with
-        `ModelConfig.infer_global_variance`, which scales by the whole utterance's
-        variance, known only at its end, or `ModelConfig.infer_harmonics`: a stream's
-        windows (`mel_window`) run the postnet, not the pitch contour."""
-        if self.config.infer_harmonics:
-            raise ConfigError(
-                "Expected model.infer_harmonics=false to stream, received true: a "
-                "stream's windows run the postnet, not the pitch contour. Synthesise "
-                "without streaming, or stream with --set model.infer_harmonics=false"
-            )
-        if self.config.infer_global_variance:
-            raise ConfigError(
-                "Expected model.infer_global_variance=false to stream, received true: it "
-                "scales the frames by the whole utterance's variance, known only at its "
-                "end. Synthesise without streaming, or stream with --set "
-                "model.infer_global_variance=false"
-            )
-
-    def stream_advance(self, context: Context, state: State, until: tf.Tensor) -> State:
+    def stream_advance(self, context: Context, state: State, until: tf.Tensor, *,
+                       decode: DecodeConfig = _PLAIN) -> State:  # fmt: skip
         """`infer`'s loop from `state` up to step `until`, or until every utterance stopped:
         the steps `infer` runs, in as many calls as the caller likes.
 
         Args:
             context, state: as `stream_start` (then `stream_advance`) returned them.
             until: int32 scalar, the step to stop before (past the buffer: its end).
+            decode: the loop's settings, as `stream_start`'s.
 
         Returns:
             The `State` after the last step run (`state.t` steps run in all).
         """
         text_len = context.memory_mask.shape[-1] - self.config.cond_latents  # S = T + L
-        return advance(self.decoder, self._heads, self.config, context, state, until,
+        return advance(self.decoder, self._heads, self.config, decode, context, state, until,
                        text_len=text_len)  # fmt: skip
 
     def mel_window(self, before: tf.Tensor, stats: tf.Tensor, lengths: tf.Tensor,
@@ -477,12 +443,6 @@ class TextToMel(keras.Model):
         """Trainable parameters per component, one line each, then the total."""
         rows = [f"{name:<14}{count:>14,}" for name, count in _component_counts(self)]
         return "\n".join([*rows, f"{'total':<14}{self.parameter_count():>14,}"])
-
-
-def _clip_mask(cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor:
-    """float32 [B, C]: 1 at a reference clip's real frames (cond_mel [B, C, M], cond_lengths
-    int32 [B])."""
-    return tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)
 
 
 def _component_counts(model: TextToMel) -> list[tuple[str, int]]:

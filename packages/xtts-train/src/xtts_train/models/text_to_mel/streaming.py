@@ -24,11 +24,13 @@ import tensorflow as tf
 from xtts_train.compile import compile_cache
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
+from xtts_train.config import DecodeConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Ending, decoding_inputs, ending
 from xtts_train.models.text_to_mel.frames import groups
 from xtts_train.models.text_to_mel.generation import Context, State, finish, stop_lengths
 from xtts_train.models.text_to_mel.model import TextToMel
+from xtts_train.models.text_to_mel.postfilters import check_streamable
 
 __all__ = ["CHUNK_FRAMES", "MelStream", "Streaming"]
 
@@ -49,6 +51,8 @@ class Streaming:
 
     Args:
         model: the trained model.
+        decode: how it decodes (a run's `decode` section), without a postfilter that needs
+            the whole utterance (`postfilters.check_streamable`).
         cond_frames: frames of the reference mel the model conditions on.
         max_frames: the decoding buffer; speech longer than this is cut.
         chunk_frames: frames of each chunk (the last one: the rest).
@@ -60,24 +64,33 @@ class Streaming:
     Raises:
         XttsTrainError: a size that is not an int >= 1.
         ConfigError: a buffer too large for this machine's memory, or a model that cannot
-            stream (`TextToMel.check_streamable`).
+            stream (`postfilters.check_streamable`).
     """
 
-    def __init__(self, model: TextToMel, *, cond_frames: int, max_frames: int,
-                 chunk_frames: int = CHUNK_FRAMES, compiler: str = "auto") -> None:  # fmt: skip
+    def __init__(self, model: TextToMel, *, decode: DecodeConfig, cond_frames: int,
+                 max_frames: int, chunk_frames: int = CHUNK_FRAMES,
+                 compiler: str = "auto") -> None:  # fmt: skip
         for name, value in (("cond_frames", cond_frames), ("max_frames", max_frames),
                             ("chunk_frames", chunk_frames)):  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
         check_decoding_memory(model.config, max_frames)
-        model.check_streamable()
+        check_streamable(model, decode)
         self.model, self.cond_frames = model, cond_frames
         self.max_frames, self.chunk_frames = max_frames, chunk_frames
         self.compiler = resolve(compiler, "decode")
         xla = self.compiler == "xla"
-        start = functools.partial(model.stream_start, max_frames=max_frames)
+        # Closures, not keyword arguments: a concrete function is called with the tensors
+        # alone, and `decode` (a config, not a tensor) is part of what each program is.
+        def start(tokens, token_mask, cond_mel, cond_lengths):
+            return model.stream_start(tokens, token_mask, cond_mel, cond_lengths,
+                                      max_frames=max_frames, decode=decode)  # fmt: skip
+
+        def advance(context, state, until):
+            return model.stream_advance(context, state, until, decode=decode)
+
         self._start = tf.function(start, jit_compile=xla)
-        self._advance = tf.function(model.stream_advance, jit_compile=xla)
+        self._advance = tf.function(advance, jit_compile=xla)
         mel = functools.partial(model.mel_window, frames=chunk_frames)
         self._mel = tf.function(mel, jit_compile=xla)
         self._programs: dict[int, _Programs] = {}
