@@ -125,7 +125,7 @@ def test_the_decoding_settings_are_not_the_model_s():
     """Every decoding setting is in the decode section, none left in the model's."""
     model = {f.name for f in dataclasses.fields(ModelConfig)}
     assert not [name for name in model if name.startswith("infer_")]
-    assert len(model) == 28  # 36 before the decode section
+    assert len(model) == 27  # 36 before the decode section and voice_input's removal
 
 
 def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
@@ -146,3 +146,15 @@ def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
     old["decode"] = {"stop_gate": 2}
     path.write_text(yaml.safe_dump(old, sort_keys=False))
     assert load_stack_config(path).decode.stop_gate == 2
+
+
+def test_a_removed_option_loads_off_and_is_refused_on(tmp_path):
+    old = load_stack_config(None).to_dict()
+    old["model"]["voice_input"] = False  # as runs before its removal wrote it
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    assert load_stack_config(path) == load_stack_config(None)
+    old["model"]["voice_input"] = True
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    with pytest.raises(ConfigError, match=r"model\.voice_input false or absent, .*was removed"):
+        load_stack_config(path)

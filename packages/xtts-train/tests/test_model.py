@@ -39,7 +39,7 @@ from xtts_train.models.text_to_mel.streaming import Streaming
 
 # Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
 DETERMINISTIC = dict(prenet_dropout=0.0)
-VOICE_INPUT, VOICE_STATS = {"voice_input": True}, {"voice_stats": "mean_std"}
+VOICE_STATS = {"voice_stats": "mean_std"}
 VOICE_PITCH = {"voice_pitch": True, "voice_stats": "mean_std"}
 AUDIO = MelConfig.from_preset("xtts")  # the features' recipe, for `voice_pitch`
 
@@ -207,8 +207,8 @@ def test_decoder_is_causal():
         assert not np.allclose(before[name][:, k + 1], after[name][:, k + 1], atol=1e-3)
 
 
-@pytest.mark.parametrize(("field", "layer"), [("voice_input", "voice"), ("voice_pitch", "pitch")])
-def test_the_voice_s_inputs_reach_every_frame(field, layer):
+def test_the_voice_s_pitch_reaches_every_frame():
+    field, layer = "voice_pitch", "pitch"
     model = tiny_model(**DETERMINISTIC, **{field: True})
     batch = make_batch(model.config)
     batch = replace(batch, cond_mel=harmonic_mel([110, 220], 16))  # a pitch to read
@@ -631,9 +631,9 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
 
 @pytest.mark.parametrize(
     ("r", "max_frames", "compiler", "voice"),
-    [(1, 6, None, {}), (2, 6, None, VOICE_INPUT), (3, 7, None, VOICE_STATS),
+    [(1, 6, None, {}), (1, 6, None, VOICE_PITCH), (3, 7, None, VOICE_STATS),
      (2, 6, None, VOICE_PITCH),
-     (1, 40, "xla", VOICE_INPUT), (2, 41, "graph", {}), (2, 41, "xla", VOICE_STATS)],
+     (1, 40, "xla", VOICE_PITCH), (2, 41, "graph", {}), (2, 41, "xla", VOICE_STATS)],
 )  # fmt: skip
 def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler, voice):
     # Each decoding step reads its past from the blocks' key/value caches; teacher forcing

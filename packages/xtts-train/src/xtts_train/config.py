@@ -20,6 +20,8 @@ from xtts_train.errors import ConfigError
 
 __all__ = [
     "COMPILERS",
+    "CONTOUR_CHANNELS",
+    "CONTOUR_LAYERS",
     "PRESETS",
     "STRATEGIES",
     "TASKS",
@@ -45,6 +47,12 @@ TASKS = ("text_to_mel", "vocoder")
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
+
+# The pitch contour's conv stack (`ModelConfig.pitch_contour`): the postnet's kernel, and
+# few channels, so a step costs ~5% more (the postnet's 128 channels cost 17%, measured on
+# the tiny preset at 600 frames, batch 16, one core).
+CONTOUR_CHANNELS = 32
+CONTOUR_LAYERS = 3
 
 VOICE_STATS = ("off", "mean", "mean_std")  # ModelConfig.voice_stats
 VOICE_STATS_SOURCES = ("clip", "utterance")  # ModelConfig.voice_stats_source
@@ -101,12 +109,6 @@ class ModelConfig(FrozenConfig):
         cond_latents: L, learned queries that pool the reference into `(B, L, D)`.
         decoder_layers: causal decoder blocks (self-attention, cross-attention, feed-forward).
         prenet_dim: width of the decoder's two-layer frame prenet.
-        voice_input: every decoder input frame also gets the speaker latents' mean,
-            projected (`Decoder.voice_of`), besides the cross-attention that reads them:
-            a path to the voice that no alignment competes for. Off by default: on 12
-            espeak-ng voices (5,000 steps, one core each, side by side), the syntheses of
-            4 held-out voices were identified as their clip's voice 27% of the time with
-            it and 52% without (chance 25%; README "Voice cloning, measured").
         voice_stats: "mean" or "mean_std": the decoder reads and writes frames
             normalised by the reference clip's own per-channel mean (and deviation), its
             output is moved back by them before the postnet, and the conditioning encoder
@@ -198,7 +200,6 @@ class ModelConfig(FrozenConfig):
     attention_block: int = 256
     reduction_factor: int = 1
     random_positions: int = 0
-    voice_input: bool = False
     voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
@@ -215,7 +216,7 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("voice_input", "voice_pitch", "pitch_contour"):
+        for name in ("voice_pitch", "pitch_contour"):
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
         if self.voice_stats not in VOICE_STATS:
@@ -661,6 +662,7 @@ def load_stack_config(
     except ValueError as error:
         raise ConfigError(str(error)) from None
     _move_decode_settings(sections)
+    _drop_removed_settings(sections)
     model = ModelConfig.from_dict(sections["model"], section="model")
     model = dataclasses.replace(model, n_mels=audio.n_mels)
     train = TrainConfig.from_dict(sections["train"], section="train")
@@ -685,6 +687,25 @@ def refuse_moved_settings(overrides: Sequence[str]) -> None:
             raise ConfigError(
                 f"Expected {moved}=VALUE, received: {override!r}: the decoding settings "
                 f"moved from model.infer_KEY to the decode section"
+            )
+
+
+# Options measured worse and removed (issue 48): a run's `config.yaml` with one off still
+# loads; with one on, its weights are of a model this version does not build.
+_REMOVED = {
+    "voice_input": "the speaker latents' mean added to every decoder input: on 12 espeak-ng "
+    "voices, held-out voices identified 27% with it against 52% without (xtts-train README, "
+    "Voice cloning, measured)",
+}
+
+
+def _drop_removed_settings(sections: dict[str, dict[str, Any]]) -> None:
+    model = sections["model"]
+    for key, why in _REMOVED.items():
+        if model.pop(key, False) is not False:
+            raise ConfigError(
+                f"Expected model.{key} false or absent, received: {key}=true: the option was "
+                f"removed ({why}); a run trained with it needs an xtts version before 2026-11-28"
             )
 
 

@@ -236,9 +236,6 @@ class Decoder(LazyLayer):
         self.prenet = [keras.layers.Dense(config.prenet_dim, activation="relu") for _ in range(2)]
         self.seed = keras.random.SeedGenerator()
         self.project = keras.layers.Dense(config.d_model)
-        self.latents = config.cond_latents
-        voice = config.voice_input  # the latents' mean, projected, added to every frame
-        self.voice = keras.layers.Dense(config.d_model, name="voice") if voice else None
         pitch = config.voice_pitch  # the voice's pitch (`frames.voice_pitch`), projected
         self.pitch = keras.layers.Dense(config.d_model, name="pitch") if pitch else None
         self.blocks = [
@@ -273,7 +270,7 @@ class Decoder(LazyLayer):
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
         memory = tf.cast(memory, self.compute_dtype)
-        x = self.project(x) + self.voice_of(memory, pitch)  # (B, F, D)
+        x = self.project(x) + self.voice_of(pitch)  # (B, F, D)
         x = x + positions(x, start)
         attention = []
         for block in self.blocks:
@@ -282,19 +279,15 @@ class Decoder(LazyLayer):
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
         return self.norm(x), tf.add_n(attention) / len(attention)
 
-    def voice_of(self, memory: tf.Tensor, pitch: tf.Tensor | None = None) -> tf.Tensor:
-        """The voice every input frame gets: with `model.voice_input` the mean of the
-        memory's speaker latents (its last `cond_latents` rows), projected, and with
-        `model.voice_pitch` the voice's `pitch` (B, 1, 2), projected; (B, 1, D), or zeros
-        (1, 1, D) with neither.
+    def voice_of(self, pitch: tf.Tensor | None = None) -> tf.Tensor:
+        """The voice every input frame gets: with `model.voice_pitch` the voice's `pitch`
+        (B, 1, 2), projected (B, 1, D); zeros (1, 1, D) without (the cross-attention reads
+        the rest of the voice from the speaker latents).
 
         Raises:
             ValueError: `model.voice_pitch` is on and no `pitch` was given.
         """
         voice = tf.zeros([1, 1, self.project.units], self.compute_dtype)
-        if self.voice is not None:
-            latents = memory[:, -self.latents :]  # (B, L, D)
-            voice = voice + self.voice(tf.reduce_mean(latents, axis=1, keepdims=True))
         if self.pitch is not None:
             if pitch is None:
                 raise ValueError("Expected the voice's pitch (B, 1, 2) with model.voice_pitch")
@@ -314,7 +307,7 @@ class Decoder(LazyLayer):
             shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
             caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
             memory_kvs.append(block.cross_attn.keys_values(memory))
-        return caches, memory_kvs, self.voice_of(memory, pitch)
+        return caches, memory_kvs, self.voice_of(pitch)
 
     def step(self, frame, position, keep, caches, memory_kvs, memory_mask, voice):
         """Decoding step `position` (int32 scalar): what `call` computes at that position,

@@ -41,7 +41,7 @@ import keras
 import tensorflow as tf
 
 from xtts_audio import MelConfig
-from xtts_train.config import DecodeConfig, ModelConfig
+from xtts_train.config import CONTOUR_CHANNELS, CONTOUR_LAYERS, DecodeConfig, ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
 from xtts_train.models.text_to_mel.frames import (
@@ -77,11 +77,6 @@ __all__ = ["TextToMel", "dummy_batch"]
 _PLAIN = DecodeConfig()  # decoding's defaults: the plain loop
 
 _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
-# The pitch contour's conv stack (`ModelConfig.pitch_contour`): the postnet's kernel, and
-# few channels, so a step costs ~5% more (the postnet's 128 channels cost 17%, measured on
-# the tiny preset at 600 frames, batch 16, one core).
-_CONTOUR_CHANNELS = 32
-_CONTOUR_LAYERS = 3
 
 
 def dummy_batch(
@@ -172,8 +167,8 @@ class TextToMel(keras.Model):
         # `ModelConfig.random_positions`: each training batch's positions start at a draw.
         self.offsets = keras.random.SeedGenerator() if config.random_positions else None
         if config.pitch_contour:  # (octaves about the voice's mean, voicing logit) a frame
-            sizes = dataclasses.replace(config, postnet_channels=_CONTOUR_CHANNELS,
-                                        postnet_layers=_CONTOUR_LAYERS)  # fmt: skip
+            sizes = dataclasses.replace(config, postnet_channels=CONTOUR_CHANNELS,
+                                        postnet_layers=CONTOUR_LAYERS)  # fmt: skip
             self.pitch_net = Postnet(sizes, out_channels=2, name="pitch_net")
 
     def build(self, input_shape: Any) -> None:

@@ -80,6 +80,7 @@ class Streaming:
         self.max_frames, self.chunk_frames = max_frames, chunk_frames
         self.compiler = resolve(compiler, "decode")
         xla = self.compiler == "xla"
+
         # Closures, not keyword arguments: a concrete function is called with the tensors
         # alone, and `decode` (a config, not a tensor) is part of what each program is.
         def start(tokens, token_mask, cond_mel, cond_lengths):
