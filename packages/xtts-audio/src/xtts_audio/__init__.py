@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from xtts_audio.warp import mel_warp_positions, warp_mel
     from xtts_audio.wav import decode_wav, load_wav
+    from xtts_audio.wav_write import WavWriter, write_wav
 
 __all__ = [
     "PITCH_RANGE",
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigError",
     "InputError",
     "MelConfig",
+    "WavWriter",
     "XttsAudioError",
     "decode_wav",
     "deemphasis",
@@ -62,6 +64,7 @@ __all__ = [
     "to_mono",
     "trim_silence",
     "warp_mel",
+    "write_wav",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -80,5 +83,6 @@ __getattr__, __dir__ = lazy_exports(
         ),
         **dict.fromkeys(["mel_warp_positions", "warp_mel"], "warp"),
         **dict.fromkeys(["decode_wav", "load_wav"], "wav"),
+        **dict.fromkeys(["WavWriter", "write_wav"], "wav_write"),
     },
 )  # fmt: skip

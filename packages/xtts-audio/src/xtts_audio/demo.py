@@ -14,6 +14,7 @@ import tensorflow as tf
 
 import xtts_audio as xa
 from xtts_audio.config import MelConfig
+from xtts_audio.wav_write import write_wav
 
 __all__ = ["run_demo", "synthetic_utterance"]
 
@@ -96,15 +97,14 @@ def run_demo(
     rebuilt = xa.griffin_lim(mel, config, n_iter=iterations)
     convergence = _spectral_convergence(mel, xa.mel_spectrogram(rebuilt, config), config)
     target = out / "griffin_lim.wav"
-    clipped = tf.clip_by_value(rebuilt, -1.0, 1.0)[:, None]
-    tf.io.write_file(str(target), tf.audio.encode_wav(clipped, config.sample_rate))
+    write_wav(target, rebuilt.numpy(), config.sample_rate)
     yield (f"rebuilt    {target} ({iterations} Griffin-Lim iterations, "
            f"mel spectral convergence {convergence:.3f})")  # fmt: skip
 
 
 def _write_synthetic(path: pathlib.Path) -> pathlib.Path:
     audio = synthetic_utterance(sample_rate=44100)
-    tf.io.write_file(str(path), tf.audio.encode_wav(audio, 44100))
+    write_wav(path, audio, 44100)
     return path
 
 

@@ -61,7 +61,7 @@ def write_wavs(clips: list[np.ndarray], folder: pathlib.Path, sample_rate: int) 
     paths = []
     for index, clip in enumerate(clips):
         path = str(folder / f"clip{index:03d}.wav")
-        tf.io.write_file(path, tf.audio.encode_wav(clip[:, None], sample_rate))
+        xa.write_wav(path, clip, sample_rate)
         paths.append(path)
     return paths
 

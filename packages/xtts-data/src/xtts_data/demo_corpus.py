@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import wave
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from tqdm import tqdm
 
+from xtts_audio import write_wav
 from xtts_data._demo_engine import Bounds, DemoEngine, voice
 from xtts_data._demo_espeak import ESPEAK_RATE, EspeakEngine, find_espeak
 from xtts_data._demo_sentences import LANGUAGES
@@ -117,14 +117,6 @@ def _row(uid: str, raw: str, spoken: str, speaker: str) -> str:
     """One `id|text|normalized_text|speaker` line of metadata.csv, empty trailing fields
     dropped; an empty normalized_text before a speaker tells the reader to use text."""
     return "|".join([uid, raw, spoken, speaker]).rstrip("|")
-
-
-def _write_wav(path: Path, pcm: np.ndarray, sr: int) -> None:
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(sr)
-        wav.writeframes(pcm.tobytes())
 
 
 def _utterance_id(index: int) -> str:
@@ -299,7 +291,7 @@ def _write_corpus(
         folder = root / "held-out" if speaker.index >= speakers - held_out else root
         rng = np.random.default_rng([seed, index])
         speech = engine.utterance(rng, voice=speaker, bounds=_sample_bounds(rng, sr, *seconds))
-        _write_wav(folder / "wavs" / f"{uid}.wav", speech.pcm, sr)
+        write_wav(folder / "wavs" / f"{uid}.wav", speech.pcm, sr)
         rows[folder].append(_row(uid, speech.raw, speech.spoken,
                                  speaker.name if speakers > 1 else ""))  # fmt: skip
         samples += len(speech.pcm)

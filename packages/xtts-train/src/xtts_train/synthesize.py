@@ -15,13 +15,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-import wave
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 from matplotlib.figure import Figure
 
+from xtts_audio import WavWriter
 from xtts_data.files import write_npy_atomic
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
@@ -176,8 +176,7 @@ def _speak_streamed(streaming: Streaming, pieces: list[Encoded], cond: np.ndarra
 
 def _write_wav(path: Path, chunks: Iterable[np.ndarray], sample_rate: int) -> float | None:
     """Writes audio chunks as a 16-bit mono WAV as they arrive: after each chunk `path` is
-    a whole WAV of the samples so far (its header rewritten), quantised as
-    `tf.audio.encode_wav` quantises.
+    a whole WAV of the samples so far (`xtts_audio.WavWriter`).
 
     Args:
         path: the WAV file.
@@ -188,15 +187,10 @@ def _write_wav(path: Path, chunks: Iterable[np.ndarray], sample_rate: int) -> fl
         Seconds from the call until the first chunk arrived (None: no chunk).
     """
     started, first = time.perf_counter(), None
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(sample_rate)
+    with WavWriter(path, sample_rate) as wav:
         for chunk in chunks:
             first = time.perf_counter() - started if first is None else first
-            scaled = np.asarray(chunk, np.float32) * 32768.0
-            rounded = np.trunc(scaled + np.copysign(0.5, scaled))  # C's roundf, as TF's
-            wav.writeframes(np.clip(rounded, -32768, 32767).astype("<i2").tobytes())
+            wav.write(np.asarray(chunk, np.float32))
     return first
 
 

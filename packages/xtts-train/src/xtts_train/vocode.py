@@ -126,7 +126,7 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
                                                      truth, stack.audio)})  # fmt: skip
         for name, wave in ((f"{u.id}.wav", vocoded), (f"{u.id}.gl.wav", griffin_lim),
                            (f"{u.id}.recording.wav", truth)):  # fmt: skip
-            _write_wav(out / name, wave, stack.audio.sample_rate)
+            xa.write_wav(out / name, wave, stack.audio.sample_rate)
     step = step if step is not None else latest_step(run)
     seconds = sum(row["seconds"] for row in rows)
     return VocodeReport(run, data, split, step, griffin_lim_iters, rows, seconds / wall)
@@ -135,8 +135,3 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
 def _fit_length(wave: np.ndarray, samples: int) -> np.ndarray:
     """`wave` cut or zero-padded to `samples` (a copy synthesis writes F * hop samples)."""
     return np.pad(wave, (0, max(samples - len(wave), 0)))[:samples].astype(np.float32)
-
-
-def _write_wav(path: Path, wave: np.ndarray, rate: int) -> None:
-    clipped = tf.clip_by_value(tf.constant(wave, tf.float32), -1.0, 1.0)
-    tf.io.write_file(str(path), tf.audio.encode_wav(clipped[:, None], rate))

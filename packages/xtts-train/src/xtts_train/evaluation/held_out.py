@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import tensorflow as tf
 
 import xtts_audio as xa
 import xtts_data as xd
@@ -269,5 +268,4 @@ def _write_audio(out: Path, utterances, said: list[_Said], waveforms: Waveforms)
     audio = waveforms.audio
     for u, d in zip(utterances, said, strict=True):
         for name, mel in ((f"{u.id}.wav", d.sound), (f"{u.id}.truth.wav", u.mel)):
-            wave = waveforms(mel)
-            tf.io.write_file(str(out / name), tf.audio.encode_wav(wave[:, None], audio.sample_rate))
+            xa.write_wav(out / name, np.asarray(waveforms(mel)), audio.sample_rate)
