@@ -305,7 +305,7 @@ def test_load_config_accepts_str_path(tmp_path):
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("voice: {speed: 1}\n", r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train', 'vocoder'\]"),
+        ("voice: {speed: 1}\n", r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train', 'vocoder', 'decode'\]"),
         ("data: [1, 2]\n", r"section 'data' must be a mapping, received: \[1, 2\]"),
         ("audio: xtts\n", r"section 'audio' must be a mapping, received: 'xtts'"),
         ("data: {policy: [\n", r"^Expected a readable YAML config, received: path=.*stack\.yaml"),
@@ -364,6 +364,7 @@ def test_a_mapping_source_is_read_like_a_file_and_left_unchanged():
         "model": {},
         "train": {"steps": 5},
         "vocoder": {},
+        "decode": {},
     }
     assert source == {"data": {"text": {"cleaners": "none"}}, "model": None}
     assert load_config(source)[1] == DataConfig(text=TextConfig(cleaners="none"))
