@@ -20,8 +20,9 @@ import time
 
 from xtts_bench.settings import TrainBenchConfig
 from xtts_bench.train import read_inputs, write_cache
+from xtts_data import DatasetSpec
 from xtts_data.stats import cv
-from xtts_train import CompiledSteps, build_steps, shape_of, timed_step
+from xtts_train import CompiledSteps, build_steps, timed_step
 
 _UTTERANCES = int(os.environ.get("XTTS_BENCH_TRAIN_UTTERANCES", "64"))
 _BUCKETS = int(os.environ.get("XTTS_BENCH_TRAIN_BUCKETS", "2"))
@@ -101,7 +102,7 @@ class StepTime(_Compiled):
             _step(self.steps, batch)
         self.by_shape = collections.defaultdict(list)
         for batch in self.inputs.batches:
-            self.by_shape[shape_of(batch)].append(_step(self.steps, batch))
+            self.by_shape[DatasetSpec.key_of(batch)].append(_step(self.steps, batch))
 
     def track_step_mscv(self, cache: str) -> float:
         return cv([ms for times in self.by_shape.values() for ms in times])

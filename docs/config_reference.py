@@ -60,6 +60,7 @@ SECTIONS = (
         "n_mels": "`audio.n_mels`", "hop_length": "`audio.hop_length`",
     }),
     Section("decode", _README["xtts-train"]),
+    Section("text_to_mel", _README["xtts-train"]),
 )  # fmt: skip
 
 # Fields whose class docstring has no entry of their own (another entry mentions them).

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from xtts_audio.frozen_config import FrozenConfig
-from xtts_data.config import SECTIONS as STACK_SECTIONS
+from xtts_train.config import SECTIONS as STACK_SECTIONS
 
 _SCRIPT = Path(__file__).parents[1] / "docs" / "config_reference.py"
 _CELL = re.compile(r"(?<!\\)\|")

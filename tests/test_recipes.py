@@ -19,9 +19,8 @@ from xtts_train.cli import main
 from xtts_train.compile import memory
 from xtts_train.compile.memory import check_training_memory
 from xtts_train.config import load_stack_config
-from xtts_train.training.build import build_steps
+from xtts_train.tasks.registry import build_steps, task_class
 from xtts_train.training.steps import kept_dtype_policy
-from xtts_train.training.tasks import task_class
 
 RECIPES = sorted((Path(__file__).resolve().parents[1] / "recipes").glob("*.yaml"))
 CPU_TINY = next(path for path in RECIPES if path.stem == "cpu-tiny")
@@ -147,7 +146,7 @@ def test_what_check_runs_before_compiling_accepts_the_recipe(recipe, cache, feat
     opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
     model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
     stack = dataclasses.replace(stack, model=model)
-    pipeline = task_class(stack).pipeline(opened, stack.data, "train", repeat=True)
+    pipeline = task_class(stack.train.task).pipeline(opened, stack.data, "train", repeat=True)
     spec = pipeline.spec
     if recipe.stem in HOST_GIB:
         host(HOST_GIB[recipe.stem])

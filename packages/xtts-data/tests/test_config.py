@@ -305,7 +305,6 @@ def test_load_config_accepts_str_path(tmp_path):
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("voice: {speed: 1}\n", r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train', 'vocoder', 'decode'\]"),
         ("data: [1, 2]\n", r"section 'data' must be a mapping, received: \[1, 2\]"),
         ("audio: xtts\n", r"section 'audio' must be a mapping, received: 'xtts'"),
         ("data: {policy: [\n", r"^Expected a readable YAML config, received: path=.*stack\.yaml"),
@@ -358,16 +357,28 @@ def test_overrides_apply_on_top_of_the_file(tmp_path):
 def test_a_mapping_source_is_read_like_a_file_and_left_unchanged():
     source = {"data": {"text": {"cleaners": "none"}}, "model": None}
     sections = read_stack(source, ["data.text.lowercase=false", "train.steps=5"])
-    assert sections == {
+    assert sections == {  # this package's sections, and those the source and overrides name
         "audio": {"preset": "xtts"},
         "data": {"text": {"cleaners": "none", "lowercase": False}},
         "model": {},
         "train": {"steps": 5},
-        "vocoder": {},
-        "decode": {},
     }
     assert source == {"data": {"text": {"cleaners": "none"}}, "model": None}
     assert load_config(source)[1] == DataConfig(text=TextConfig(cleaners="none"))
+
+
+STACK = ("audio", "data", "model", "train")  # a reader's sections, as xtts-train names its
+
+
+def test_a_reader_that_names_its_sections_gets_each_and_no_other(tmp_path):
+    assert read_stack({"data": {"policy": "fixed"}}, sections=STACK) == {
+        "audio": {"preset": "xtts"}, "data": {"policy": "fixed"}, "model": {}, "train": {},
+    }  # fmt: skip
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown section\(s\) \['voice'\]; known: \['audio', 'data', 'model', 'train'\]",
+    ):
+        read_stack(write_yaml(tmp_path, "voice: {speed: 1}\n"), sections=STACK)
 
 
 def test_a_stack_round_trips_through_read_stack():
@@ -387,7 +398,7 @@ def test_an_audio_section_without_a_preset_says_what_it_needs(tmp_path):
 @pytest.mark.parametrize(
     ("override", "match"),
     [
-        ("steps=3", r"^Expected --set section\.key=value with section audio, data, model, train or vocoder, received: 'steps=3'$"),
+        ("steps=3", r"^Expected --set section\.key=value with section one of audio, data, model, train, received: 'steps=3'$"),
         ("voice.speed=1", r"received: 'voice\.speed=1'"),
         ("data.batch_size", r"received: 'data\.batch_size'"),
         ("data.policy=[", r"^--set 'data\.policy=\[': value is not valid YAML"),
@@ -396,7 +407,7 @@ def test_an_audio_section_without_a_preset_says_what_it_needs(tmp_path):
 )  # fmt: skip
 def test_malformed_overrides_are_named(override, match):
     with pytest.raises(ConfigError, match=match):
-        read_stack({"data": {"policy": "fixed"}}, [override])
+        read_stack({"data": {"policy": "fixed"}}, [override], sections=STACK)
 
 
 # --- a cache's build settings (read_stack(built=...)) ----------------------------------

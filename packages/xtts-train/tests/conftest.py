@@ -65,7 +65,7 @@ def _fit_vocoder(audio_cache: Path, root: Path) -> None:
 
 def _fit_run(cache: Path, root: Path) -> None:
     """A 30-step `xtts-train fit` of the micro model on `cache` into `root/run` (`run`)."""
-    evals = ["train.eval_every=30", "train.eval_sentences=['Fine day.']"]
+    evals = ["train.eval_every=30", "text_to_mel.eval_sentences=['Fine day.']"]
     # A compile cache in the environment, turned off by the flag: nothing lands in it (and
     # test_fit checks the summary says so).
     unused = root / "unused-xla"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from xtts_train.compile.compiler import AUTO, ROLES, TASK_AUTO, choices, device_kind, resolve
+from xtts_train.compile.compiler import AUTO, ROLES, choices, device_kind, resolve
 from xtts_train.config import COMPILERS
+from xtts_train.tasks.registry import TASKS
+from xtts_train.tasks.vocoder import VocoderTask
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -25,9 +27,18 @@ def test_auto_trains_on_the_graph_executor_on_a_cpu_and_uses_xla_elsewhere():
 
 
 def test_auto_runs_the_vocoder_under_xla_on_a_cpu():
-    assert {resolve("auto", role, "CPU", task="vocoder") for role in ROLES} == {"xla"}
-    assert resolve("graph", "train", "CPU", task="vocoder") == "graph"
-    assert all(key[0] in AUTO and set(t) == set(ROLES) for key, t in TASK_AUTO.items())
+    table = VocoderTask.compilers  # the task's own measurements, over AUTO's
+    assert {resolve("auto", role, "CPU", table=table) for role in ROLES} == {"xla"}
+    assert resolve("auto", "train", "GPU", table=table) == "xla"  # where it names no device
+    assert resolve("graph", "train", "CPU", table=table) == "graph"
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_task_table_names_known_devices_and_every_role(name):
+    for device, roles in TASKS[name].compilers.items():
+        assert device in AUTO
+        assert set(roles) == set(ROLES)
+        assert set(roles.values()) <= {"xla", "graph"}
 
 
 def test_this_process_device_and_the_choices_reported():

@@ -15,6 +15,7 @@ from xtts_train.config import (
     DecodeConfig,
     ModelConfig,
     StackConfig,
+    TextToMelConfig,
     TrainConfig,
     load_stack_config,
 )
@@ -31,10 +32,18 @@ def through_yaml(values: dict) -> dict:
         *(ModelConfig.from_preset(name) for name in sorted(PRESETS)),
         ModelConfig.from_preset("tiny", vocab_size=40, reduction_factor=2),
         TrainConfig(),
-        TrainConfig(steps=7, precision="mixed_bfloat16", eval_sentences=("One.", "Two.")),
+        TrainConfig(steps=7, precision="mixed_bfloat16"),
         DecodeConfig(window_ahead=2, global_variance=True, split_symbols=0),
+        TextToMelConfig(stop_weight=0.5, eval_sentences=("One.", "Two.")),
     ],
-    ids=[*sorted(PRESETS), "tiny-custom", "train-defaults", "train-custom", "decode"],
+    ids=[
+        *sorted(PRESETS),
+        "tiny-custom",
+        "train-defaults",
+        "train-custom",
+        "decode",
+        "text_to_mel",
+    ],
 )
 def test_model_train_and_decode_configs_round_trip_through_yaml(config):
     values = config.to_dict()
@@ -113,7 +122,9 @@ def test_stack_from_dict_needs_every_section():
         (["decode.reference_frames=-1"], "reference_frames=-1"),
         (["decode.reference_frames=8", "data.cond_frames=16"], r"decode\.reference_frames 0 \(data\.cond_frames\) or at least data\.cond_frames=16, received: 8"),
         (["decode.window=2"], r"unknown field\(s\) \['window'\] in section decode"),
-        (["model.infer_global_variance=true"], r"Expected decode\.global_variance=VALUE, received: 'model\.infer_global_variance=true': the decoding settings moved"),
+        (["model.infer_global_variance=true"], r"Expected decode\.global_variance=VALUE, received: 'model\.infer_global_variance=true': the setting moved to the decode section"),
+        (["train.stop_weight=2"], r"Expected text_to_mel\.stop_weight=VALUE, received: 'train\.stop_weight=2': the setting moved to the text_to_mel section"),
+        (["text_to_mel.guided_attention_sigma=0"], r"TextToMelConfig\.guided_attention_sigma: expected a number > 0, received: guided_attention_sigma=0"),
     ],
 )  # fmt: skip
 def test_bad_decode_settings_name_the_field(overrides, match):
@@ -146,6 +157,20 @@ def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
     old["decode"] = {"stop_gate": 2}
     path.write_text(yaml.safe_dump(old, sort_keys=False))
     assert load_stack_config(path).decode.stop_gate == 2
+
+
+def test_a_run_config_with_the_loss_weights_in_train_still_loads(tmp_path):
+    """A run's `config.yaml` from before the text_to_mel section (its loss weights and eval
+    sentences in `train`) loads with them in the text_to_mel section."""
+    old = load_stack_config(None).to_dict()
+    del old["text_to_mel"]
+    old["train"].update(stop_weight=0.5, guided_attention_sigma=0.3, eval_sentences=["Hi."])
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    stack = load_stack_config(path)
+    assert stack.text_to_mel == TextToMelConfig(stop_weight=0.5, guided_attention_sigma=0.3,
+                                                eval_sentences=("Hi.",))  # fmt: skip
+    assert stack.train == load_stack_config(None).train
 
 
 def test_a_removed_option_loads_off_and_is_refused_on(tmp_path):

@@ -137,7 +137,7 @@ def test_a_workdir_of_another_model_is_refused(run, cache, capsys):
     ("override", "key"),
     [("train.steps=0", "steps"), ("train.bogus=1", "bogus"), ("data.policy=round", "policy"),
      ("nosuch.key=1", "section"), ("model.heads=3", "heads"),
-     ("train.strategy=tpu", "strategy"), ("train.eval_sentences=[]", "eval_sentences"),
+     ("train.strategy=tpu", "strategy"), ("text_to_mel.eval_sentences=[]", "eval_sentences"),
      ("model.reduction_factor=0", "reduction_factor")],
 )  # fmt: skip
 def test_bad_config_exits_2_naming_the_key(override, key, tmp_path, capsys):
@@ -153,12 +153,12 @@ def test_bad_config_exits_2_naming_the_key(override, key, tmp_path, capsys):
 def test_an_eval_sentence_with_no_known_symbols_is_refused_before_compiling(cache, tmp_path,
                                                                             capsys):  # fmt: skip
     settings = [*OVERRIDES, "data.val_fraction=0.25", "train.eval_every=5",
-                "train.eval_sentences=['Fine.', 'سلام']"]  # fmt: skip
+                "text_to_mel.eval_sentences=['Fine.', 'سلام']"]  # fmt: skip
     assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
                  "--steps", "10", *as_cli(settings)]) == 2  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert "train.eval_sentences[1]" in err
+    assert "text_to_mel.eval_sentences[1]" in err
     assert "has no symbols" in err
     assert not (tmp_path / "run" / "checkpoints").exists()
 

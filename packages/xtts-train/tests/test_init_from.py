@@ -15,9 +15,9 @@ from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import ConfigError, XttsTrainError
 from xtts_train.runs.loading import restore_weights
+from xtts_train.tasks.registry import fit, task_class
+from xtts_train.tasks.text_to_mel import TextToMelTask
 from xtts_train.training.init_from import StartFrom, init_source
-from xtts_train.training.tasks import task_class
-from xtts_train.training.trainer import fit
 
 
 def _stack_of(workdir, **train):
@@ -37,9 +37,9 @@ def test_a_new_run_starts_from_the_source_weights_with_a_fresh_optimizer(run, ca
                       warmup_steps=0, eval_every=0, weight_decay=0.0)  # fmt: skip
     summary = fit(stack, cache, tmp_path / "tuned", progress=False)
     assert summary["steps"] == 1  # the schedule starts again (the source ran 30 steps)
-    task = task_class(stack).build(stack)
+    task = task_class(stack.train.task).build(stack)
     restore_weights(tmp_path / "tuned", task.model)
-    theirs = task_class(stack).build(stack)
+    theirs = task_class(stack.train.task).build(stack)
     restore_weights(source, theirs.model)
     for ours, their in zip(_weights(task.model), _weights(theirs.model), strict=True):
         np.testing.assert_allclose(ours, their, atol=1e-6)
@@ -55,8 +55,8 @@ def test_a_grown_vocabulary_keeps_each_old_tokens_embedding(run):
     stack = dataclasses.replace(
         stack, model=dataclasses.replace(stack.model, vocab_size=grown.vocab_size)
     )
-    start = StartFrom(stack, init_source(source, stack))
-    task = task_class(stack).build(stack)
+    start = StartFrom(TextToMelTask, stack, init_source(source, stack))
+    task = task_class(stack.train.task).build(stack)
     fresh = task.token_tables()[0].numpy()
     start.copy_into(task, grown)
     table, theirs = task.token_tables()[0].numpy(), start.source_task.token_tables()[0].numpy()

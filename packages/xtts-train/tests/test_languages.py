@@ -19,7 +19,7 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import text_ids
 from xtts_train.runs.loading import load_run
 from xtts_train.synthesize import synthesize
-from xtts_train.training.trainer import fit
+from xtts_train.tasks.registry import fit
 
 ZWNJ = "\u200c"
 # Persian rows as users write them: Persian and ASCII digits, ٪, ZWNJ, Arabic ي/ك, a Latin

@@ -22,6 +22,7 @@ LAYERS = (
     "training",
     "inference",
     "evaluation",
+    "tasks",
     "commands",
 )
 

@@ -24,8 +24,8 @@ from xtts_train.config import DecodeConfig, ModelConfig, load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.decoding import Decoding
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
+from xtts_train.tasks.text_to_mel import TextToMelTask
 from xtts_train.training.steps import CompiledSteps
-from xtts_train.training.tasks import TextToMelTask
 
 TINY = ModelConfig.from_preset("tiny")
 GiB = 2**30

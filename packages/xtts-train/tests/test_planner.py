@@ -17,8 +17,11 @@ from xtts_train.cli import main
 from xtts_train.compile.memory import training_bytes
 from xtts_train.config import load_stack_config
 from xtts_train.errors import ConfigError
+from xtts_train.tasks.text_to_mel import TextToMelTask
+from xtts_train.tasks.vocoder import VocoderTask
 from xtts_train.training import planner
 from xtts_train.training.planner import estimate_costs
+from xtts_train.training.task import check_task_settings
 
 GiB = 2**30
 COSTS = [BucketCost(frames=64, text_len=16, fixed=GiB // 4, per_row=10 * 2**20),
@@ -57,7 +60,7 @@ def test_measured_lines_come_from_real_steps_in_another_process():
     stack = load_stack_config(None, [*OVERRIDES, *MICRO, "train.compiler=graph"])
     shapes = [BatchShape(frames=64, text_len=8, batch_size=4),
               BatchShape(frames=1024, text_len=8, batch_size=4)]  # fmt: skip
-    costs, baseline = planner.measure_costs(stack, shapes)
+    costs, baseline = planner.measure_costs(TextToMelTask, stack, shapes)
     assert [(c.frames, c.text_len) for c in costs] == [(64, 8), (1024, 8)]
     assert all(c.per_row > 0 and c.fixed >= 0 for c in costs)
     assert costs[1].per_row > 2 * costs[0].per_row  # 16 times the frames: more bytes a row
@@ -69,14 +72,18 @@ def test_measured_lines_come_from_real_steps_in_another_process():
 def test_memory_budget_is_a_positive_number(value, match):
     with pytest.raises(ConfigError, match=f"memory_budget_gb.*{match}"):
         load_stack_config(None, [f"train.memory_budget_gb={value!r}"])
-    with pytest.raises(ConfigError, match=r"memory_budget_gb.*vocoder"):
-        load_stack_config(None, ["train.memory_budget_gb=4", "train.task=vocoder"])
+    stack = load_stack_config(None, ["train.memory_budget_gb=4", "train.task=vocoder"])
+    with pytest.raises(
+        ConfigError,
+        match=r"^Expected train.memory_budget_gb null for the vocoder task \(no buckets to plan",
+    ):
+        check_task_settings(VocoderTask, stack)  # as fit and check do before any work
 
 
 def test_fit_trains_on_the_planned_sizes_and_a_resume_keeps_them(cache, tmp_path, monkeypatch):
     measured = []
 
-    def fake_measure(stack, shapes):  # the lines a real measurement would give, fast
+    def fake_measure(task, stack, shapes):  # the lines a real measurement would give, fast
         measured.append([s.key for s in shapes])
         return [BucketCost(s.frames, s.text_len, 2**20, s.frames * 2**16) for s in shapes], 0
 

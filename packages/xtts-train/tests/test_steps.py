@@ -12,10 +12,10 @@ import tensorflow as tf
 
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train import ModelConfig, TextToMel, XttsTrainError, dummy_batch
-from xtts_train.config import TrainConfig
+from xtts_train.config import TextToMelConfig, TrainConfig
+from xtts_train.tasks.text_to_mel import TextToMelTask
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
-from xtts_train.training.tasks import TextToMelTask
 
 MICRO = ModelConfig.from_preset(
     "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
@@ -45,10 +45,12 @@ def steps(request):
     return compiled
 
 
-def _compiled(config: TrainConfig, spec: DatasetSpec = SPEC, **warm_up) -> CompiledSteps:
+def _compiled(config: TrainConfig, spec: DatasetSpec = SPEC, *,
+              losses: TextToMelConfig | None = None, **warm_up) -> CompiledSteps:  # fmt: skip
     model = TextToMel(MICRO)
     model(dummy_batch(MICRO))
-    compiled = CompiledSteps(TextToMelTask(model, config), _adamw(model), spec, config)
+    task = TextToMelTask(model, losses or TextToMelConfig())
+    compiled = CompiledSteps(task, _adamw(model), spec, config)
     compiled.seeds_before = [seed.numpy() for seed in model.seed_states()]
     compiled.report = compiled.warm_up(**warm_up)
     return compiled
@@ -132,7 +134,9 @@ def test_xla_and_the_graph_executor_compute_the_same_step():
             weights = model.get_weights()
         model.set_weights(weights)
         train = TrainConfig(compiler=compiler)
-        compiled = CompiledSteps(TextToMelTask(model, train), _adamw(model), ONE_SHAPE, train)
+        compiled = CompiledSteps(
+            TextToMelTask(model, TextToMelConfig()), _adamw(model), ONE_SHAPE, train
+        )
         compiled.warm_up(workers=1)
         out = compiled.train(_batch(), step=50)  # mid warm-up: a learning rate > 0
         outputs.append(({k: float(out[k]) for k in ("loss", "grad_norm")}, model.get_weights()))
@@ -148,7 +152,7 @@ def test_batch_sizes_must_divide_by_the_micro_batches():
     model(dummy_batch(MICRO))
     train = TrainConfig(grad_accum=3)
     with pytest.raises(XttsTrainError, match=r"divisible by 3 .*batch_size=2"):
-        CompiledSteps(TextToMelTask(model, train), _adamw(model), SPEC, train)
+        CompiledSteps(TextToMelTask(model, TextToMelConfig()), _adamw(model), SPEC, train)
 
 
 def test_mixed_float16_scales_the_loss_and_stays_finite():
@@ -158,8 +162,9 @@ def test_mixed_float16_scales_the_loss_and_stays_finite():
     keras.utils.set_random_seed(0)
     keras.mixed_precision.set_global_policy("mixed_float16")
     try:
-        config = TrainConfig(precision="mixed_float16", guided_attention_weight=1.0)
-        compiled = _compiled(config, ONE_SHAPE, workers=1)
+        config = TrainConfig(precision="mixed_float16")
+        losses = TextToMelConfig(guided_attention_weight=1.0)
+        compiled = _compiled(config, ONE_SHAPE, losses=losses, workers=1)
         outputs = compiled.train(_batch(), step=5)
     finally:
         keras.mixed_precision.set_global_policy("float32")

@@ -19,9 +19,11 @@ from xtts_train.config import TrainConfig, VocoderConfig, load_stack_config
 from xtts_train.inference.vocoding import Vocoding, Waveforms
 from xtts_train.models.vocoder.model import Vocoder
 from xtts_train.runs.loading import load_run_config
+from xtts_train.tasks.registry import task_class
+from xtts_train.tasks.text_to_mel import TextToMelTask
+from xtts_train.tasks.vocoder import VocoderTask
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
-from xtts_train.training.tasks import TextToMelTask, VocoderTask, task_class
 
 AUDIO = xa.MelConfig.from_preset("xtts")
 MICRO = VocoderConfig.from_preset("tiny", dim=32, intermediate=64, layers=1)
@@ -91,12 +93,21 @@ def test_a_segment_shape_outside_the_spec_is_a_retrace_error(steps):
 @pytest.mark.parametrize(("task", "cls"), [("text_to_mel", TextToMelTask),
                                            ("vocoder", VocoderTask)])  # fmt: skip
 def test_train_task_picks_the_task(task, cls):
-    assert task_class(load_stack_config(None, [f"train.task={task}"])) is cls
+    assert task_class(load_stack_config(None, [f"train.task={task}"]).train.task) is cls
 
 
-def test_an_unknown_task_is_refused():
-    with pytest.raises(ValueError, match=r"TrainConfig.task: expected one of .*'vocoder'"):
-        load_stack_config(None, ["train.task=hifigan"])
+def test_an_unknown_task_is_refused_naming_the_known_ones(cache, tmp_path, capsys):
+    with pytest.raises(ValueError, match=r"TrainConfig.task: expected a task's name"):
+        load_stack_config(None, ["train.task=hifi-gan"])
+    with pytest.raises(
+        ValueError,
+        match=r"^Expected train.task one of \['text_to_mel', 'vocoder'\], received: 'hifigan'$",
+    ):
+        task_class("hifigan")
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"),
+                 "--task", "hifigan"]) == 2  # fmt: skip
+    assert "received: 'hifigan'" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
 
 
 # -- fit --task vocoder, on a cache that keeps its waveforms ----------------------------

@@ -13,10 +13,10 @@ import tensorflow as tf
 from xtts_data import BatchShape, DatasetSpec
 from xtts_train import ModelConfig, TextToMel, dummy_batch
 from xtts_train.compile import compile_cache, traces
-from xtts_train.config import TrainConfig
+from xtts_train.config import TextToMelConfig, TrainConfig
+from xtts_train.tasks.text_to_mel import TextToMelTask
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps
-from xtts_train.training.tasks import TextToMelTask
 
 MICRO = ModelConfig.from_preset(
     "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
@@ -30,7 +30,7 @@ def _steps(model_config: ModelConfig = MICRO, config: TrainConfig = CONFIG) -> C
     keras.utils.set_random_seed(0)  # the same initial weights in every build
     model = TextToMel(model_config)
     model(dummy_batch(model_config))
-    return CompiledSteps(TextToMelTask(model, config), AdamW(model.trainable_variables),
+    return CompiledSteps(TextToMelTask(model, TextToMelConfig()), AdamW(model.trainable_variables),
                          SPEC, config)  # fmt: skip
 
 

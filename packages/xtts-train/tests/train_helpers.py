@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from xtts_train.config import load_stack_config
-from xtts_train.training.trainer import fit
+from xtts_train.tasks.registry import fit
 
 # Small buckets, short utterances: each compiled step costs seconds, not minutes.
 OVERRIDES = [

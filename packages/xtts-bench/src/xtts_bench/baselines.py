@@ -46,7 +46,7 @@ import tensorflow as tf
 import xtts_audio as xa
 from xtts_bench.audio import librosa_mel
 from xtts_bench.errors import SettingsError
-from xtts_train import AdamW, TextToMel, TrainConfig, total_loss, warmup_cosine
+from xtts_train import AdamW, TextToMel, TextToMelConfig, TrainConfig, total_loss, warmup_cosine
 
 __all__ = [
     "BuildStats",
@@ -400,9 +400,9 @@ class DynamicStep:
         traces: Python traces per (batch, text, frames).
     """
 
-    def __init__(self, model: TextToMel, optimizer: AdamW,
-                 config: TrainConfig, *, jit_compile: bool) -> None:  # fmt: skip
-        self.model, self.optimizer, self.config = model, optimizer, config
+    def __init__(self, model: TextToMel, optimizer: AdamW, config: TrainConfig,
+                 losses: TextToMelConfig, *, jit_compile: bool) -> None:  # fmt: skip
+        self.model, self.optimizer, self.config, self.losses = model, optimizer, config, losses
         self.schedule = warmup_cosine(
             peak=config.learning_rate,
             warmup_steps=config.warmup_steps,
@@ -422,10 +422,11 @@ class DynamicStep:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             outputs = self.model(batch, training=True)
-            losses = total_loss(outputs, batch, stop_weight=self.config.stop_weight,
-                                pos_weight=self.config.stop_pos_weight,
-                                guided_weight=self.config.guided_attention_weight,
-                                guided_sigma=self.config.guided_attention_sigma)  # fmt: skip
+            weights = self.losses
+            losses = total_loss(outputs, batch, stop_weight=weights.stop_weight,
+                                pos_weight=weights.stop_pos_weight,
+                                guided_weight=weights.guided_attention_weight,
+                                guided_sigma=weights.guided_attention_sigma)  # fmt: skip
         grads = tape.gradient(losses["loss"], variables)
         grads, _ = tf.clip_by_global_norm(grads, self.config.clip_norm)
         self.optimizer.apply(
@@ -438,6 +439,7 @@ def dynamic_train_step(
     model: TextToMel,
     optimizer: AdamW,
     config: TrainConfig,
+    losses: TextToMelConfig,
     *,
     jit_compile: bool = True,
 ) -> DynamicStep:
@@ -454,11 +456,11 @@ def dynamic_train_step(
         model: a built `TextToMel`.
         optimizer: built on `model.trainable_variables`.
         config: the schedule (`learning_rate`, `warmup_steps`, `steps`, `min_lr_ratio`),
-            the loss weights (`stop_weight`, `stop_pos_weight`, `guided_attention_*`),
             `clip_norm` and `weight_decay`.
+        losses: the loss weights (`stop_weight`, `stop_pos_weight`, `guided_attention_*`).
         jit_compile: compile each traced shape with XLA.
 
     Returns:
         The step: call it on a batch of `DatasetSpec` fields; its `traces` counts traces.
     """
-    return DynamicStep(model, optimizer, config, jit_compile=jit_compile)
+    return DynamicStep(model, optimizer, config, losses, jit_compile=jit_compile)

@@ -34,7 +34,8 @@ import tqdm
 from xtts_bench.decode import hold_stop_off
 from xtts_bench.settings import CompilerBenchConfig
 from xtts_bench.train import configure_threads, read_inputs, write_cache
-from xtts_train import Decoding, build_steps, kept_dtype_policy, shape_of, timed_step
+from xtts_data import DatasetSpec
+from xtts_train import Decoding, build_steps, kept_dtype_policy, timed_step
 
 __all__ = ["format_compiler_table", "matmul_peak_flops", "run_compiler_benchmark", "step_flops"]
 
@@ -92,7 +93,7 @@ def _measure(config: CompilerBenchConfig, cache: str, threads: int, compiler: st
     stack = dataclasses.replace(inputs.stack, train=train)
     firsts = {}
     for batch in inputs.batches:  # one batch of each shape the draw holds
-        firsts.setdefault(shape_of(batch), batch)
+        firsts.setdefault(DatasetSpec.key_of(batch), batch)
     with kept_dtype_policy():
         steps = build_steps(stack, inputs.spec, eval_spec=inputs.spec)
         warm = steps.warm_up(workers=1, defer_cached=False)

@@ -55,7 +55,8 @@ from tensorflow.tsl.profiler.protobuf import xplane_pb2
 from xtts_bench.errors import SettingsError
 from xtts_bench.settings import ProfileBenchConfig
 from xtts_bench.train import configure_threads, read_inputs, write_cache
-from xtts_train import build_steps, kept_dtype_policy, shape_of, timed_step
+from xtts_data import DatasetSpec
+from xtts_train import build_steps, kept_dtype_policy, timed_step
 
 __all__ = [
     "PARTS",
@@ -114,7 +115,7 @@ def run_profile_benchmark(config: ProfileBenchConfig, *, progress: bool = False)
     step_ms = 1e3 * statistics.median(profiled)
     return {
         "settings": {k: str(v) for k, v in dataclasses.asdict(config).items()},
-        "shape": list(shape_of(batches[0])),
+        "shape": list(DatasetSpec.key_of(batches[0])),
         "compiler": config.compiler,
         "step_ms_unprofiled": 1e3 * statistics.median(unprofiled),
         **group_ops(rows, rules, step_ms=step_ms),
@@ -132,7 +133,7 @@ def _build(config: ProfileBenchConfig, cache: pathlib.Path, progress: bool):
         raise SettingsError(f"ProfileBenchConfig.bucket: expected an index into the spec's "
                             f"{len(shapes)} shapes, received: bucket={config.bucket}")  # fmt: skip
     shape = shapes[config.bucket]
-    batches = [b for b in inputs.batches if shape_of(b) == shape.key]
+    batches = [b for b in inputs.batches if DatasetSpec.key_of(b) == shape.key]
     if not batches:
         raise SettingsError(f"no batch of shape {shape.key} among the first {config.batches} "
                             f"drawn: raise --batches")  # fmt: skip

@@ -37,7 +37,7 @@ from xtts_bench import baselines
 from xtts_bench.data import corpus_summary
 from xtts_bench.settings import TrainBenchConfig
 from xtts_data.stats import cv_within_groups
-from xtts_train import StackConfig, build_steps, fit, kept_dtype_policy, shape_of, timed_step
+from xtts_train import StackConfig, build_steps, fit, kept_dtype_policy, timed_step
 
 __all__ = [
     "TrainInputs",
@@ -141,10 +141,10 @@ def _side(batches: list, seconds: list[float], traced: list[bool], traces: int,
     real = sum(int(tf.reduce_sum(b["mel_lengths"])) for b in ran)
     padded = [int(np.prod(b["mel"].shape[:2])) for b in ran]
     steady_frames = sum(f for f, t in zip(padded, traced, strict=True) if not t)
-    seen = {shape_of(b) for b in ran}
+    seen = {xd.DatasetSpec.key_of(b) for b in ran}
     projected = total
     for batch in batches[len(seconds) :]:
-        shape = shape_of(batch)
+        shape = xd.DatasetSpec.key_of(batch)
         if shape in seen:
             projected += statistics.median(steady) if steady else 0.0
         else:
@@ -154,7 +154,7 @@ def _side(batches: list, seconds: list[float], traced: list[bool], traces: int,
         "batches_run": len(seconds),
         "complete": len(seconds) == len(batches),
         "traces": traces,
-        "distinct_shapes": len({shape_of(b) for b in ran}),
+        "distinct_shapes": len({xd.DatasetSpec.key_of(b) for b in ran}),
         "distinct_shapes_all_batches": len(seen),
         "compile_seconds": compile_seconds,
         "steps_seconds": sum(steady),
@@ -175,7 +175,7 @@ def _cv_within_shape(batches: list, seconds: list[float], traced: list[bool]) ->
     by_shape = collections.defaultdict(list)
     for batch, second, was_traced in zip(batches, seconds, traced, strict=True):
         if not was_traced:
-            by_shape[shape_of(batch)].append(second)
+            by_shape[xd.DatasetSpec.key_of(batch)].append(second)
     return cv_within_groups(by_shape.values())
 
 
@@ -201,7 +201,11 @@ def bench_dynamic(inputs: TrainInputs, *, jit_compile: bool = True, progress: bo
     stops after the step that takes its elapsed time past the budget."""
     built = build_steps(inputs.stack, inputs.spec)  # its compiled steps are never traced
     step = baselines.dynamic_train_step(
-        built.model, built.optimizer, inputs.stack.train, jit_compile=jit_compile
+        built.model,
+        built.optimizer,
+        inputs.stack.train,
+        inputs.stack.text_to_mel,
+        jit_compile=jit_compile,
     )
     batches = [baselines.trim_to_longest(batch) for batch in inputs.batches]
     label = "dynamic XLA" if jit_compile else "dynamic graph"

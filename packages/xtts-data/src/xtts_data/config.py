@@ -1,8 +1,9 @@
 """`DataConfig`: how a corpus becomes a feature cache and the cache becomes batches.
 
-One YAML file configures the whole stack (sections `audio`, `data`, `model`, `train`,
-`vocoder`): `read_stack` reads it (with `--set` overrides) for every package,
-`load_config` builds the two sections this package owns.
+One YAML file configures the whole stack: `read_stack` reads it (with `--set` overrides)
+for every package, `load_config` builds the two sections this package owns (`audio`,
+`data`); the others are their packages' (xtts-train's `model`, `train`, ...), which name
+them when they read the file.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ __all__ = [
 
 Policy = Literal["fixed", "buckets"]
 
-SECTIONS = ("audio", "data", "model", "train", "vocoder", "decode")
+SECTIONS = ("audio", "data")  # this package's; a stack's others are its readers' to name
 # What a section the source leaves out starts from; `--set` overrides apply on top.
 _DEFAULTS: dict[str, dict[str, Any]] = {"audio": {"preset": "xtts"}}
 
@@ -242,8 +243,8 @@ def load_config(
     """The `audio` and `data` sections of a stack config (see `read_stack`).
 
     `audio` takes `MelConfig.from_dict` fields (e.g. `preset: xtts` plus overrides) and
-    defaults to the `"xtts"` preset; `data` takes `DataConfig` fields. Sections `model`,
-    `train` and `vocoder` belong to xtts-train and are not read here.
+    defaults to the `"xtts"` preset; `data` takes `DataConfig` fields. The other sections
+    (xtts-train's) are not read here.
 
     Args:
         source: a YAML file, the mapping it holds, or `None` for all defaults.
@@ -263,7 +264,7 @@ def load_config(
 
 def read_stack(
     source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
-    built: BuiltSettings | None = None,
+    built: BuiltSettings | None = None, sections: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Every section of a stack config as a plain dict, defaults filled, overrides applied.
 
@@ -285,6 +286,9 @@ def read_stack(
         overrides: `section.key=value` settings, applied in order.
         built: `{"audio": MelConfig.to_dict(), "data": DataConfig.cache_settings()}` of a
             cache's build (`Manifest.settings`), or None.
+        sections: every section the stack has (xtts-train's `SECTIONS`); another is an
+            error. None: `audio`, `data` and whatever others the source and overrides name
+            (this package's commands read a whole stack file and use two of its sections).
 
     Raises:
         ConfigError: unreadable file, unknown section, a section that is not a mapping, a
@@ -293,22 +297,25 @@ def read_stack(
     label = f"{source}" if isinstance(source, str | Path) else "stack config"
     values = _read_yaml(source) if isinstance(source, str | Path) else source or {}
     if not isinstance(values, Mapping):
-        raise ConfigError(f"Expected a mapping of sections {SECTIONS}, received: {values!r}")
-    unknown = sorted(set(values) - set(SECTIONS))
+        raise ConfigError(f"Expected a mapping of sections, received: {values!r}")
+    if sections is None:
+        named = [override_key(o).split(".")[0] for o in overrides]
+        sections = list(dict.fromkeys([*SECTIONS, *map(str, values), *named]))
+    unknown = sorted(set(values) - set(sections))
     if unknown:
-        raise ConfigError(f"{label}: unknown section(s) {unknown}; known: {list(SECTIONS)}")
+        raise ConfigError(f"{label}: unknown section(s) {unknown}; known: {list(sections)}")
     for name, section in values.items():
         if section is not None and not isinstance(section, Mapping):
             raise ConfigError(f"{label}: section {name!r} must be a mapping, received: {section!r}")
-    sections = {name: copy.deepcopy(dict(values.get(name) or _DEFAULTS.get(name) or {}))
-                for name in SECTIONS}  # fmt: skip
-    given = {name: copy.deepcopy(dict(values.get(name) or {})) for name in SECTIONS}
+    read = {name: copy.deepcopy(dict(values.get(name) or _DEFAULTS.get(name) or {}))
+            for name in sections}  # fmt: skip
+    given = {name: copy.deepcopy(dict(values.get(name) or {})) for name in sections}
     for override in overrides:
-        _apply(sections, override)
+        _apply(read, override)
         _apply(given, override)
     if built is not None:
-        _adopt_built(sections, given, built)
-    return sections
+        _adopt_built(read, given, built)
+    return read
 
 
 class BuiltSettings(Protocol):
@@ -379,10 +386,10 @@ def _apply(sections: dict[str, dict[str, Any]], override: str) -> None:
     """Set one `section.key=value` (the value parsed as YAML) in `sections`."""
     _, sep, raw = override.partition("=")
     parts = override_key(override).split(".")
-    if not sep or len(parts) < 2 or parts[0] not in SECTIONS:
+    if not sep or len(parts) < 2 or parts[0] not in sections:
         raise ConfigError(
-            f"Expected --set section.key=value with section audio, data, model, train or "
-            f"vocoder, received: {override!r}"
+            f"Expected --set section.key=value with section one of {', '.join(sections)}, "
+            f"received: {override!r}"
         )
     try:
         value = yaml.safe_load(raw)

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 Engine = Literal["synth", "espeak"]
 
 # Eval sentences of the demo language (its own words, within its 0.4–1.6 s utterances):
-# what `train.eval_sentences` is in the demo's runs, as the Harvard sentences are in English.
+# what `text_to_mel.eval_sentences` is in the demo's runs, as the Harvard sentences are in English.
 DEMO_SENTENCES = ("The captain spoke.", "Her letter was old.")
 
 _BETA = (3.3, 2.1)  # target duration shape: mean at 61% of [min, max], 6.5 s for 1–10 s

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import tensorflow as tf
@@ -97,6 +98,13 @@ class DatasetSpec:
     def matches(self, batch: dict[str, tf.Tensor]) -> BatchShape | None:
         """The shape `batch` has, or None when it matches no shape of this spec."""
         return matching_shape(self, batch)
+
+    @staticmethod
+    def key_of(batch: Mapping[str, Any]) -> tuple[int, int, int]:
+        """(batch, text, frames) of a batch: the `key` of the shape it has (or would have:
+        a batch outside the spec gets the key its program would be compiled for)."""
+        b, t = batch["tokens"].shape
+        return int(b), int(t), int(batch["mel"].shape[1])
 
 
 def matching_shape(spec, batch: dict[str, tf.Tensor]):

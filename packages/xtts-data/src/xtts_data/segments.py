@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -126,6 +128,13 @@ class SegmentSpec:
     def matches(self, batch: dict[str, tf.Tensor]) -> SegmentShape | None:
         """The shape `batch` has, or None when it matches no shape of this spec."""
         return matching_shape(self, batch)
+
+    @staticmethod
+    def key_of(batch: Mapping[str, Any]) -> tuple[int, int, int]:
+        """(batch, frames, samples) of a batch: the `key` of the shape it has (or would
+        have, outside the spec)."""
+        b, f = batch["mel"].shape[:2]
+        return int(b), int(f), int(batch["audio"].shape[1])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

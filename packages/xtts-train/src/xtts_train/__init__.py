@@ -6,9 +6,10 @@ Layout, in layers that import only downward (`tests/test_layers.py`): `compile/`
 compiled programs' plumbing (compiler choice, compile cache, traces, warm-up, memory
 estimates), `models/` the networks (`models.text_to_mel`: the model, its layers, losses
 and decoding; `models.vocoder`), `runs/` what a run writes and how it is read back (with
-the evals made while training), `training/` the machinery that trains them (tasks,
-compiled steps, the update, distribution, `fit`), `inference/` vocoding and long text,
-`evaluation/` the held-out scores; the commands (`cli`, `check`, `synthesize`, `vocode`,
+the evals made while training), `training/` the machinery that trains them (the `Task`
+protocol, compiled steps, the update, distribution, the loop), `inference/` vocoding and
+long text, `evaluation/` the held-out scores, `tasks/` what is trained (text-to-mel,
+vocoder; `fit` by `train.task`); the commands (`cli`, `check`, `synthesize`, `vocode`,
 `export`, `demo`) sit at the top, the configs and errors at the bottom.
 
 Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_train` does not
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
         DecodeConfig,
         ModelConfig,
         StackConfig,
+        TextToMelConfig,
         TrainConfig,
         VocoderConfig,
         load_stack_config,
@@ -43,18 +45,18 @@ if TYPE_CHECKING:
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
     from xtts_train.runs.loading import kept_steps, load_reference, load_run, load_vocoder
-    from xtts_train.training.build import build_steps
+    from xtts_train.tasks.registry import build_steps, fit, register_task, task_class
+    from xtts_train.tasks.text_to_mel import TextToMelTask
+    from xtts_train.tasks.vocoder import VocoderTask
     from xtts_train.training.optim import AdamW, warmup_cosine
     from xtts_train.training.step_functions import StepFunctions
     from xtts_train.training.steps import (
         CompiledSteps,
         RetraceError,
         kept_dtype_policy,
-        shape_of,
         timed_step,
     )
-    from xtts_train.training.tasks import Task, TextToMelTask, VocoderTask
-    from xtts_train.training.trainer import fit
+    from xtts_train.training.task import Task
     from xtts_train.training.transforms import (
         FiniteGate,
         LossScale,
@@ -84,6 +86,7 @@ __all__ = [
     "Streaming",
     "Task",
     "TextToMel",
+    "TextToMelConfig",
     "TextToMelTask",
     "TrainConfig",
     "Update",
@@ -113,8 +116,9 @@ __all__ = [
     "masked_l1",
     "measuring_pool",
     "pairing_scores",
-    "shape_of",
+    "register_task",
     "stop_loss",
+    "task_class",
     "timed_step",
     "total_loss",
     "vocode",
@@ -131,6 +135,7 @@ __getattr__, __dir__ = lazy_exports(
                 "DecodeConfig",
                 "ModelConfig",
                 "StackConfig",
+                "TextToMelConfig",
                 "TrainConfig",
                 "VocoderConfig",
                 "load_stack_config",
@@ -151,18 +156,19 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["TextToMel", "dummy_batch"], "models.text_to_mel.model"),
         "Vocoder": "models.vocoder.model",
         "vocoder_losses": "models.vocoder.losses",
-        **dict.fromkeys(["Task", "TextToMelTask", "VocoderTask"], "training.tasks"),
+        "Task": "training.task",
+        "TextToMelTask": "tasks.text_to_mel",
+        "VocoderTask": "tasks.vocoder",
+        **dict.fromkeys(["build_steps", "fit", "register_task", "task_class"], "tasks.registry"),
         **dict.fromkeys(["VocodeReport", "vocode"], "vocode"),
         "Vocoding": "inference.vocoding",
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",
         **dict.fromkeys(
-            ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"],
+            ["CompiledSteps", "RetraceError", "kept_dtype_policy", "timed_step"],
             "training.steps",
         ),
-        "build_steps": "training.build",
-        "fit": "training.trainer",
         **dict.fromkeys(
             [
                 "FiniteGate",

@@ -29,10 +29,10 @@ from xtts_train.compile.memory import parameter_count
 from xtts_train.compile.process import StartupClock, format_startup, peak_rss_mb
 from xtts_train.compile.warmup import WarmUp, cache_use
 from xtts_train.config import StackConfig
-from xtts_train.training.build import build_steps
+from xtts_train.tasks.registry import build_steps, task_class
 from xtts_train.training.planner import estimate_costs, measured_plan
-from xtts_train.training.steps import kept_dtype_policy, shape_of, timed_step
-from xtts_train.training.tasks import task_class
+from xtts_train.training.steps import kept_dtype_policy, timed_step
+from xtts_train.training.task import check_task_settings
 
 __all__ = ["CheckReport", "check", "estimate"]
 
@@ -123,19 +123,20 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
     """
     clock = StartupClock()
     with clock.part("data"):
+        task = task_class(stack.train.task)
+        check_task_settings(task, stack)
         opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
-        model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
         train = dataclasses.replace(stack.train, allow_retrace=True)
-        stack = dataclasses.replace(stack, model=model, train=train)
-        pipeline = task_class(stack).pipeline(opened, stack.data, "train", repeat=True)
+        stack = task.configure(dataclasses.replace(stack, train=train), opened.tokenizer)
+        pipeline = task.pipeline(opened, stack.data, "train", repeat=True)
     plan = None
     if stack.train.memory_budget_gb is not None and stack.data.batch_sizes is None:
         with clock.part("plan"):
-            plan = measured_plan(stack, pipeline.spec)
+            plan = measured_plan(task, stack, pipeline.spec)
         data = dataclasses.replace(stack.data, batch_sizes=plan.batch_sizes)
         stack = dataclasses.replace(stack, data=data)
         with clock.part("data"):
-            pipeline = task_class(stack).pipeline(opened, data, "train", repeat=True)
+            pipeline = task.pipeline(opened, data, "train", repeat=True)
     with kept_dtype_policy():
         with clock.part("model"):
             steps = build_steps(stack, pipeline.spec)
@@ -147,7 +148,7 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
         # shape outside the spec may come at any batch of it.
         drawn = max(pipeline.batches_per_epoch, max_batches)
         for i, batch in zip(range(drawn), pipeline.dataset, strict=False):
-            key = shape_of(batch)
+            key = pipeline.spec.key_of(batch)
             if len(times.get(key, [])) < repeats:
                 seconds, _ = timed_step(steps.train, batch, step=0)
                 times.setdefault(key, []).append(1e3 * seconds)
@@ -162,7 +163,7 @@ def check(stack: StackConfig, cache: str | Path, *, repeats: int = 2,
     expected = frozenset(s.key for s in pipeline.spec.shapes)
     return CheckReport(dict(steps.traces), times, expected, warm, startup or clock.report(),
                        peak_rss_mb(), compile_cache.describe(),
-                       choices(stack.train.compiler, stack.train.task),
+                       choices(stack.train.compiler, task.compilers),
                        stack.train.task, plan)  # fmt: skip
 
 
@@ -175,9 +176,10 @@ def estimate(stack: StackConfig, cache: str | Path) -> tuple[str, MemoryPlan | N
         The printed lines, and the plan (None without a budget).
     """
     opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
-    model = dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
-    stack = dataclasses.replace(stack, model=model)
-    spec = task_class(stack).pipeline(opened, stack.data, "train", repeat=True).spec
+    task = task_class(stack.train.task)
+    stack = task.configure(stack, opened.tokenizer)
+    model = stack.model
+    spec = task.pipeline(opened, stack.data, "train", repeat=True).spec
     costs = estimate_costs(stack, spec.shapes)
     lines = [f"model: {model.d_model} wide, {model.decoder_layers} decoder layers, "
              f"{model.heads} heads ({parameter_count(model) / 1e6:,.0f}M parameters); "

@@ -21,7 +21,7 @@ from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
 from xtts_train.compile import compile_cache
-from xtts_train.config import STRATEGIES, TASKS
+from xtts_train.config import STRATEGIES
 from xtts_train.errors import XttsTrainError
 
 __all__ = ["main"]
@@ -52,15 +52,17 @@ def _parser() -> argparse.ArgumentParser:
                             help="run folder: metrics, checkpoints, summary")  # fmt: skip
     fit_parser.add_argument(
         "--config", type=Path,
-        help="YAML with sections model, train, vocoder and data's batching settings (e.g. "
+        help="YAML with sections model, text_to_mel, train, vocoder, decode and data's "
+        "batching settings (e.g. "
         "a recipes/ file); model.preset defaults to tiny (~1.4M parameters, for a CPU; "
         "small and base are for a GPU); the audio recipe and the feature settings "
         "(data.text, trim_top_db, max_seconds) are the cache's, and a value given here "
         "that disagrees with them is an error",
     )  # fmt: skip
     fit_parser.add_argument(
-        "--task", choices=TASKS,
-        help="the network to train (same as --set train.task=...; default: text_to_mel)",
+        "--task", metavar="NAME",
+        help="what to train: text_to_mel (the default) or vocoder (same as --set "
+        "train.task=NAME; another name is refused, naming the known tasks)",
     )  # fmt: skip
     fit_parser.add_argument(
         "--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -110,8 +112,9 @@ def _add_check(commands) -> None:
     p.add_argument("--data", type=Path, required=True, metavar="CACHE")
     p.add_argument("--config", type=Path,
                    help="YAML config, as fit's (the feature settings are the cache's)")  # fmt: skip
-    p.add_argument("--task", choices=TASKS,
-                   help="the network whose step is checked (default: text_to_mel)")  # fmt: skip
+    p.add_argument("--task", metavar="NAME",
+                   help="the task whose step is checked: text_to_mel (the default) or "
+                   "vocoder")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     p.add_argument("--repeats", type=int, default=2, help="steps per shape (default: 2)")
     p.add_argument("--estimate", action="store_true",
@@ -335,7 +338,7 @@ def _step_range(text: str) -> tuple[int, int]:
 
 def _run_fit(args) -> int:
     from xtts_train.config import load_stack_config
-    from xtts_train.training.trainer import fit
+    from xtts_train.tasks.registry import fit
 
     stack = load_stack_config(args.config, args.set, cache=args.data)
     train = stack.train

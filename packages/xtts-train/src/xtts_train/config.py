@@ -24,11 +24,11 @@ __all__ = [
     "CONTOUR_LAYERS",
     "PRESETS",
     "STRATEGIES",
-    "TASKS",
     "VOCODER_PRESETS",
     "DecodeConfig",
     "ModelConfig",
     "StackConfig",
+    "TextToMelConfig",
     "TrainConfig",
     "VocoderConfig",
     "load_stack_config",
@@ -40,9 +40,6 @@ STRATEGIES = ("auto", "one-device", "mirrored", "multi-worker")
 
 # `train.compiler`: see `xtts_train.compile.compiler`.
 COMPILERS = ("auto", "xla", "graph")
-
-# `train.task` (`fit --task`): which network a run trains (see `xtts_train.training.tasks`).
-TASKS = ("text_to_mel", "vocoder")
 
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
@@ -455,26 +452,19 @@ class TrainConfig(FrozenConfig):
         precision: `float32`, `mixed_float16` (with dynamic loss scaling) or `mixed_bfloat16`.
         strategy: `auto`, `one-device`, `mirrored` or `multi-worker` (see
             `xtts_train.training.distribute`); batch sizes must divide by replicas x `grad_accum`.
-        stop_weight, stop_pos_weight: weight of the stop-token loss, and of its positives.
-        guided_attention_weight, guided_attention_sigma: weight of the guided-attention
-            loss (Tachibana et al. 2017; 0 turns it off) on the decoder's cross-attention
-            over the text, and the width of its diagonal band as a share of the text and
-            frames (`xtts_train.models.text_to_mel.alignment`).
         log_every: steps between host syncs (losses, timings, metrics.jsonl line).
         eval_every: steps between evals (0: never); at the default, 500, the first two
             evals of the tiny model on 600 espeak-ng clips cost 47 s together, their
             programs' one-time compiles included, against about 8 minutes for 500 steps
-            on 2 CPU cores (the xtts-train README, "Defaults, measured"). Each eval
-            speaks `eval_sentences` free-running (the compiled `infer`): audio, mel and
-            attention to TensorBoard,
+            on 2 CPU cores (the xtts-train README, "Defaults, measured"). What an eval
+            does is the task's: a text-to-mel eval speaks `text_to_mel.eval_sentences`
+            free-running (the compiled `infer`): audio, mel and attention to TensorBoard,
             their mean alignment score (`sentences_alignment`) to metrics.jsonl. With
-            `data.val_fraction > 0` it also runs `eval_batches` validation batches (losses)
-            and decodes the first utterances of one free-running, whose duration ratio and
-            alignment score go to metrics.jsonl.
+            `data.val_fraction > 0` every task's eval runs `eval_batches` validation
+            batches (losses); a text-to-mel one also decodes the first utterances of one
+            free-running, whose duration ratio and alignment score go to metrics.jsonl.
         eval_batches: validation batches whose losses each eval reports (with
             `data.val_fraction > 0`).
-        eval_sentences: fixed texts synthesised at every eval (defaults: two Harvard
-            sentences, English; the demo sets `xtts_data.DEMO_SENTENCES`, its language's).
         checkpoint_every: steps between checkpoints.
         keep_checkpoints: the newest checkpoints kept; older ones are deleted.
         allow_retrace: a trace after warm-up warns instead of stopping the run.
@@ -489,9 +479,10 @@ class TrainConfig(FrozenConfig):
             (`xtts_train.compile.compiler.AUTO`: on a CPU the train and eval steps on the graph
             executor and decoding under XLA; XLA throughout on a GPU). Either way each
             program has a static signature, is traced once and a retrace is an error.
-        task: the network the run trains: `text_to_mel` (`TextToMel` on the bucketed
-            text/mel batches) or `vocoder` (`Vocoder` on random aligned mel/audio segments
-            of a cache built with `data.keep_audio`).
+        task: what the run trains, by name (`xtts_train.tasks.TASKS`): `text_to_mel`
+            (`TextToMel` on the bucketed text/mel batches) or `vocoder` (`Vocoder` on
+            random aligned mel/audio segments of a cache built with `data.keep_audio`);
+            an unknown name is refused when the run starts, naming the known ones.
         memory_budget_gb: plan each bucket's batch size to fill this much memory (the
             process's on a CPU, the device's on a GPU) instead of `data.frame_budget`:
             `fit` and `check` measure real steps of every bucket in a fresh process
@@ -499,7 +490,8 @@ class TrainConfig(FrozenConfig):
             stays within 90% of it; the run's config.yaml records them as
             `data.batch_sizes`, which a resume reuses, and its memory_plan.json the plan
             (`xtts-data doctor --plan RUN` prints it and times the pipeline at its
-            batches). `null`: the frame budget decides. Text-to-mel runs only.
+            batches). `null`: the frame budget decides. Tasks with bucketed batches only
+            (text-to-mel; the vocoder's one segment shape takes `data.batch_size`).
         init_from: a run folder of the same task and model sizes whose last checkpoint's
             weights the run starts from (fine-tuning), with a fresh optimizer and schedule
             (`xtts_train.training.init_from`). Read when the run starts; a resumed run goes on
@@ -517,17 +509,9 @@ class TrainConfig(FrozenConfig):
     grad_accum: int = 1
     precision: Precision = "float32"
     strategy: str = "auto"
-    stop_weight: float = 1.0
-    stop_pos_weight: float = 5.0
-    guided_attention_weight: float = 10.0
-    guided_attention_sigma: float = 0.2
     log_every: int = 10
     eval_every: int = 500
     eval_batches: int = 8
-    eval_sentences: tuple[str, ...] = (
-        "The birch canoe slid on the smooth planks.",
-        "Glue the sheet to the dark blue background.",
-    )
     checkpoint_every: int = 200
     keep_checkpoints: int = 3
     allow_retrace: bool = False
@@ -543,9 +527,6 @@ class TrainConfig(FrozenConfig):
         budget = self.memory_budget_gb
         if budget is not None and not (_number(budget) and budget > 0):
             self._fail("memory_budget_gb", budget, "a positive number of GiB, or null")
-        if budget is not None and self.task != "text_to_mel":
-            self._fail("memory_budget_gb", budget, "null for the vocoder (one segment shape: "
-                       "data.batch_size sets its batch)")  # fmt: skip
         if self.init_from is not None and not (isinstance(self.init_from, str)
                                                and self.init_from.strip()):  # fmt: skip
             self._fail("init_from", self.init_from, "a run folder, or null")
@@ -558,12 +539,11 @@ class TrainConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("learning_rate", "clip_norm", "stop_pos_weight", "guided_attention_sigma"):
+        for name in ("learning_rate", "clip_norm"):
             if not _number(getattr(self, name)) or getattr(self, name) <= 0:
                 self._fail(name, getattr(self, name), "a number > 0")
-        for name in ("weight_decay", "stop_weight", "guided_attention_weight"):
-            if not _number(getattr(self, name)) or getattr(self, name) < 0:
-                self._fail(name, getattr(self, name), "a number >= 0")
+        if not _number(self.weight_decay) or self.weight_decay < 0:
+            self._fail("weight_decay", self.weight_decay, "a number >= 0")
         if not _number(self.min_lr_ratio) or not 0 <= self.min_lr_ratio <= 1:
             self._fail("min_lr_ratio", self.min_lr_ratio, "a number in [0, 1]")
         if self.precision not in _PRECISIONS:
@@ -572,10 +552,48 @@ class TrainConfig(FrozenConfig):
             self._fail("strategy", self.strategy, f"one of {STRATEGIES}")
         if self.compiler not in COMPILERS:
             self._fail("compiler", self.compiler, f"one of {COMPILERS}")
-        if self.task not in TASKS:
-            self._fail("task", self.task, f"one of {TASKS}")
+        if not (isinstance(self.task, str) and self.task.isidentifier()):
+            self._fail("task", self.task, "a task's name (`xtts_train.tasks.TASKS`)")
         if not isinstance(self.allow_retrace, bool):
             self._fail("allow_retrace", self.allow_retrace, "true or false")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TextToMelConfig(FrozenConfig):
+    """How the text-to-mel task (`train.task: text_to_mel`) trains its network: what
+    `model` sizes, this section weighs. The loss weights are the compiled steps' float32
+    inputs, so changing one compiles nothing (the vocoder's are in its own section).
+
+    Attributes:
+        stop_weight, stop_pos_weight: weight of the stop-token loss, and of its positives.
+        guided_attention_weight, guided_attention_sigma: weight of the guided-attention
+            loss (Tachibana et al. 2017; 0 turns it off) on the decoder's cross-attention
+            over the text, and the width of its diagonal band as a share of the text and
+            frames (`xtts_train.models.text_to_mel.alignment`).
+        eval_sentences: fixed texts spoken free-running at every eval (`train.eval_every`;
+            defaults: two Harvard sentences, English; the demo sets
+            `xtts_data.DEMO_SENTENCES`, its language's). Read into token ids when the run
+            starts, so a symbol outside the vocabulary stops it before any compile.
+    """
+
+    error_type = ConfigError
+
+    stop_weight: float = 1.0
+    stop_pos_weight: float = 5.0
+    guided_attention_weight: float = 10.0
+    guided_attention_sigma: float = 0.2
+    eval_sentences: tuple[str, ...] = (
+        "The birch canoe slid on the smooth planks.",
+        "Glue the sheet to the dark blue background.",
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("stop_pos_weight", "guided_attention_sigma"):
+            if not _number(getattr(self, name)) or getattr(self, name) <= 0:
+                self._fail(name, getattr(self, name), "a number > 0")
+        for name in ("stop_weight", "guided_attention_weight"):
+            if not _number(getattr(self, name)) or getattr(self, name) < 0:
+                self._fail(name, getattr(self, name), "a number >= 0")
         sentences = self.eval_sentences
         if not (isinstance(sentences, tuple | list) and sentences
                 and all(isinstance(x, str) and x.strip() for x in sentences)):  # fmt: skip
@@ -589,11 +607,11 @@ def _number(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class StackConfig(FrozenConfig):
-    """The six sections of a stack config, each in its package's dataclass.
+    """The seven sections of a stack config, each in its package's dataclass.
 
     `to_dict` is what a run's `config.yaml` holds; `from_dict` reads it back (every
-    section but `vocoder` and `decode` required: `load_stack_config` is the one that
-    fills in defaults).
+    section but `vocoder`, `decode` and `text_to_mel` required: `load_stack_config` is
+    the one that fills in defaults).
     """
 
     error_type = ConfigError
@@ -604,6 +622,7 @@ class StackConfig(FrozenConfig):
     train: TrainConfig
     vocoder: VocoderConfig = dataclasses.field(default_factory=VocoderConfig)
     decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+    text_to_mel: TextToMelConfig = dataclasses.field(default_factory=TextToMelConfig)
 
     def __post_init__(self) -> None:
         frames = self.decode.reference_frames
@@ -657,11 +676,11 @@ def load_stack_config(
     refuse_moved_settings(overrides)
     built = None if cache is None else Manifest.read(cache).settings
     try:  # xtts_data's and xtts_audio's ConfigError: the same meaning here
-        sections = read_stack(source, overrides, built=built)
+        sections = read_stack(source, overrides, built=built, sections=SECTIONS)
         audio, data = load_config(sections)
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    _move_decode_settings(sections)
+    _move_settings(sections)
     _drop_removed_settings(sections)
     model = ModelConfig.from_dict(sections["model"], section="model")
     model = dataclasses.replace(model, n_mels=audio.n_mels)
@@ -669,24 +688,41 @@ def load_stack_config(
     vocoder = VocoderConfig.from_dict(sections["vocoder"], section="vocoder")
     vocoder = dataclasses.replace(vocoder, n_mels=audio.n_mels, hop_length=audio.hop_length)
     decode = DecodeConfig.from_dict(sections["decode"], section="decode")
-    return StackConfig(audio, data, model, train, vocoder, decode)
+    text_to_mel = TextToMelConfig.from_dict(sections["text_to_mel"], section="text_to_mel")
+    return StackConfig(audio, data, model, train, vocoder, decode, text_to_mel)
 
 
-# Where the decoding settings lived before they had a section: `model.infer_KEY` is
-# `decode.KEY` (runs written before the move keep theirs in `config.yaml`).
-_MOVED_PREFIX = "model.infer_"
+# The stack config's sections: `read_stack` refuses any other.
+SECTIONS = ("audio", "data", "model", "train", "vocoder", "decode", "text_to_mel")
+
+# Settings that moved to a section of their own (issue 48), old key prefix -> new one:
+# runs written before keep the old keys in their `config.yaml`, which still loads.
+_MOVED = {
+    "model.infer_": "decode.",  # the decoding settings
+    **{f"train.{key}": f"text_to_mel.{key}" for key in (
+        "stop_weight", "stop_pos_weight", "guided_attention_weight",
+        "guided_attention_sigma", "eval_sentences")},  # the text-to-mel task's
+}  # fmt: skip
+
+
+def _moved(key: str) -> str | None:
+    """The new name of a setting that moved (`model.infer_window_back` ->
+    `decode.window_back`), or None."""
+    for old, new in _MOVED.items():
+        if key.startswith(old):
+            return new + key.removeprefix(old)
+    return None
 
 
 def refuse_moved_settings(overrides: Sequence[str]) -> None:
-    """Raises ConfigError for an override of a decoding setting by its old name
-    (`model.infer_KEY`), naming the new one (`decode.KEY`)."""
+    """Raises ConfigError for an override of a setting by its old name
+    (`model.infer_KEY`, `train.stop_weight`), naming the new one."""
     for override in overrides:
-        key = override.split("=", 1)[0].strip()
-        if key.startswith(_MOVED_PREFIX):
-            moved = "decode." + key.removeprefix(_MOVED_PREFIX)
+        moved = _moved(override.split("=", 1)[0].strip())
+        if moved is not None:
             raise ConfigError(
-                f"Expected {moved}=VALUE, received: {override!r}: the decoding settings "
-                f"moved from model.infer_KEY to the decode section"
+                f"Expected {moved}=VALUE, received: {override!r}: the setting moved to "
+                f"the {moved.split('.')[0]} section"
             )
 
 
@@ -709,9 +745,13 @@ def _drop_removed_settings(sections: dict[str, dict[str, Any]]) -> None:
             )
 
 
-def _move_decode_settings(sections: dict[str, dict[str, Any]]) -> None:
-    """A config written before the `decode` section (a run's `config.yaml`): its
-    `model.infer_KEY` values become `decode.KEY`, unless the decode section gives them."""
-    model = sections["model"]
-    for key in [key for key in model if key.startswith("infer_")]:
-        sections["decode"].setdefault(key.removeprefix("infer_"), model.pop(key))
+def _move_settings(sections: dict[str, dict[str, Any]]) -> None:
+    """A config written before a setting moved (a run's `config.yaml`): its old keys'
+    values go to the new ones (`model.infer_KEY` -> `decode.KEY`), unless the new section
+    gives them."""
+    for name in ("model", "train"):
+        for key in list(sections[name]):
+            moved = _moved(f"{name}.{key}")
+            if moved is not None:
+                section, new = moved.split(".", 1)
+                sections[section].setdefault(new, sections[name].pop(key))

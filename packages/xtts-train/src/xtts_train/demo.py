@@ -25,7 +25,7 @@ from xtts_train.evaluation.held_out import evaluate
 from xtts_train.evaluation.scores import dtw_distance
 from xtts_train.inference.vocoding import check_vocoder
 from xtts_train.synthesize import synthesize
-from xtts_train.training.trainer import fit
+from xtts_train.tasks.registry import fit
 
 __all__ = ["DEMO_SETTINGS", "DEMO_TEXT", "run_demo"]
 
@@ -60,7 +60,7 @@ def run_demo(workdir: str | Path, *, steps: int = 600, utterances: int | None = 
     # no evals (it scores held-out sentences at the end), a longer run on its cache with
     # `--config run/config.yaml --set train.eval_every=N` speaks them. Not in
     # DEMO_SETTINGS, whose items hold no spaces (the README expands them in a shell).
-    sentences = f"train.eval_sentences={json.dumps(list(xd.DEMO_SENTENCES))}"
+    sentences = f"text_to_mel.eval_sentences={json.dumps(list(xd.DEMO_SENTENCES))}"
     if any(item.replace(" ", "").startswith("train.steps=") for item in overrides):
         raise ConfigError("the demo's steps are --steps (steps=), received: --set train.steps")
     stack = load_stack_config(None, [*DEMO_SETTINGS, sentences, *overrides,

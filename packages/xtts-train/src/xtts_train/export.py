@@ -39,6 +39,7 @@ from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.errors import XttsTrainError
 from xtts_train.inference.vocoding import check_vocoder
 from xtts_train.models.text_to_mel.postfilters import decode_frames, postfilters
+from xtts_train.models.vocoder.model import AUTO_COMPILERS
 from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
 
@@ -82,7 +83,7 @@ class _Speaker(tf.Module):
         if vocoder is not None:
             _, self.vocoder = load_vocoder(vocoder)
             self.silence = silence_feature(stack.audio)
-            vocoder_xla = resolve(stack.train.compiler, "decode", task="vocoder") == "xla"
+            vocoder_xla = resolve(stack.train.compiler, "decode", table=AUTO_COMPILERS) == "xla"
             self._vocode_buffer = tf.function(self._vocoder_call, jit_compile=vocoder_xla)
             assets[_VOCODER_CONFIG] = Path(
                 shutil.copyfile(vocoder / "config.yaml", scratch / _VOCODER_CONFIG)

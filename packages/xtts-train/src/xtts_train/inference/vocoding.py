@@ -20,7 +20,7 @@ import tensorflow as tf
 from xtts_train.compile.compiler import resolve
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.vocoder.model import Vocoder, vocode_chunks, window_start
+from xtts_train.models.vocoder.model import AUTO_COMPILERS, Vocoder, vocode_chunks, window_start
 from xtts_train.runs.loading import load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature, to_waveform
 
@@ -97,7 +97,7 @@ class Vocoding:
         self.context = model.receptive_frames
         self.width = chunk_frames + 2 * self.context
         spec = tf.TensorSpec([1, self.width, model.config.n_mels], tf.float32)
-        xla = resolve(compiler, "decode", task="vocoder") == "xla"
+        xla = resolve(compiler, "decode", table=AUTO_COMPILERS) == "xla"
         self._window = tf.function(lambda mel: model(mel), input_signature=[spec],
                                    jit_compile=xla)  # fmt: skip
 

@@ -1,5 +1,5 @@
 """The evals a training run makes every `train.eval_every` steps, one kind per task
-(`xtts_train.training.tasks.Task.evaluation` picks it): each is called with the step and
+(`xtts_train.training.task.Task.evaluation` picks it): each is called with the step and
 logs its figures through the run's writer (metrics.jsonl and TensorBoard).
 """
 
@@ -20,7 +20,7 @@ from xtts_train.runs.loading import load_reference
 from xtts_train.runs.media import free_running_eval, mel_image, write_eval_media
 from xtts_train.runs.run_writer import RunWriter
 
-__all__ = ["TextToMelEvaluation", "VocoderEvaluation"]
+__all__ = ["TextToMelEvaluation", "ValidationLosses", "VocoderEvaluation"]
 
 _FREE_RUNNING_ROWS = 4  # validation utterances decoded free-running at each eval
 Batch = Mapping[str, tf.Tensor]
@@ -38,6 +38,25 @@ def _take(pipeline, count: int) -> list[Batch]:
     return [next(iterator) for _ in range(count)]
 
 
+class ValidationLosses:
+    """The eval of a task without one of its own: with a validation split, the losses
+    averaged over `train.eval_batches` validation batches (`val_<name>`); nothing without.
+
+    Args:
+        evaluate: the compiled eval step (`CompiledSteps.evaluate`).
+        val: the validation pipeline, or None.
+    """
+
+    def __init__(self, stack: StackConfig, evaluate: Evaluate, writer: RunWriter,
+                 val: xd.DataPipeline | None) -> None:  # fmt: skip
+        self.stack, self.evaluate, self.writer, self.val = stack, evaluate, writer, val
+
+    def __call__(self, step: int) -> None:
+        if self.val is not None:
+            batches = _take(self.val, self.stack.train.eval_batches)
+            self.writer.log(step, _mean_losses(self.evaluate, batches))
+
+
 class TextToMelEvaluation:
     """An eval of a text-to-mel run: the validation losses and media and free-running
     scores (with a validation split), and the eval sentences spoken free-running (always).
@@ -46,7 +65,7 @@ class TextToMelEvaluation:
         evaluate: the compiled eval step (`CompiledSteps.evaluate`).
         model: the trained model (its weights are copied to the decoder at each eval).
         val: the validation pipeline, or None.
-        sentences: (text, token ids) of `train.eval_sentences`.
+        sentences: (text, token ids) of `text_to_mel.eval_sentences`.
         buffers: the spec whose longest bucket sizes the decoding buffer.
     """
 

@@ -44,11 +44,6 @@ __all__ = ["Checkpoints", "RunWriter", "forget_metrics_after", "latest_step", "l
 logger = logging.getLogger(__name__)
 
 
-def _model_section(stack: StackConfig) -> str:
-    """The config section that sizes the run's model: `vocoder` for a vocoder run."""
-    return "vocoder" if stack.train.task == "vocoder" else "model"
-
-
 def _filled(stack: StackConfig, section: str, value: object) -> object:
     """A section of an earlier run's config.yaml with the defaults of keys added since
     filled in (as `load_run_config` reads it), or the value itself when it does not parse."""
@@ -124,13 +119,17 @@ class RunWriter:
                 logger.warning("%s; it is saved again", error)
                 (self.workdir / "reference.npy").unlink()
 
-    def write_config(self, stack: StackConfig) -> None:
+    def write_config(self, stack: StackConfig, *, weights: str = "model") -> None:
         """Write the resolved config, or check a resumed run was started with the same task
         and model.
 
+        Args:
+            weights: the section that sizes the task's weights (`Task.weights_section`:
+                `model`, `vocoder`).
+
         Raises:
             XttsTrainError: `config.yaml` holds another task (`train.task`), or another
-                audio section or section of the task's model (`model` or `vocoder`).
+                audio section or `weights` section.
         """
         path = self.workdir / "config.yaml"
         resolved = stack.to_dict()
@@ -142,7 +141,7 @@ class RunWriter:
                     f"{self.workdir} holds a run of task {task}, received: train.task="
                     f"{stack.train.task}; use a new --workdir for it"
                 )
-            for section in ("audio", _model_section(stack)):
+            for section in ("audio", weights):
                 if _filled(stack, section, before.get(section)) != resolved[section]:
                     raise XttsTrainError(
                         f"{self.workdir} holds a run with another {section} config; resume it "

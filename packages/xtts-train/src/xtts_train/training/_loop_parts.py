@@ -157,7 +157,7 @@ def run_summary(steps: CompiledSteps, spec, *, step: int, timings: Timings, loss
         "spec_shapes": len(spec.shapes),
         "retraces_after_warmup": total_traces - warm_traces,
         "compile_seconds": warm.seconds,
-        "compiler": choices(config.compiler, config.task),
+        "compiler": choices(config.compiler, steps.task.compilers),
         "task": steps.task.name,
         **startup,
         "warm_up": warm.to_dict(),

@@ -1,5 +1,6 @@
-"""`build_steps`: the task's model, AdamW and their compiled steps, as `fit` builds them
-(also `check`'s, the memory planner's and the benchmarks')."""
+"""`build_task_steps`: a task's model, AdamW and their compiled steps, as `fit` builds them
+(also `check`'s, the memory planner's and the benchmarks', through
+`xtts_train.tasks.build_steps`, which picks the task by name)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import tensorflow as tf
 from xtts_train.config import StackConfig
 from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps
-from xtts_train.training.tasks import task_class
+from xtts_train.training.task import Task
 
-__all__ = ["build_steps", "make_optimizer"]
+__all__ = ["build_task_steps", "make_optimizer"]
 
 
 def make_optimizer(model: keras.Model) -> AdamW:
@@ -22,18 +23,17 @@ def make_optimizer(model: keras.Model) -> AdamW:
     return AdamW(model.trainable_variables)
 
 
-def build_steps(stack: StackConfig, spec, eval_spec=None,
-                strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
-    """The task's model (under the run's precision policy), AdamW, and their compiled steps.
+def build_task_steps(task: type[Task], stack: StackConfig, spec, eval_spec=None,
+                     strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
+    """`task`'s model (under the run's precision policy), AdamW, and their compiled steps.
 
     Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
     With a `strategy`, the model and optimizer variables are created in its scope.
 
     Args:
-        spec, eval_spec: the static shapes of the task's batches (`train.task`): an
-            `xtts_data.DatasetSpec` for `text_to_mel`, a `SegmentSpec` for `vocoder`.
+        spec, eval_spec: the static shapes of the task's batches (its `pipeline`'s spec:
+            an `xtts_data.DatasetSpec` for `text_to_mel`, a `SegmentSpec` for `vocoder`).
     """
-    task = task_class(stack)
     task.check_memory(stack, spec)  # before any compile: a step that fits
     keras.mixed_precision.set_global_policy(stack.train.precision)
     keras.utils.set_random_seed(stack.train.seed)

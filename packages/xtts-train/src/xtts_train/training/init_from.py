@@ -24,7 +24,7 @@ import xtts_data as xd
 from xtts_train.config import StackConfig
 from xtts_train.errors import ConfigError
 from xtts_train.runs.loading import latest_step, load_run_config, restore_weights
-from xtts_train.training.tasks import task_class
+from xtts_train.training.task import Task
 
 __all__ = ["InitSource", "StartFrom", "init_source"]
 
@@ -39,7 +39,7 @@ class InitSource:
         path: the run folder.
         stack: its config (the task and model sizes it was trained with).
         step: its last checkpoint's step (the weights copied).
-        tokenizer: its symbol table (None for a vocoder run, which reads no text).
+        tokenizer: its symbol table (None without a `tokenizer.json`).
     """
 
     path: Path
@@ -59,8 +59,8 @@ def init_source(path: str | Path, stack: StackConfig) -> InitSource:
     step = latest_step(path)
     if step == 0:
         raise ConfigError(f"train.init_from: {path} has no checkpoint yet to start from")
-    tokenizer = None
-    if stack.train.task == "text_to_mel":
+    tokenizer = None  # what reads no text needs none (a run's token tables name theirs)
+    if (path / "tokenizer.json").exists():
         text = (path / "tokenizer.json").read_text(encoding="utf-8")
         tokenizer = xd.Tokenizer.from_dict(json.loads(text))
     return InitSource(path, source, step, tokenizer)
@@ -71,6 +71,7 @@ class StartFrom:
     model of the new run's config before anything of the new run is built or written.
 
     Args:
+        task: the run's task (the source's: `init_source` checked).
         stack: the new run's config (its model sizes).
         source: the run the weights come from (`init_source`).
 
@@ -79,11 +80,11 @@ class StartFrom:
             and both shapes); the token tables may differ in their first axis only.
     """
 
-    def __init__(self, stack: StackConfig, source: InitSource) -> None:
+    def __init__(self, task: type[Task], stack: StackConfig, source: InitSource) -> None:
         self.source = source
-        self.source_task = task_class(source.stack).build(source.stack)
+        self.source_task = task.build(source.stack)  # `init_source` checked: the same task
         restore_weights(source.path, self.source_task.model, step=source.step)
-        self._pairs(task_class(stack).build(stack))  # the check, on a throwaway model
+        self._pairs(task.build(stack))  # the check, on a throwaway model
 
     def copy_into(self, task, tokenizer: xd.Tokenizer | None) -> None:
         """Copy the weights into `task.model` (built from the checked config): token

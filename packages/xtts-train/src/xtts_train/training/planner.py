@@ -41,8 +41,9 @@ from xtts_train.compile.memory import fixed_bytes, row_bytes
 from xtts_train.compile.process import measuring_pool, peak_rss_bytes, rss_bytes
 from xtts_train.config import StackConfig
 from xtts_train.errors import ConfigError
-from xtts_train.training.build import build_steps
+from xtts_train.training.build import build_task_steps
 from xtts_train.training.steps import kept_dtype_policy
+from xtts_train.training.task import Task
 
 __all__ = [
     "PIPELINE_BYTES",
@@ -70,19 +71,21 @@ def estimate_costs(stack: StackConfig, shapes: Sequence) -> list[BucketCost]:
                        row_bytes(model, s.text_len, s.frames, cond)) for s in shapes]  # fmt: skip
 
 
-def measure_costs(stack: StackConfig, shapes: Sequence) -> tuple[list[BucketCost], int]:
-    """Measured lines of every shape (`BatchShape`s), and the baseline, from real steps at
-    each shape's batch size and twice it, in a fresh process (see the module docstring).
+def measure_costs(task: type[Task], stack: StackConfig,
+                  shapes: Sequence) -> tuple[list[BucketCost], int]:  # fmt: skip
+    """Measured lines of every shape (`BatchShape`s), and the baseline, from real steps of
+    `task` at each shape's batch size and twice it, in a fresh process (see the module
+    docstring).
 
     The spawned process imports the caller's main module: a script must guard its work
     with `if __name__ == "__main__":` (the console scripts do).
     """
     keys = [(s.frames, s.text_len, s.batch_size) for s in shapes]
     with measuring_pool() as pool:
-        return pool.apply(_measure, (stack, keys))
+        return pool.apply(_measure, (task, stack, keys))
 
 
-def _measure(stack: StackConfig,
+def _measure(task: type[Task], stack: StackConfig,
              keys: list[tuple[int, int, int]]) -> tuple[list[BucketCost], int]:  # fmt: skip
     """`measure_costs` in the child process."""
     shapes = tuple(xd.BatchShape(frames=f, text_len=t, batch_size=b * n)
@@ -90,7 +93,7 @@ def _measure(stack: StackConfig,
     spec = xd.DatasetSpec(shapes, stack.model.n_mels, stack.data.cond_frames)
     device = "GPU:0" if device_kind() == "GPU" else "CPU:0"
     with kept_dtype_policy():
-        steps = build_steps(stack, spec)
+        steps = build_task_steps(task, stack, spec)
         held = (tf.config.experimental.get_memory_info(device)["current"]
                 if device == "GPU:0" else rss_bytes())  # fmt: skip
         steps.warm_up(workers=1, defer_cached=False)
@@ -119,7 +122,7 @@ def _step_peak(steps, batch: dict, device: str) -> int:
     return tf.config.experimental.get_memory_info(device)["peak"] - live
 
 
-def batch_plan(stack: StackConfig, spec: xd.DatasetSpec, config_yaml: Path,
+def batch_plan(task: type[Task], stack: StackConfig, spec: xd.DatasetSpec, config_yaml: Path,
                progress: bool = False) -> tuple[int, ...]:  # fmt: skip
     """`fit`'s batch sizes for `train.memory_budget_gb`: those its run's `config_yaml`
     recorded under the same budget (a resume trains on the shapes it began with), else a
@@ -131,21 +134,22 @@ def batch_plan(stack: StackConfig, spec: xd.DatasetSpec, config_yaml: Path,
         budget = (before.get("train") or {}).get("memory_budget_gb")
         if recorded and budget == stack.train.memory_budget_gb:
             return tuple(recorded)
-    plan = measured_plan(stack, spec)
+    plan = measured_plan(task, stack, spec)
     write_plan(plan, config_yaml.parent / PLAN_FILE)
     if progress:
         tqdm.tqdm.write(plan.format())
     return plan.batch_sizes
 
 
-def measured_plan(stack: StackConfig, spec: xd.DatasetSpec) -> MemoryPlan:
-    """The plan of `spec`'s buckets for `train.memory_budget_gb`, from measured steps.
+def measured_plan(task: type[Task], stack: StackConfig, spec: xd.DatasetSpec) -> MemoryPlan:
+    """The plan of `spec`'s buckets for `train.memory_budget_gb`, from measured steps of
+    `task` (a `bucketed` one).
 
     Raises:
         ConfigError: a budget over this machine's memory, or too small for a bucket.
     """
     check_budget(stack)
-    costs, baseline = measure_costs(stack, spec.shapes)
+    costs, baseline = measure_costs(task, stack, spec.shapes)
     return plan_batches(costs, stack.train.memory_budget_gb, baseline=baseline,
                         multiple=stack.data.batch_multiple)  # fmt: skip
 

@@ -1,7 +1,7 @@
 """The Python bodies of the train and eval steps, which `CompiledSteps` traces and compiles
 once per batch shape.
 
-A train step is the task's losses (`xtts_train.training.tasks`), their gradients
+A train step is the task's losses (`xtts_train.training.task`), their gradients
 (`accumulated_gradients`), and the update as a chain of transforms
 (`xtts_train.training.transforms`):
 `LossScale` (float16 only) → `FiniteGate` → `clip_by_global_norm` → `adamw`.
@@ -25,7 +25,7 @@ from xtts_train.compile.compiler import resolve
 from xtts_train.config import TrainConfig
 from xtts_train.training.distribute import local_replicas, replica_slice
 from xtts_train.training.optim import AdamW, warmup_cosine
-from xtts_train.training.tasks import Task
+from xtts_train.training.task import Task
 from xtts_train.training.transforms import (
     FiniteGate,
     Hyper,
@@ -45,7 +45,7 @@ UPDATE_SETTINGS = ("weight_decay", "clip_norm")
 # `train` values no step's graph depends on (the run's length, logging, the schedule,
 # which is an input): left out of a stored trace's key (`trace_settings`).
 _RUN_ONLY = ("steps", "learning_rate", "warmup_steps", "min_lr_ratio", "log_every",
-             "eval_every", "eval_batches", "eval_sentences", "checkpoint_every",
+             "eval_every", "eval_batches", "checkpoint_every",
              "keep_checkpoints", "allow_retrace", "max_nonfinite", "compile_workers",
              "memory_budget_gb", "init_from")  # fmt: skip
 
@@ -54,7 +54,7 @@ class StepFunctions:
     """The train and eval step bodies of a task's model, on one device or under `strategy`.
 
     Args:
-        task: the model and its losses (`xtts_train.training.tasks`).
+        task: the model and its losses (`xtts_train.training.task`).
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
             or `None` for one device.
 
@@ -87,7 +87,7 @@ class StepFunctions:
         settings = {name: float(getattr(config, name)) for name in UPDATE_SETTINGS}
         self._hyper = {name: tf.constant(value)
                        for name, value in {**settings, **task.settings()}.items()}  # fmt: skip
-        self.compilers = {role: resolve(config.compiler, role, task=config.task)
+        self.compilers = {role: resolve(config.compiler, role, table=task.compilers)
                           for role in ("train", "eval")}  # fmt: skip
         if strategy is not None:  # a program per device; all-reduce and update outside it
             self._gradients = tf.function(

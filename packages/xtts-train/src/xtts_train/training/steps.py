@@ -1,10 +1,10 @@
 """The compiled train and eval steps: one program per static batch shape, built once.
 
 `CompiledSteps` is the registry of those programs, for any task
-(`xtts_train.training.tasks`). Each step (`StepFunctions`' bodies) is a `tf.function`
-traced with the exact `tf.TensorSpec`s of a spec's shape (a `DatasetSpec` bucket, a
-`SegmentSpec`'s one shape), compiled
-by XLA or run by TensorFlow's graph executor as `train.compiler` resolves for the device
+(`xtts_train.training.task`), looked up by a batch's key (its spec's `key_of`). Each step
+(`StepFunctions`' bodies) is a `tf.function` traced with the exact `tf.TensorSpec`s of a
+spec's shape (a `DatasetSpec` bucket, a `SegmentSpec`'s one shape), compiled by XLA or
+run by TensorFlow's graph executor as `train.compiler` resolves for the device
 (`xtts_train.compile.compiler`); `warm_up` traces (and compiles) every shape before
 training, and any trace after it is a retrace: an error naming the shape (or a warning
 with `allow_retrace`). The update is gated inside the graph
@@ -29,25 +29,15 @@ from xtts_train.config import TrainConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.training.optim import AdamW
 from xtts_train.training.step_functions import StepFunctions
-from xtts_train.training.tasks import Task
+from xtts_train.training.task import Task
 
-__all__ = ["CompiledSteps", "RetraceError", "kept_dtype_policy", "shape_of", "timed_step"]
+__all__ = ["CompiledSteps", "RetraceError", "kept_dtype_policy", "timed_step"]
 
 logger = logging.getLogger(__name__)
 
 
 class RetraceError(XttsTrainError, RuntimeError):
     """A compiled step was traced again after warm-up: a shape outside the spec arrived."""
-
-
-def shape_of(batch: Mapping[str, tf.Tensor]) -> tuple[int, ...]:
-    """The key of a batch's compiled step (the `key` of the spec shape it has): (batch,
-    text, frames) of a text-to-mel batch, (batch, frames, samples) of a vocoder's."""
-    if "tokens" in batch:
-        b, t = batch["tokens"].shape
-        return int(b), int(t), int(batch["mel"].shape[1])
-    b, f = batch["mel"].shape[:2]
-    return int(b), int(f), int(batch["audio"].shape[1])
 
 
 def timed_step(
@@ -113,8 +103,10 @@ class CompiledSteps:
         train = functions.train if one else functions.replicated_train
         evaluate = functions.eval if one else functions.replicated_eval
         xla = {role: one and c == "xla" for role, c in self.compilers.items()}
-        self._train = _Programs("train", train, spec, functions, jit_compile=xla["train"])
-        self._eval = _Programs("eval", evaluate, eval_spec, functions, jit_compile=xla["eval"])
+        key_of = spec.key_of  # a validation batch's key is read the same way
+        self._train = _Programs("train", train, spec, key_of, functions, jit_compile=xla["train"])
+        self._eval = _Programs("eval", evaluate, eval_spec, key_of, functions,
+                               jit_compile=xla["eval"])  # fmt: skip
         self.traces, self.eval_traces = self._train.traces, self._eval.traces
 
     def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
@@ -175,6 +167,7 @@ class _Programs:
         role: `"train"` (a body of `(batch, apply, hyper)`) or `"eval"` (`(batch, hyper)`).
         body: the step body (one of `StepFunctions`').
         spec: the role's batch shapes; None: it has no batches (an eval without validation).
+        key_of: a batch's shape key (the spec's `key_of`).
         functions: the step functions: the `hyper` inputs, the compilers, the task.
         jit_compile: XLA compiles the whole step (one device and the `"xla"` compiler).
 
@@ -185,9 +178,9 @@ class _Programs:
         warm: the warm-up is done: a trace after it warns.
     """
 
-    def __init__(self, role: str, body: Callable, spec, functions: StepFunctions, *,
-                 jit_compile: bool) -> None:  # fmt: skip
-        self.role, self.spec, self.functions = role, spec, functions
+    def __init__(self, role: str, body: Callable, spec, key_of: Callable, functions: StepFunctions,
+                 *, jit_compile: bool) -> None:  # fmt: skip
+        self.role, self.spec, self.key_of, self.functions = role, spec, key_of, functions
         self.traces: collections.Counter = collections.Counter()
         self.table: dict[tuple[int, ...], Callable] = {}
         self.warm = False
@@ -226,11 +219,11 @@ class _Programs:
             RetraceError: no program has that shape, and not `allow_retrace`.
         """
         inputs = self._inputs(batch, tf.constant(True), hyper)
-        program = self.table.get(shape_of(batch))
+        program = self.table.get(self.key_of(batch))
         if program is not None:
             return program(*inputs)
         message = (
-            f"batch shape {shape_of(batch)} is not one of the "
+            f"batch shape {self.key_of(batch)} is not one of the "
             f"{len(self.table)} compiled shapes {sorted(self.table)}; it would "
             f"retrace and recompile the step"
         )
@@ -247,7 +240,7 @@ class _Programs:
         """`body`, counting its traces per shape and warning of a trace after warm-up."""
 
         def traced(batch, *args):
-            key = shape_of(batch)
+            key = self.key_of(batch)
             self.traces[key] += 1
             if self.warm:
                 logger.warning("step traced again after warm-up for shape %s", key)

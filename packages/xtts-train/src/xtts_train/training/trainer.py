@@ -1,18 +1,21 @@
-"""`fit`: one readable training loop over a feature cache, compiled once per batch shape,
-beside a `RunWriter` that owns every file the run writes. What it trains is the run's task
-(`train.task`, `xtts_train.training.tasks`): the loop is the same for every task.
+"""`fit_task`: one readable training loop over a feature cache, compiled once per batch
+shape, beside a `RunWriter` that owns every file the run writes. What it trains is a task
+(`xtts_train.training.task.Task`; `xtts_train.fit` picks the run's by name): the loop is
+the same for every task and knows no model.
 
 ```
 the loop (trainer: fit, _Run.train)              the writer (run_writer.RunWriter)
   lock the work dir ───────────────────────────► recover: temp files, a damaged reference.npy
-  open the cache, the task's pipeline (repeat,
-    static shapes); check the sizes fit in
-    memory ────────────────────────────────────► config.yaml, tokenizer.json (a resume's
+  open the cache; the task's config from it
+    (text-to-mel: the vocabulary), its pipeline
+    (repeat, static shapes); check the sizes
+    fit in memory ─────────────────────────────► config.yaml, tokenizer.json (a resume's
                                                  must match)
   the task's model + AdamW (build_steps) ──────► open: checkpoints/ + TensorBoard
   warm-up: compile every shape
   resume ──────────────────────────────────────► restore checkpoints/; trim metrics.jsonl
-  loop: next batch (timed: data wait) ─────────► reference.npy (text-to-mel: the first batch)
+  loop: next batch (timed: data wait) ─────────► the task's of the first batch (text-to-
+                                                 mel: reference.npy)
         compiled step (no host sync)
         every log_every: losses ───────────────► metrics.jsonl + TensorBoard scalars
         every eval_every: the task's eval
@@ -31,7 +34,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
 import keras
@@ -44,7 +46,6 @@ from xtts_train.compile.process import StartupClock, format_startup
 from xtts_train.compile.warmup import cache_use
 from xtts_train.config import StackConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import text_ids
 from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
 from xtts_train.training._loop_parts import (
@@ -55,7 +56,7 @@ from xtts_train.training._loop_parts import (
     print_built,
     run_summary,
 )
-from xtts_train.training.build import build_steps
+from xtts_train.training.build import build_task_steps
 from xtts_train.training.distribute import (
     PEER_ERRORS,
     common_step,
@@ -67,10 +68,10 @@ from xtts_train.training.distribute import (
 from xtts_train.training.gpu import GpuMonitor
 from xtts_train.training.init_from import StartFrom, init_source
 from xtts_train.training.planner import batch_plan
-from xtts_train.training.steps import kept_dtype_policy, shape_of
-from xtts_train.training.tasks import task_class
+from xtts_train.training.steps import kept_dtype_policy
+from xtts_train.training.task import Task, check_task_settings
 
-__all__ = ["fit", "format_summary_line", "latest_step"]
+__all__ = ["fit_task", "format_summary_line", "latest_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,10 +89,11 @@ def _next_batch(iterator):
         ) from None
 
 
-def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress: bool = True,
-        profile_steps: tuple[int, int] | None = None,
-        clock: StartupClock | None = None) -> dict:  # fmt: skip
-    """Train (or resume training) on the feature cache `cache`, writing into `workdir`.
+def fit_task(task: type[Task], stack: StackConfig, cache: str | Path, workdir: str | Path, *,
+             progress: bool = True, profile_steps: tuple[int, int] | None = None,
+             clock: StartupClock | None = None) -> dict:  # fmt: skip
+    """Train (or resume training) `task` on the feature cache `cache`, writing into
+    `workdir` (`xtts_train.fit`: the run's task, `train.task`, by name).
 
     `profile_steps=(first, last)` writes a TensorBoard profile of those steps (1-based,
     inclusive) to `workdir/tensorboard/plugins/profile` (the profile plugin's input-pipeline
@@ -111,6 +113,7 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
     """
     clock = clock or StartupClock()
     _check_profile_steps(profile_steps, stack.train.steps)
+    check_task_settings(task, stack)
     strategy = make_strategy(stack.train.strategy)  # first: collectives start with it
     worker = worker_index(strategy)
     workdir = Path(workdir) / f"worker-{worker}" if worker else Path(workdir)
@@ -118,7 +121,7 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
         writer = RunWriter(workdir)
         writer.recover(stack)  # what a killed run left half-written
         try:
-            return _fit_locked(stack, cache, writer, worker, strategy, progress=progress,
+            return _fit_locked(task, stack, cache, writer, worker, strategy, progress=progress,
                                profile_steps=profile_steps, clock=clock)  # fmt: skip
         except PEER_ERRORS as error:
             if not is_multi_worker(strategy):
@@ -126,21 +129,18 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
             raise lost_peer_error(error, worker, latest_step(workdir)) from None
 
 
-def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker: int,
-                strategy, *, progress: bool, profile_steps: tuple[int, int] | None,
-                clock: StartupClock) -> dict:  # fmt: skip
-    """`fit` once `writer.workdir` is this process's."""
+def _fit_locked(task: type[Task], stack: StackConfig, cache: str | Path, writer: RunWriter,
+                worker: int, strategy, *, progress: bool,
+                profile_steps: tuple[int, int] | None, clock: StartupClock) -> dict:  # fmt: skip
+    """`fit_task` once `writer.workdir` is this process's."""
     with clock.part("data"):
         opened = xd.FeatureCache.open(cache, audio=stack.audio, data=stack.data)
-    stack = dataclasses.replace(
-        stack, model=dataclasses.replace(stack.model, vocab_size=opened.tokenizer.vocab_size)
-    )
+    stack = task.configure(stack, opened.tokenizer)  # its needs checked before any compile
     start = common_step(strategy, latest_step(writer.workdir))  # each worker's own otherwise
     # One seeded order per run (and worker); a resumed run skips the batches it has
     # trained on, so it sees the batches an uninterrupted run would.
     seed = stack.data.seed if stack.data.seed is not None else stack.train.seed
     data = dataclasses.replace(stack.data, seed=seed + 7919 * worker)
-    task = task_class(stack)
     # The pipeline's seeded ops (shuffle) pair their seed with TensorFlow's global one: set
     # it first, so a fit draws the same batches whatever ran before it in this process.
     keras.utils.set_random_seed(stack.train.seed)
@@ -148,7 +148,7 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
         train = task.pipeline(opened, data, "train", repeat=True)
     if stack.train.memory_budget_gb is not None and data.batch_sizes is None:
         with clock.part("plan"):
-            sizes = batch_plan(stack, train.spec, writer.workdir / "config.yaml", progress)
+            sizes = batch_plan(task, stack, train.spec, writer.workdir / "config.yaml", progress)
         stack = dataclasses.replace(stack, data=dataclasses.replace(stack.data, batch_sizes=sizes))
         data = dataclasses.replace(data, batch_sizes=sizes)
         with clock.part("data"):
@@ -166,29 +166,16 @@ def _fit_locked(stack: StackConfig, cache: str | Path, writer: RunWriter, worker
     source = None  # the weights a new run starts from; a resumed one goes on from its own
     if stack.train.init_from and not start:
         with kept_dtype_policy():  # checked before the work dir is written to
-            source = StartFrom(stack, init_source(stack.train.init_from, stack))
-    writer.write_config(stack)
+            source = StartFrom(task, stack, init_source(stack.train.init_from, stack))
+    writer.write_config(stack, weights=task.weights_section)
     writer.write_tokenizer(opened.path, opened.tokenizer)
     with kept_dtype_policy():  # leave the process as it was
         with clock.part("model"):
-            speaks = stack.train.eval_every > 0 and task.speaks_sentences
-            sentences = _eval_sentences(stack, opened.tokenizer) if speaks else ()
-            run = _Run(stack, train, val, writer, progress, strategy, sentences)
+            run = _Run(task, stack, train, val, writer, progress, strategy, opened.tokenizer)
             if source is not None:
                 source.copy_into(run.task, opened.tokenizer)
         profiler = Profiler(profile_steps, writer.workdir / "tensorboard")
         return run.train(start, clock, profiler)
-
-
-def _eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[str, list[int]]]:
-    """(text, token ids) of `train.eval_sentences`, checked before any compile."""
-    return [
-        (
-            text,
-            text_ids(text, stack.data.text, tokenizer, name=f"train.eval_sentences[{i}]").ids,
-        )
-        for i, text in enumerate(stack.train.eval_sentences)
-    ]
 
 
 def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
@@ -202,18 +189,18 @@ def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
 class _Run:
     """The training loop of one process; every file it writes goes through `writer`."""
 
-    def __init__(self, stack: StackConfig, train: xd.DataPipeline, val: xd.DataPipeline | None,
-                 writer: RunWriter, progress: bool,
-                 strategy: tf.distribute.Strategy | None = None,
-                 sentences: Sequence[tuple[str, list[int]]] = ()):  # fmt: skip
+    def __init__(self, task: type[Task], stack: StackConfig, train: xd.DataPipeline,
+                 val: xd.DataPipeline | None, writer: RunWriter, progress: bool,
+                 strategy: tf.distribute.Strategy | None, tokenizer: xd.Tokenizer):  # fmt: skip
         self.config, self.train_pipe, self.writer = stack.train, train, writer
         self.progress = progress
-        self.steps = build_steps(stack, train.spec, val.spec if val else None, strategy)
+        self.steps = build_task_steps(task, stack, train.spec, val.spec if val else None,
+                                      strategy)  # fmt: skip
         self.task = self.steps.task
         writer.open(model=self.steps.model, optimizer=self.steps.optimizer,
                     nonfinite=self.steps.nonfinite, seed_states=self.task.seed_states(),
                     keep=self.config.keep_checkpoints)  # fmt: skip
-        self.evaluate = self.task.evaluation(stack, self.steps, writer, val, train, sentences)
+        self.evaluate = self.task.evaluation(stack, self.steps, writer, val, train, tokenizer)
         self.gpu = GpuMonitor()
 
     def train(self, start: int, clock: StartupClock, profiler: Profiler) -> dict:
@@ -239,8 +226,7 @@ class _Run:
                 batch = _next_batch(iterator)
                 got = time.perf_counter()
                 if startup is None:
-                    if self.task.speaks_sentences:  # synthesize's default voice
-                        self.writer.keep_reference(batch)
+                    self.task.on_first_batch(self.writer, batch)
                     clock.add("data", got - before)
                 with profiler.around(step + 1):
                     outputs = self.steps.train(batch, step=step)  # dispatched, no host sync
@@ -254,7 +240,8 @@ class _Run:
                 interval.add(got - before, called - before, outputs, batch)
                 bar.update(1)
                 after_step(step, interval)  # log, eval, checkpoint when due
-                timings.add(shape_of(batch), before, got, called, time.perf_counter())
+                timings.add(self.train_pipe.spec.key_of(batch), before, got, called,
+                            time.perf_counter())  # fmt: skip
         self.writer.save(step)  # the last step's checkpoint, at the end or after a signal
         result = run_summary(self.steps, self.train_pipe.spec, step=step, timings=timings,
                              losses=after_step.losses, warm=warm, warm_traces=warm_traces,
