@@ -136,7 +136,8 @@ def test_the_decoding_settings_are_not_the_model_s():
     """Every decoding setting is in the decode section, none left in the model's."""
     model = {f.name for f in dataclasses.fields(ModelConfig)}
     assert not [name for name in model if name.startswith("infer_")]
-    assert len(model) == 27  # 36 before the decode section and voice_input's removal
+    assert len(model) == 25  # 36 before the decode section, voice_input's removal and
+    # the standardisation's one home (MEL_MEAN, MEL_STD)
 
 
 def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
@@ -171,6 +172,24 @@ def test_a_run_config_with_the_loss_weights_in_train_still_loads(tmp_path):
     assert stack.text_to_mel == TextToMelConfig(stop_weight=0.5, guided_attention_sigma=0.3,
                                                 eval_sentences=("Hi.",))  # fmt: skip
     assert stack.train == load_stack_config(None).train
+
+
+@pytest.mark.parametrize("section", ["model", "vocoder"])
+def test_a_run_config_with_the_fixed_standardisation_loads_and_another_is_refused(
+    section, tmp_path
+):
+    old = load_stack_config(None).to_dict()
+    old[section].update(mel_mean=-5.0, mel_std=2.5)  # what every run wrote before
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    assert load_stack_config(path) == load_stack_config(None)
+    old[section]["mel_std"] = 3.0
+    path.write_text(yaml.safe_dump(old, sort_keys=False))
+    with pytest.raises(
+        ConfigError,
+        match=rf"^Expected {section}\.mel_std 2\.5 or absent, received: 3\.0: the features' standardisation is fixed",
+    ):
+        load_stack_config(path)
 
 
 def test_a_removed_option_loads_off_and_is_refused_on(tmp_path):

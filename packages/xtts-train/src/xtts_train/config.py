@@ -6,7 +6,6 @@ TensorFlow-free: the command line reads and checks a config before TensorFlow lo
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,8 @@ __all__ = [
     "COMPILERS",
     "CONTOUR_CHANNELS",
     "CONTOUR_LAYERS",
+    "MEL_MEAN",
+    "MEL_STD",
     "PRESETS",
     "STRATEGIES",
     "VOCODER_PRESETS",
@@ -50,6 +51,12 @@ _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # the tiny preset at 600 frames, batch 16, one core).
 CONTOUR_CHANNELS = 32
 CONTOUR_LAYERS = 3
+
+# The fixed standardisation of the features both networks read, `(mel - MEL_MEAN) /
+# MEL_STD` in and its inverse out (`xtts_train.models.features`): it fits `ln` mels of the
+# `xtts` audio preset (speech around -5, the floor ln 1e-5 = -11.5 at -2.6).
+MEL_MEAN = -5.0
+MEL_STD = 2.5
 
 VOICE_STATS = ("off", "mean", "mean_std")  # ModelConfig.voice_stats
 VOICE_STATS_SOURCES = ("clip", "utterance")  # ModelConfig.voice_stats_source
@@ -112,7 +119,7 @@ class ModelConfig(FrozenConfig):
             reads the clip normalised the same way (AdaIN-VC's instance statistics): the
             clip's statistics set the voice's spectral statistics, for voices never trained
             on too, by that path alone. "off" (the default): frames are standardised with
-            the fixed `mel_mean` and `mel_std` alone.
+            the fixed `MEL_MEAN` and `MEL_STD` alone.
         voice_stats_source: whose statistics normalise the frames in teacher-forced
             training (and its eval losses): "clip" (the default), the reference clip's, as
             in inference; "utterance", those of the utterance being spoken (its real
@@ -166,8 +173,6 @@ class ModelConfig(FrozenConfig):
             teacher-forced frames with their gradient stopped (so it changes nothing the
             decoder learns). Decoding reads it off the decoded frames for
             `decode.harmonics`. Needs the features' audio recipe, as `voice_pitch` does.
-        mel_mean, mel_std: fixed standardisation of the features, `(mel - mean) / std`
-            in and its inverse out (defaults fit `ln` mels of the `xtts` audio preset).
 
     `from_preset("tiny", vocab_size=40)` or `from_dict({"preset": "tiny", ...})` starts
     from the sizes of `PRESETS`.
@@ -201,8 +206,6 @@ class ModelConfig(FrozenConfig):
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
     pitch_contour: bool = False
-    mel_mean: float = -5.0
-    mel_std: float = 2.5
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -230,10 +233,6 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if not (_number(value) and 0.0 <= value < 1.0):
                 self._fail(name, value, "a rate in [0, 1)")
-        if not (_number(self.mel_mean) and math.isfinite(self.mel_mean)):
-            self._fail("mel_mean", self.mel_mean, "a finite float")
-        if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
-            self._fail("mel_std", self.mel_std, "a finite float > 0")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -366,8 +365,6 @@ class VocoderConfig(FrozenConfig):
         dim: width of the backbone; intermediate: width of each ConvNeXt block's
             pointwise expansion; layers: ConvNeXt blocks; kernel: their depthwise
             convolution's kernel (odd).
-        mel_mean, mel_std: the fixed standardisation of the input features (as
-            `ModelConfig`'s).
         mel_weight: weight of the L1 distance between the log-mels of the output and of
             the recording.
         stft_weight: weight of the multi-resolution STFT loss (spectral convergence plus
@@ -388,8 +385,6 @@ class VocoderConfig(FrozenConfig):
     intermediate: int = 768
     layers: int = 8
     kernel: int = 7
-    mel_mean: float = -5.0
-    mel_std: float = 2.5
     mel_weight: float = 45.0
     stft_weight: float = 1.0
     stft_resolutions: tuple[tuple[int, int, int], ...] = (
@@ -412,10 +407,6 @@ class VocoderConfig(FrozenConfig):
         for name in ("mel_weight", "stft_weight", "phase_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 self._fail(name, getattr(self, name), "a number >= 0")
-        if not (_number(self.mel_std) and math.isfinite(self.mel_std) and self.mel_std > 0):
-            self._fail("mel_std", self.mel_std, "a finite float > 0")
-        if not (_number(self.mel_mean) and math.isfinite(self.mel_mean)):
-            self._fail("mel_mean", self.mel_mean, "a finite float")
         resolutions = self.stft_resolutions
         if not (isinstance(resolutions, tuple | list) and all(
             isinstance(r, tuple | list) and len(r) == 3 and all(_is_count(x) for x in r)
@@ -735,6 +726,10 @@ _REMOVED = {
 }
 
 
+# Settings that became constants (issue 48): a `config.yaml` giving their value loads.
+_FIXED = {"mel_mean": MEL_MEAN, "mel_std": MEL_STD}
+
+
 def _drop_removed_settings(sections: dict[str, dict[str, Any]]) -> None:
     model = sections["model"]
     for key, why in _REMOVED.items():
@@ -743,6 +738,16 @@ def _drop_removed_settings(sections: dict[str, dict[str, Any]]) -> None:
                 f"Expected model.{key} false or absent, received: {key}=true: the option was "
                 f"removed ({why}); a run trained with it needs an xtts version before 2026-11-28"
             )
+    for section in ("model", "vocoder"):
+        for key, value in _FIXED.items():
+            given = sections[section].pop(key, value)
+            if given != value:
+                raise ConfigError(
+                    f"Expected {section}.{key} {value} or absent, received: {given!r}: the "
+                    f"features' standardisation is fixed (xtts_train.config.{key.upper()}, "
+                    f"both networks'); a run trained with another needs an xtts version "
+                    f"before 2026-11-28"
+                )
 
 
 def _move_settings(sections: dict[str, dict[str, Any]]) -> None:

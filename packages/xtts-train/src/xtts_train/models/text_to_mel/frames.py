@@ -3,7 +3,8 @@
 
 The decoder runs one step per group of `r` frames: step `s` reads the last frame of group
 `s - 1` (`step_inputs`) and writes all `r` frames of group `s`; what it computes once per
-step (an attention row) holds for each frame of the group (`per_frame`). Pure functions of
+step (an attention row) holds for each frame of the group (`per_frame`). The standardised
+scale itself is `models.features`' (both networks'). Pure functions of
 static shapes, shared by training (`TextToMel.call`) and decoding (`generation`).
 
 With `ModelConfig.voice_stats` the decoder works one step further from the mel: on
@@ -30,12 +31,11 @@ import math
 import tensorflow as tf
 
 from xtts_audio import MelConfig, denormalize, harmonic_ripple, mel_pitch, normalize, ripple_depth
-from xtts_train.config import ModelConfig
 
 __all__ = [
-    "clip_mask", "clip_stats", "frame_pitch", "from_standard", "from_voice", "groups",
-    "identity_stats", "match_global_variance", "octaves_to_hz", "per_frame", "shift_right",
-    "standardize", "step_inputs", "to_voice", "voice_pitch", "within_range", "write_harmonics",
+    "clip_mask", "clip_stats", "frame_pitch", "from_voice", "groups", "identity_stats",
+    "match_global_variance", "octaves_to_hz", "per_frame", "shift_right", "step_inputs",
+    "to_voice", "voice_pitch", "within_range", "write_harmonics",
 ]  # fmt: skip
 
 # The least cepstral deviation of an utterance that `match_global_variance` scales up (ln-mel
@@ -76,16 +76,6 @@ def per_frame(attention: tf.Tensor, frames: int, r: int) -> tf.Tensor:
     """One attention row per decoder step (B, S, K) → one per frame (B, frames, K): the
     frames a step writes share its row."""
     return attention if r == 1 else tf.repeat(attention, r, axis=1)[:, :frames]
-
-
-def standardize(mel: tf.Tensor, config: ModelConfig) -> tf.Tensor:
-    """Mel in its units (B, F, M) → float32 standardised with the config's mean and std."""
-    return (tf.cast(mel, tf.float32) - config.mel_mean) / config.mel_std
-
-
-def from_standard(frames: tf.Tensor, config: ModelConfig) -> tf.Tensor:
-    """Standardised frames (B, F, M) → mel units: `standardize`'s inverse."""
-    return frames * config.mel_std + config.mel_mean
 
 
 def clip_mask(cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor:

@@ -44,13 +44,12 @@ from xtts_audio import MelConfig
 from xtts_train.config import CONTOUR_CHANNELS, CONTOUR_LAYERS, DecodeConfig, ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
+from xtts_train.models.features import from_standard, standardize
 from xtts_train.models.text_to_mel.frames import (
     clip_mask,
     clip_stats,
-    from_standard,
     from_voice,
     per_frame,
-    standardize,
     step_inputs,
     to_voice,
     voice_pitch,
@@ -204,7 +203,7 @@ class TextToMel(keras.Model):
             batch["tokens"], batch["token_mask"], batch["cond_mel"], batch["cond_lengths"],
             training=training, start=start,
         )  # fmt: skip
-        frames = standardize(batch["mel"], self.config)  # (B, F, M)
+        frames = standardize(batch["mel"])  # (B, F, M)
         spoken = tf.cast(batch.get("mel_mask", tf.ones(frames.shape[:2])), tf.float32)
         if self.config.voice_stats_source == "utterance":  # its own statistics and pitch
             stats = self._voice_stats(frames, spoken)
@@ -247,7 +246,7 @@ class TextToMel(keras.Model):
         """
         text = self.text_encoder(tokens, token_mask, training=training, start=start)  # (B, T, D)
         cond_mask = clip_mask(cond_mel, cond_lengths)  # (B, C)
-        cond = standardize(cond_mel, self.config)  # (B, C, M)
+        cond = standardize(cond_mel)  # (B, C, M)
         stats = self._voice_stats(cond, cond_mask)  # (B, 2, M) | None
         if stats is not None:  # the clip's statistics reach the frames by this path alone
             cond = to_voice(cond, stats)
@@ -280,7 +279,7 @@ class TextToMel(keras.Model):
         """The pitch net over frames (B, F, M) in mel units, their gradient stopped, with
         mask (B, F) and the voice's pitch (B, 1, 2) → each frame's pitch as octaves
         (B, F) and its voicing logit (B, F)."""
-        x = standardize(tf.stop_gradient(mel), self.config)  # (B, F, M)
+        x = standardize(tf.stop_gradient(mel))  # (B, F, M)
         x = tf.concat([x, tf.broadcast_to(pitch, [*x.shape[:2], 2])], axis=-1)  # (B, F, M + 2)
         out = self.pitch_net(x, mask, training=training)  # (B, F, 2) float32
         return pitch[:, :, 0] + out[:, :, 0], out[:, :, 1]
@@ -424,7 +423,7 @@ class TextToMel(keras.Model):
         of a buffer, so its output at the last real frames is the same in any bucket.
         """
         after = before + self.postnet(before, mask, training=training)
-        return from_standard(before, self.config), from_standard(after, self.config)
+        return from_standard(before), from_standard(after)
 
     def seed_states(self) -> list[tf.Variable]:
         """The dropout layers' seed states (`xtts_train.models.dropout.seed_states`)."""

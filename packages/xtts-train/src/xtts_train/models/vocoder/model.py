@@ -30,6 +30,7 @@ from xtts_audio import MelConfig, istft
 from xtts_train.compile.compiler import XLA
 from xtts_train.config import VocoderConfig
 from xtts_train.errors import ConfigError
+from xtts_train.models.features import standardize
 from xtts_train.models.vocoder.layers import EMBED_KERNEL, Backbone
 
 __all__ = ["AUTO_COMPILERS", "Vocoder", "head_spectrum", "receptive_frames", "synthesis_config",
@@ -123,7 +124,7 @@ class Vocoder(keras.Model):
     """Vocos-style vocoder: ConvNeXt backbone at the frame rate, inverse-STFT head.
 
     Its input is the cache's features (`xtts_audio.mel_features` of the recording),
-    standardised inside with the config's fixed `mel_mean` and `mel_std`. The head and
+    standardised inside (`models.features.standardize`, as the text-to-mel model's). The head and
     the inverse STFT run in float32 under any dtype policy.
 
     Args:
@@ -174,7 +175,7 @@ class Vocoder(keras.Model):
             ConfigError: as `call`.
         """
         _check_mel(mel, self.config)
-        x = (tf.cast(mel, tf.float32) - self.config.mel_mean) / self.config.mel_std
+        x = standardize(mel)  # (B, F, M)
         hidden = self.backbone(x)  # (B, F, D), compute dtype
         head = self.head(hidden)  # (B, F, 2 * bins) float32
         spectrum = head_spectrum(head)  # (B, F, bins) complex64
