@@ -63,6 +63,29 @@ def test_bench_reads_xtts_train_through_its_public_surface():
     assert not reaching, reaching
 
 
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_another_modules_private_names(package):
+    """`from xtts_x.module import _name` only of a private module's own names (`_filters`,
+    a module of its package, may be imported; `_helper` of another module may not): a
+    helper two modules share is public where it lives."""
+    reaching = sorted(
+        f"{path.relative_to(_source_dir(package).parent)}: from {node.module} import {alias.name}"
+        for path in sorted(_source_dir(package).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path)))
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("xtts_")
+        for alias in node.names
+        if alias.name.startswith("_") and not _is_module(node.module, alias.name)
+    )
+    assert not reaching, reaching
+
+
+def _is_module(parent: str, name: str) -> bool:
+    """`parent.name` is a module or package of the project (not a name in a module)."""
+    top, *rest = parent.split(".")
+    base = _source_dir(top).joinpath(*rest, name)
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
 def test_xtts_audio_imports_only_tensorflow_numpy_and_stdlib():
     allowed = set(sys.stdlib_module_names) | {"tensorflow", "numpy", "xtts_audio"}
     imported = _imported_modules("xtts_audio")

@@ -156,7 +156,7 @@ def test_compiled_batches_are_chunked_and_give_the_same_mel(seconds, rows):
 )  # fmt: skip
 def test_compiled_frames_are_the_signals_frames(n_fft, hop, samples):
     """Under XLA, frames that are whole hops are cut as shifted slices: same frames."""
-    from xtts_audio.spectral import _frames, _in_xla
+    from xtts_audio.spectral import _frames, in_xla
 
     config = MelConfig(
         sample_rate=22050, n_fft=n_fft, hop_length=hop, win_length=n_fft, n_mels=40,
@@ -166,12 +166,12 @@ def test_compiled_frames_are_the_signals_frames(n_fft, hop, samples):
     seen = {}
 
     def frames(w):
-        seen["xla"] = _in_xla()
+        seen["xla"] = in_xla()
         return _frames(w, config)
 
     got = tf.function(frames, jit_compile=True)(y).numpy()
     assert seen["xla"]
-    assert not _in_xla()  # eagerly
+    assert not in_xla()  # eagerly
     np.testing.assert_array_equal(got, tf.signal.frame(y, n_fft, hop).numpy())
     assert got.shape[-2] == xtts_audio.num_frames(samples, config)
 

@@ -28,6 +28,7 @@ from xtts_train.models.text_to_mel.decoding import (
     text_ids,
     text_pieces,
 )
+from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.runs.loading import load_reference, load_run
 from xtts_train.runs.media import decoded_frames, silence_feature
 from xtts_train.synthesize import synthesize
@@ -227,7 +228,7 @@ def test_the_stop_gate_holds_the_stop_until_the_alignment_reaches_the_end(gate):
     rng = np.random.default_rng(0)
     ids = [[int(i) for i in rng.integers(2, 40, n - 1)] + [1] for n in (12, 7)]
     references = [rng.uniform(-11.5, 2.0, (16, 80)).astype(np.float32)] * 2
-    result = model.infer(*decoding_inputs(ids, references, batch_size=2, cond_frames=16),
+    result = infer(model, *decoding_inputs(ids, references, batch_size=2, cond_frames=16),
                          max_frames=60, decode=decode)  # fmt: skip
     lengths = result["lengths"].numpy()
     if gate == 0:

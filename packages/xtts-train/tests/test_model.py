@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 
@@ -35,6 +34,7 @@ from xtts_train.models.text_to_mel.frames import (
     within_range,
     write_harmonics,
 )
+from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.postfilters import decode_frames
 from xtts_train.models.text_to_mel.streaming import Streaming
 
@@ -250,7 +250,7 @@ def test_the_pitch_comes_from_the_frames_the_statistics_come_from(monkeypatch, s
     model(batch)
     assert read == [16 if source == "utterance" else 10]
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    model.infer(*args, max_frames=4)
+    infer(model, *args, max_frames=4)
     assert read[1:] == [10]
 
 
@@ -305,8 +305,8 @@ def test_a_clip_moved_in_level_moves_the_decoded_voice_alike(mode, scale):
     cond = (batch["cond_mel"].numpy() - MEL_MEAN) / MEL_STD
     moved = (scale * cond + offset) * MEL_STD + MEL_MEAN
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first = model.infer(*args, max_frames=10)
-    second = model.infer(*args[:2], tf.constant(moved, tf.float32), args[3], max_frames=10)
+    first = infer(model, *args, max_frames=10)
+    second = infer(model, *args[:2], tf.constant(moved, tf.float32), args[3], max_frames=10)
     want = scale * (first["mel_before"].numpy() - MEL_MEAN) / MEL_STD + offset
     np.testing.assert_allclose(second["mel_before"], want * MEL_STD + MEL_MEAN,
                                atol=1e-3)  # fmt: skip
@@ -334,7 +334,7 @@ def test_teacher_forcing_can_normalise_by_the_spoken_utterance_s_own_statistics(
     louder = replace(batch, cond_mel=batch["cond_mel"].numpy() * 1.5 + 2.0)
     np.testing.assert_allclose(model(louder)["mel_before"], before, atol=1e-4)
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    inferred = model.infer(*args, max_frames=4)["mel_before"].numpy()
+    inferred = infer(model, *args, max_frames=4)["mel_before"].numpy()
     clip = batch["cond_mel"].numpy()[0].mean(axis=0)
     np.testing.assert_allclose(inferred[0], np.broadcast_to(clip, (4, 80)), atol=1e-4)
 
@@ -390,7 +390,7 @@ def test_the_global_variance_stage_matches_the_clip_s_only_when_configured():
     model(batch)
     model.stop_head.bias.assign([-20.0])  # the whole buffer
     inputs = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first = model.infer(*inputs, max_frames=8)
+    first = infer(model, *inputs, max_frames=8)
     second = decode_frames(model, DecodeConfig(global_variance=True), *inputs, max_frames=8)
     np.testing.assert_array_equal(second["mel_before"], first["mel_before"])
     clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
@@ -456,7 +456,7 @@ def test_the_harmonics_stage_writes_the_contour_s_harmonics_only_when_configured
     model.stop_head.bias.assign([-20.0])  # the whole buffer
     model.pitch_net.out.bias.assign([0.0, 20.0])  # every frame voiced
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first = model.infer(*args, max_frames=8)
+    first = infer(model, *args, max_frames=8)
     second = decode_frames(model, DecodeConfig(harmonics=True), *args, max_frames=8)
     np.testing.assert_array_equal(second["mel_before"], first["mel_before"])
     clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
@@ -595,12 +595,12 @@ def test_infer_under_jit_compile():
     batch = make_batch(model.config)
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
     model(batch)
-    infer = tf.function(lambda *a: model.infer(*a, max_frames=8), jit_compile=True)
+    compiled = tf.function(lambda *a: infer(model, *a, max_frames=8), jit_compile=True)
     bias = model.stop_head.bias
     results = {}
     for stop_bias in (-20.0, 0.0, 20.0):  # same compiled function, other weights
         bias.assign([stop_bias])
-        results[stop_bias] = {k: v.numpy() for k, v in infer(*args).items()}
+        results[stop_bias] = {k: v.numpy() for k, v in compiled(*args).items()}
     for result in results.values():
         assert result["mel"].shape == result["mel_before"].shape == (2, 8, 80)
         assert result["stop_probs"].shape == (2, 8)
@@ -623,7 +623,7 @@ def test_decoding_uses_the_prenet_dropout_only_when_configured(stochastic):
     model(batch)
     model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)  # the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first, second = (model.infer(*args, max_frames=6, decode=decode)["mel"].numpy()
+    first, second = (infer(model, *args, max_frames=6, decode=decode)["mel"].numpy()
                      for _ in range(2))  # fmt: skip
     assert np.array_equal(first, second) is not stochastic
 
@@ -642,10 +642,13 @@ def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler
     model(batch)
     model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    infer = functools.partial(model.infer, max_frames=max_frames)
+
+    def decode(*inputs):
+        return infer(model, *inputs, max_frames=max_frames)
+
     if compiler is not None:
-        infer = tf.function(infer, jit_compile=compiler == "xla")
-    generated = infer(*args)
+        decode = tf.function(decode, jit_compile=compiler == "xla")
+    generated = decode(*args)
     assert generated["mel"].shape == (2, max_frames, 80)  # exactly the requested frames
     mask = tf.sequence_mask(generated["lengths"], max_frames, tf.float32)
     forced = model({**batch, "mel": generated["mel_before"], "mel_mask": mask})
@@ -669,13 +672,13 @@ def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positio
     # one attention row per decoder step, shared by the r frames it writes
     np.testing.assert_array_equal(outputs["attention"][:, 0], outputs["attention"][:, r - 1])
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    infer = tf.function(lambda *a: model.infer(*a, max_frames=10), jit_compile=True)
+    compiled = tf.function(lambda *a: infer(model, *a, max_frames=10), jit_compile=True)
     for position in (0, r - 1, None):  # the stop token fires first at this frame, or never
         bias = np.full(r, -20.0)
         if position is not None:
             bias[position] = 20.0
         model.stop_head.bias.assign(bias)
-        result = infer(*args)
+        result = compiled(*args)
         probs = result["stop_probs"].numpy()
         assert result["mel"].shape == (2, 10, 80)
         assert probs.shape == (2, 10)
@@ -688,7 +691,7 @@ def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positio
         assert (probs[:, position] > 0.5).all()
         assert (probs[:, r:] == 0).all()  # one step ran: it wrote r frames, no more
         assert (result["attention"].numpy()[:, r:] == 0).all()
-    assert infer.experimental_get_tracing_count() == 1  # decoding stays one program
+    assert compiled.experimental_get_tracing_count() == 1  # decoding stays one program
 
 
 def test_the_inference_window_keeps_decoding_monotonic():
@@ -697,7 +700,7 @@ def test_the_inference_window_keeps_decoding_monotonic():
     model(batch)
     model.stop_head.bias.assign([-20.0])  # generate the whole buffer
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    attention = model.infer(*args, max_frames=10, decode=window)["attention"].numpy()  # (B, F, T)
+    attention = infer(model, *args, max_frames=10, decode=window)["attention"].numpy()  # (B, F, T)
     for row in attention:
         focus = 0
         for t, weights in enumerate(row):
@@ -714,7 +717,7 @@ def test_infer_rejects_bad_max_frames(max_frames):
     batch = make_batch(model.config)
     args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
     with pytest.raises(ConfigError, match="max_frames"):
-        model.infer(*args, max_frames=max_frames)
+        infer(model, *args, max_frames=max_frames)
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from xtts_data.files import folder_lock
 from xtts_train.cli import main
 from xtts_train.config import load_stack_config
 from xtts_train.errors import XttsTrainError
-from xtts_train.training.trainer import _next_batch, fit, latest_step
+from xtts_train.tasks.registry import fit
+from xtts_train.training.trainer import _next_batch, latest_step
 
 # The micro model, deterministic data, a long schedule, checkpoints every 10 steps: runs
 # stopped by signals at chosen checkpoints. Runs in new processes share a compile cache

@@ -21,6 +21,7 @@ from xtts_train.config import VocoderConfig
 from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, decoding_inputs
 from xtts_train.models.text_to_mel.frames import groups
+from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.vocoder import Vocoder
 from xtts_train.runs.loading import load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature
@@ -53,7 +54,7 @@ def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray,
     model.stop_head.bias.assign([-20.0] * r)
     inputs = decoding_inputs([ids], [reference], batch_size=1, cond_frames=COND_FRAMES)
     decode = decode or DecodeConfig()
-    probs = model.infer(*inputs, max_frames=MAX_FRAMES, decode=decode)["stop_probs"].numpy()[0]
+    probs = infer(model, *inputs, max_frames=MAX_FRAMES, decode=decode)["stop_probs"].numpy()[0]
     logits = np.log(probs.astype(np.float64)) - np.log1p(-probs) + 20.0  # bias 0
     peak = int(np.argmax(logits[: MAX_FRAMES // 2]))
     assert peak > 0, "no frame's stop logit beats every earlier one"

@@ -70,7 +70,7 @@ def _pad_center(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
     return tf.pad(waveform, paddings, mode=mode)
 
 
-def _in_xla() -> bool:
+def in_xla() -> bool:
     """Whether ops built now are compiled by XLA (`jit_compile=True`); True if TF can't say."""
     if _control_flow_util is None:  # pragma: no cover
         return True
@@ -83,7 +83,7 @@ def _frames(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
     if config.center:
         waveform = _pad_center(waveform, config)
     n_fft, hop = config.n_fft, config.hop_length
-    if n_fft % hop or not frames or not _in_xla():
+    if n_fft % hop or not frames or not in_xla():
         return tf.signal.frame(waveform, n_fft, hop)  # (..., T, n_fft)
     # When a frame is whole hops (1024 = 4 x 256), frame t is hops t .. t + k - 1: k shifted
     # slices of the signal cut into hops, side by side. XLA fuses them into one copy, ~0.4 us

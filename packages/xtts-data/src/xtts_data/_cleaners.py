@@ -78,14 +78,14 @@ _SPOKEN_MAP = _BRACKETS | str.maketrans(
     {"&": " and ", "@": " at ", "%": " percent ", "+": " plus ", "=": " equals "}
     | {"#": " number ", "$": " dollars ", "£": " pounds ", "€": " euros ", "¥": " yen "}
 )
-_ABBREVIATIONS = {
+ABBREVIATIONS = {
     "mrs": "misess", "mr": "mister", "dr": "doctor", "st": "saint", "co": "company",
     "jr": "junior", "maj": "major", "gen": "general", "drs": "doctors", "rev": "reverend",
     "lt": "lieutenant", "hon": "honorable", "sgt": "sergeant", "capt": "captain",
     "esq": "esquire", "ltd": "limited", "col": "colonel", "ft": "fort",
 }  # fmt: skip
 _ABBREVIATION_RE = re.compile(
-    r"\b(" + "|".join(_ABBREVIATIONS) + r")\.(?P<end>\s*$)?", re.IGNORECASE
+    r"\b(" + "|".join(ABBREVIATIONS) + r")\.(?P<end>\s*$)?", re.IGNORECASE
 )
 _WHITESPACE_RE = re.compile(r"\s+")
 _STRAY_ZWNJ_RE = re.compile(r"(?<![^\W\d_])\u200c|\u200c(?![^\W\d_])")
@@ -180,7 +180,7 @@ def _keep_speakable(text: str, keep: str, dropped: collections.Counter) -> str:
 
 
 def _expand_abbreviation(match: re.Match[str]) -> str:
-    word = _ABBREVIATIONS[match.group(1).lower()]
+    word = ABBREVIATIONS[match.group(1).lower()]
     if match.group(1)[0].isupper():
         word = word.capitalize()
     # At the very end the period also closes the sentence: keep it.

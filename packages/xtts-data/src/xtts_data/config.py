@@ -33,11 +33,11 @@ SECTIONS = ("audio", "data")  # this package's; a stack's others are its readers
 _DEFAULTS: dict[str, dict[str, Any]] = {"audio": {"preset": "xtts"}}
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -155,11 +155,11 @@ class DataConfig(FrozenConfig):
         if not isinstance(self.text, TextConfig):
             self._fail("text", self.text, "a TextConfig")
         if self.trim_top_db is not None and not (
-            _is_number(self.trim_top_db) and self.trim_top_db > 0
+            is_number(self.trim_top_db) and self.trim_top_db > 0
         ):
             self._fail("trim_top_db", self.trim_top_db, "a positive number of dB or None")
         if self.max_seconds is not None and not (
-            _is_number(self.max_seconds) and self.max_seconds > 0
+            is_number(self.max_seconds) and self.max_seconds > 0
         ):
             self._fail("max_seconds", self.max_seconds, "a positive number of seconds or None")
         if self.policy not in ("fixed", "buckets"):
@@ -167,9 +167,9 @@ class DataConfig(FrozenConfig):
         self._check_positive("shard_size", "batch_size", "num_buckets", "batch_multiple")
         self._check_positive("pad_multiple", "cond_frames", "refs_per_speaker", "segment_frames")
         self._check_positive("join")
-        if not (_is_number(self.join_pause) and 0.0 <= self.join_pause <= 2.0):
+        if not (is_number(self.join_pause) and 0.0 <= self.join_pause <= 2.0):
             self._fail("join_pause", self.join_pause, "a number of seconds in [0, 2]")
-        if not (_is_int(self.join_from_epoch) and self.join_from_epoch >= 0):
+        if not (is_int(self.join_from_epoch) and self.join_from_epoch >= 0):
             self._fail("join_from_epoch", self.join_from_epoch, "an int >= 0")
         if self.join_from_epoch and self.join == 1:
             self._fail("join_from_epoch", self.join_from_epoch,
@@ -180,15 +180,15 @@ class DataConfig(FrozenConfig):
                 "batch_size", self.batch_size, f"a multiple of batch_multiple={self.batch_multiple}"
             )
         self._check_batch_sizes()
-        if not (_is_number(self.voice_warp) and 0.0 <= self.voice_warp < 1.0):
+        if not (is_number(self.voice_warp) and 0.0 <= self.voice_warp < 1.0):
             self._fail("voice_warp", self.voice_warp, "a number in [0, 1)")
-        if not (_is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
+        if not (is_number(self.val_fraction) and 0.0 <= self.val_fraction < 1.0):
             self._fail("val_fraction", self.val_fraction, "a fraction in [0, 1)")
         if not isinstance(self.keep_audio, bool):
             self._fail("keep_audio", self.keep_audio, "true or false")
         if self.keep_in_memory is not None and not isinstance(self.keep_in_memory, bool):
             self._fail("keep_in_memory", self.keep_in_memory, "true, false or null (automatic)")
-        if not (_is_int(self.shuffle_buffer) and self.shuffle_buffer >= 0):
+        if not (is_int(self.shuffle_buffer) and self.shuffle_buffer >= 0):
             self._fail("shuffle_buffer", self.shuffle_buffer, "an int >= 0")
         if self.service is not None and not str(self.service).startswith(("grpc://", "grpc+")):
             self._fail("service", self.service, "a dispatcher address like 'grpc://host:5050'")
@@ -197,7 +197,7 @@ class DataConfig(FrozenConfig):
         sizes = self.batch_sizes
         if sizes is None:
             return
-        if not (isinstance(sizes, list | tuple) and sizes and all(_is_int(s) for s in sizes)
+        if not (isinstance(sizes, list | tuple) and sizes and all(is_int(s) for s in sizes)
                 and all(s >= 1 and s % self.batch_multiple == 0 for s in sizes)):  # fmt: skip
             expected = f"ints >= 1, multiples of batch_multiple={self.batch_multiple}, or None"
             self._fail("batch_sizes", sizes, expected)
@@ -210,7 +210,7 @@ class DataConfig(FrozenConfig):
             value = getattr(self, name)
             if optional and value is None:
                 continue
-            if not _is_int(value) or value < 1:
+            if not is_int(value) or value < 1:
                 self._fail(name, value, "an int >= 1" + (" or None" if optional else ""))
 
     def cache_settings(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from xtts_audio import MelConfig, normalize
 from xtts_data.buckets import BatchShape
-from xtts_data.stages import _check_int
+from xtts_data.stages import check_int
 from xtts_data.text import Tokenizer
 
 __all__ = [
@@ -142,9 +142,9 @@ class JoinUtterances:
     start: int = 0
 
     def __post_init__(self):
-        _check_int("most", self.most, least=1)
-        _check_int("pause", self.pause, least=0)
-        _check_int("start", self.start, least=0)
+        check_int("most", self.most, least=1)
+        check_int("pause", self.pause, least=0)
+        check_int("start", self.start, least=0)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         if self.most == 1:

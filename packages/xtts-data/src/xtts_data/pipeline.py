@@ -251,7 +251,7 @@ def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) 
         ConfigError: no utterance left in the split, or (without `repeat`) too few for one
             complete batch of any shape.
     """
-    keep = _in_split(src.ids, split, config.val_fraction)
+    keep = in_split(src.ids, split, config.val_fraction)
     fits = _fits(src.frames, src.tokens, config)
     chosen = keep & fits
     if not chosen.any():
@@ -323,7 +323,7 @@ def keeps_in_memory(config: DataConfig, decoded_bytes: int) -> bool:
     return decoded_bytes < physical_memory() // 4
 
 
-def _in_split(ids: np.ndarray, split: str, fraction: float) -> np.ndarray:
+def in_split(ids: np.ndarray, split: str, fraction: float) -> np.ndarray:
     if split == "all":
         return np.ones(len(ids), bool)
     held_out = is_validation(ids.astype(str), fraction).numpy()

@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 
 from xtts_data import _source
-from xtts_data.config import DataConfig, _is_int
+from xtts_data.config import DataConfig, is_int
 from xtts_data.errors import ConfigError
-from xtts_data.pipeline import Split, _in_split, keeps_in_memory, matching_shape
+from xtts_data.pipeline import Split, in_split, keeps_in_memory, matching_shape
 from xtts_data.stages import (
     PREFETCH_BATCHES,
     Chain,
@@ -37,7 +37,7 @@ from xtts_data.stages import (
     Repeat,
     SelectSplit,
     Shuffle,
-    _check_int,
+    check_int,
 )
 
 __all__ = [
@@ -56,7 +56,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 def _check_counts(owner: object, *names: str) -> None:
     """Each named setting of `owner` is an int (not a bool) >= 1."""
     for name in names:
-        _check_int(name, getattr(owner, name), least=1)
+        check_int(name, getattr(owner, name), least=1)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,7 +181,7 @@ class CutSegments:
 
     def __post_init__(self):
         _check_counts(self, "frames", "hop_length", "n_mels")
-        if not _is_int(self.seed):
+        if not is_int(self.seed):
             raise ConfigError(f"Expected seed an int, received: seed={self.seed!r}")
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -332,7 +332,7 @@ def _choose(
     Raises:
         ConfigError: none left, or (without `repeat`) too few for one batch.
     """
-    keep = _in_split(src.ids, split, config.val_fraction)
+    keep = in_split(src.ids, split, config.val_fraction)
     long_enough = src.frames >= config.segment_frames
     chosen, short = keep & long_enough, int((keep & ~long_enough).sum())
     count = int(chosen.sum())

@@ -28,7 +28,7 @@ import dataclasses
 import re
 from typing import Literal
 
-from xtts_data._cleaners import _ABBREVIATIONS
+from xtts_data._cleaners import ABBREVIATIONS
 from xtts_data.errors import ConfigError
 
 __all__ = ["PAUSE_SECONDS", "Boundary", "Piece", "sentences", "split_text"]
@@ -51,7 +51,7 @@ _CLAUSE_RE = re.compile(rf"[{_CLAUSES}]+{_CLOSED}")
 # A period after these is not a sentence end: the cleaners' English abbreviations and
 # single capital letters (initials).
 _NOT_AN_END_RE = re.compile(
-    r"(?:\b(?:" + "|".join(_ABBREVIATIONS) + r")|(?<![^\W\d_])(?-i:[A-Z]))\.$", re.IGNORECASE
+    r"(?:\b(?:" + "|".join(ABBREVIATIONS) + r")|(?<![^\W\d_])(?-i:[A-Z]))\.$", re.IGNORECASE
 )
 # Kana, CJK ideographs, and CJK and full-width punctuation: no space between them.
 _CJK_RE = re.compile(r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")

@@ -26,7 +26,7 @@ import tensorflow as tf
 from xtts_audio import MelConfig, mel_warp_positions, warp_mel
 from xtts_data import _references, record
 from xtts_data.buckets import BatchShape
-from xtts_data.config import _is_int, _is_number
+from xtts_data.config import is_int, is_number
 from xtts_data.errors import ConfigError
 
 __all__ = [
@@ -57,9 +57,9 @@ PREFETCH_BATCHES = 4
 WARP_FACTORS = 33
 
 
-def _check_int(name: str, value: object, *, least: int) -> None:
+def check_int(name: str, value: object, *, least: int) -> None:
     """A stage's count setting: an int (not a bool) of at least `least`."""
-    if not _is_int(value) or value < least:
+    if not is_int(value) or value < least:
         raise ConfigError(f"Expected {name} an int >= {least}, received: {name}={value!r}")
 
 
@@ -122,8 +122,8 @@ class DropTooLong:
     max_text_len: int
 
     def __post_init__(self):
-        _check_int("max_frames", self.max_frames, least=1)
-        _check_int("max_text_len", self.max_text_len, least=1)
+        check_int("max_frames", self.max_frames, least=1)
+        check_int("max_text_len", self.max_text_len, least=1)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         return ds.filter(
@@ -174,7 +174,7 @@ class Shuffle:
     seed: int | None = None
 
     def __post_init__(self):
-        _check_int("buffer", self.buffer, least=0)
+        check_int("buffer", self.buffer, least=0)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         return ds.shuffle(self.buffer, seed=self.seed) if self.buffer else ds
@@ -314,7 +314,7 @@ class WarpVoices:
     deterministic: bool = False
 
     def __post_init__(self):
-        if not (_is_number(self.warp) and 0.0 <= self.warp < 1.0):
+        if not (is_number(self.warp) and 0.0 <= self.warp < 1.0):
             raise ConfigError(f"Expected warp a number in [0, 1), received: warp={self.warp!r}")
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -348,7 +348,7 @@ class Prefetch:
     device: str | None = None
 
     def __post_init__(self):
-        _check_int("batches", self.batches, least=1)
+        check_int("batches", self.batches, least=1)
 
     def __call__(self, ds: tf.data.Dataset) -> tf.data.Dataset:
         if self.device:

@@ -68,7 +68,7 @@ class CompiledSteps:
     `_Programs`.
 
     Args:
-        task: the model and its losses (`xtts_train.training.tasks.Task`).
+        task: the model and its losses (`xtts_train.training.task.Task`).
         spec: the batches' static shapes (`shapes`, each with a `key` and `batch_size`,
             and `signature(shape)`): an `xtts_data.DatasetSpec` or `SegmentSpec`.
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,

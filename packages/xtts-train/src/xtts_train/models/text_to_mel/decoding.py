@@ -260,7 +260,7 @@ class Ending:
 
 def ending(result: Mapping[str, np.ndarray], i: int, symbols: int) -> Ending:
     """Row `i` of a decoding's `lengths` int32 [B], `stop_probs` float32 [B, F] and
-    `attention` float32 [B, F, T] (`TextToMel.infer`'s), its text `symbols` tokens long."""
+    `attention` float32 [B, F, T] (`free_running.infer`'s), its text `symbols` tokens long."""
     length = int(result["lengths"][i])
     attention = result["attention"][i, :length, :symbols]  # (F, T) real frames and tokens
     score = alignment_score(attention[None], tf.ones([1, symbols]), tf.ones([1, length]))
@@ -291,7 +291,7 @@ class Decoded:
 
 
 class Decoding:
-    """The decoding of `decode` (`postfilters.decode_frames`: `model.infer` and the
+    """The decoding of `decode` (`postfilters.decode_frames`: `free_running.infer` and the
     postfilters) compiled for `batch_size` rows, a reference of `cond_frames` frames and a
     `max_frames` buffer; one program per text bucket.
 
@@ -387,7 +387,7 @@ class Decoding:
 
 def decoding_inputs(rows: Sequence[Sequence[int]], references: Sequence[np.ndarray], *,
                     batch_size: int, cond_frames: int) -> list[tf.Tensor]:  # fmt: skip
-    """`TextToMel.infer`'s inputs for 1 .. `batch_size` rows, padded to a multiple of
+    """`free_running.infer`'s inputs for 1 .. `batch_size` rows, padded to a multiple of
     `TEXT_BUCKET` tokens and to `batch_size` rows (copies of the first).
 
     Args:

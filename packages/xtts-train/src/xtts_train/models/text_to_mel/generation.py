@@ -1,5 +1,5 @@
 """`TextToMel`'s autoregressive decoding loop: a `tf.while_loop` over a fixed-size frame
-buffer, so that `TextToMel.infer` compiles with XLA at static shapes.
+buffer, so that `free_running.infer` compiles with XLA at static shapes.
 
 Step `t` runs the decoder at position `t` alone (`Decoder.step`): every block keeps the
 keys and values of the positions before in a fixed-size cache (written in place,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import tensorflow as tf
 
 from xtts_train.compile.naming import name_scoped
-from xtts_train.errors import ConfigError
+from xtts_train.models.loss_weights import check_weight
 from xtts_train.models.text_to_mel.alignment import alignment_score, guided_attention_loss
 
 __all__ = ["contour_losses", "masked_l1", "stop_loss", "total_loss"]
@@ -54,7 +54,7 @@ def stop_loss(
     Returns:
         float32 scalar: mean weighted BCE over real frames; 0 without real frames.
     """
-    _check_weight("pos_weight", pos_weight)
+    check_weight("pos_weight", pos_weight)
     logits, targets, mask = (tf.cast(x, tf.float32) for x in (logits, targets, mask))
     losses = tf.nn.weighted_cross_entropy_with_logits(targets, logits, pos_weight)  # (B, F)
     return tf.reduce_sum(losses * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
@@ -120,8 +120,8 @@ def total_loss(
     Raises:
         ConfigError: a negative or non-numeric weight.
     """
-    _check_weight("stop_weight", stop_weight)
-    _check_weight("guided_weight", guided_weight)
+    check_weight("stop_weight", stop_weight)
+    check_weight("guided_weight", guided_weight)
     mask, attention, token_mask = batch["mel_mask"], outputs["attention"], batch["token_mask"]
     parts = {
         "mel_before": masked_l1(outputs["mel_before"], batch["mel"], mask),
@@ -137,10 +137,3 @@ def total_loss(
         loss = loss + contour["voicing"] + contour["pitch"]
     alignment = tf.reduce_mean(tf.stop_gradient(alignment_score(attention, token_mask, mask)))
     return {"loss": loss, **parts, "alignment": alignment}
-
-
-def _check_weight(name: str, value: float | tf.Tensor) -> None:
-    if isinstance(value, tf.Tensor):  # a compiled step's input, checked in its config
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ConfigError(f"Expected {name} a number >= 0, received: {name}={value!r}")

@@ -21,13 +21,14 @@ clip's. With `ModelConfig.pitch_contour` a conv net reads the frames after the p
 that pitch and predicts each frame's pitch and voicing (`pitch_octaves`,
 `voicing_logits`); decoding may write the harmonics of that pitch into the frames
 (`postfilters.Harmonics`, `decode.harmonics`). How the model decodes (the loop's window,
-stop gate and prenet dropout; the postfilters after it) is not the model's: `DecodeConfig`,
-passed in (`postfilters.decode_frames` is the whole of it).
+stop gate and prenet dropout; the postfilters after it) is not the model's: free-running
+decoding is `free_running`'s functions of a model and a `DecodeConfig`
+(`postfilters.decode_frames` is the whole of it).
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
 `s` reads the last frame of group `s - 1` and its heads write all `r` frames of group `s`
-(the arithmetic: `frames`). Training (`call`) and inference (`infer`) run the same
-decoder; inference fills a fixed-size frame buffer in a `tf.while_loop` (`generation`), so
-both compile with XLA at static shapes.
+(the arithmetic: `frames`). Training (`call`) and decoding (`free_running.infer`) run the
+same decoder; decoding fills a fixed-size frame buffer in a `tf.while_loop`
+(`generation`), so both compile with XLA at static shapes.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import keras
 import tensorflow as tf
 
 from xtts_audio import MelConfig
-from xtts_train.config import CONTOUR_CHANNELS, CONTOUR_LAYERS, DecodeConfig, ModelConfig
+from xtts_train.config import CONTOUR_CHANNELS, CONTOUR_LAYERS, ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
 from xtts_train.models.features import from_standard, standardize
@@ -54,14 +55,6 @@ from xtts_train.models.text_to_mel.frames import (
     to_voice,
     voice_pitch,
 )
-from xtts_train.models.text_to_mel.generation import (
-    Context,
-    State,
-    advance,
-    generate,
-    start,
-    stop_lengths,
-)
 from xtts_train.models.text_to_mel.layers import (
     CondEncoder,
     Decoder,
@@ -72,8 +65,6 @@ from xtts_train.models.text_to_mel.layers import (
 )
 
 __all__ = ["TextToMel", "dummy_batch"]
-
-_PLAIN = DecodeConfig()  # decoding's defaults: the plain loop
 
 _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
 
@@ -120,11 +111,6 @@ def _check_batch(batch: Mapping[str, tf.Tensor], config: ModelConfig) -> None:
                 f"Expected {name} with n_mels={config.n_mels} channels (ModelConfig.n_mels), "
                 f"received: {name}.shape={tuple(batch[name].shape)}"
             )
-
-
-def _check_max_frames(max_frames: int) -> None:
-    if isinstance(max_frames, bool) or not isinstance(max_frames, int) or max_frames < 1:
-        raise ConfigError(f"Expected max_frames an int >= 1, received: max_frames={max_frames!r}")
 
 
 class TextToMel(keras.Model):
@@ -216,12 +202,12 @@ class TextToMel(keras.Model):
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
         keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
         hidden, attention = self.decoder(inputs, memory, memory_mask, keep,
-                                         self._decoder_pitch(pitch), training=training,
+                                         self.decoder_pitch(pitch), training=training,
                                          start=start)  # fmt: skip
-        before, stop_logits = self._heads(hidden, count)  # (B, F, M), (B, F)
+        before, stop_logits = self.heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = from_voice(before, stats)
-        mel_before, mel_after = self._outputs(before, batch.get("mel_mask"), training=training)
+        mel_before, mel_after = self.to_mel(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
         outputs = {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
@@ -270,7 +256,7 @@ class TextToMel(keras.Model):
             return None
         return voice_pitch(mel, mask, self.audio)
 
-    def _decoder_pitch(self, pitch: tf.Tensor | None) -> tf.Tensor | None:
+    def decoder_pitch(self, pitch: tf.Tensor | None) -> tf.Tensor | None:
         """The voice's pitch as the decoder takes it: None without `ModelConfig.voice_pitch`."""
         return pitch if self.config.voice_pitch else None
 
@@ -290,124 +276,12 @@ class TextToMel(keras.Model):
         (None: both off)."""
         return self._pitch(cond_mel, clip_mask(cond_mel, cond_lengths))
 
-    def infer(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int,
-              decode: DecodeConfig = _PLAIN):  # fmt: skip
-        """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
-        the loop of `generation.generate`: the same inputs decode to the same frames
-        (unless `decode.prenet_dropout`), and it ends when every utterance stops.
-
-        Args:
-            tokens: int32 [B, T]; token_mask: float32 [B, T];
-            cond_mel: float32 [B, C, M]; cond_lengths: int32 [B]. Static shapes.
-            max_frames: frames of the buffer, a Python int.
-            decode: the loop's settings (its window, stop gate and prenet dropout); the
-                postfilters are not applied here (`postfilters.decode_frames` does).
-
-        Returns:
-            `mel` float32 [B, max_frames, M] after the postnet (frames from `lengths` on
-            are not meaningful), `mel_before` [B, max_frames, M] (the frames fed back),
-            `stop_probs` float32 [B, max_frames] (0 after the loop ended), `lengths`
-            int32 [B]: first frame with stop probability > 0.5, plus one, or `max_frames`,
-            and `attention` float32 [B, max_frames, T]: the alignment head over the text
-            when each frame was generated (0 after the loop ended). With the config's
-            inference window on, frame `t` attends only to the text symbols around the
-            furthest peak of frames `< t` (see `DecodeConfig.window_ahead`).
-
-        Raises:
-            ConfigError: `max_frames` is not a positive int.
-        """
-        _check_max_frames(max_frames)
-        self._build_weights()
-        memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        pitch = self.clip_pitch(cond_mel, cond_lengths)  # (B, 1, 2) | None
-        before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
-            self.decoder, self._heads, self.config, decode, memory, memory_mask,
-            text_shape=tokens.shape, max_frames=max_frames, stats=stats,
-            pitch=self._decoder_pitch(pitch),
-        )  # fmt: skip
-        lengths = stop_lengths(probs, max_frames)  # (B,)
-        real = tf.sequence_mask(lengths, max_frames, tf.float32)  # (B, F)
-        mel_before, mel = self._outputs(before, real)
-        return {"mel": mel, "mel_before": mel_before, "stop_probs": probs, "lengths": lengths,
-                "attention": attention[:, :, : tokens.shape[1]]}  # fmt: skip
-
-    def stream_start(self, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int,
-                     decode: DecodeConfig = _PLAIN) -> tuple[Context, State]:  # fmt: skip
-        """`infer`'s decoding before its first step, to be run a few steps at a time
-        (`stream_advance`) and read out as it goes (`mel_window`): streaming.
-
-        Args:
-            tokens, token_mask, cond_mel, cond_lengths, max_frames, decode: as `infer`'s.
-
-        Returns:
-            `generation.start`'s `Context` (every step reads it) and `State` at step 0;
-            nested tuples of tensors, which cross `tf.function` boundaries.
-
-        Raises:
-            ConfigError: `max_frames` is not a positive int.
-        """
-        _check_max_frames(max_frames)
-        self._build_weights()
-        memory, memory_mask, stats = self.encode(tokens, token_mask, cond_mel, cond_lengths)
-        pitch = self._decoder_pitch(self.clip_pitch(cond_mel, cond_lengths))
-        return start(self.decoder, self.config, decode, memory, memory_mask, max_frames=max_frames,
-                     stats=stats, pitch=pitch)  # fmt: skip
-
-    def stream_advance(self, context: Context, state: State, until: tf.Tensor, *,
-                       decode: DecodeConfig = _PLAIN) -> State:  # fmt: skip
-        """`infer`'s loop from `state` up to step `until`, or until every utterance stopped:
-        the steps `infer` runs, in as many calls as the caller likes.
-
-        Args:
-            context, state: as `stream_start` (then `stream_advance`) returned them.
-            until: int32 scalar, the step to stop before (past the buffer: its end).
-            decode: the loop's settings, as `stream_start`'s.
-
-        Returns:
-            The `State` after the last step run (`state.t` steps run in all).
-        """
-        text_len = context.memory_mask.shape[-1] - self.config.cond_latents  # S = T + L
-        return advance(self.decoder, self._heads, self.config, decode, context, state, until,
-                       text_len=text_len)  # fmt: skip
-
-    def mel_window(self, before: tf.Tensor, stats: tf.Tensor, lengths: tf.Tensor,
-                   first: tf.Tensor, *, frames: int) -> tf.Tensor:  # fmt: skip
-        """`infer`'s `mel` at frames `first .. first + frames - 1` of a decoding buffer, the
-        postnet run over those frames and its context (`Postnet.context_frames` each side)
-        alone: one static shape wherever the frames lie.
-
-        Args:
-            before: frames float32 [B, N, M] as the heads wrote them (`State.frames`, N >=
-                the buffer's `max_frames`); frames up to `first + frames + context_frames`
-                decoded.
-            stats: float32 [B, 2, M], what `before` is normalised by (`Context.stats`).
-            lengths: int32 [B], real frames (`stop_lengths`, `max_frames` where no stop yet):
-                the postnet sees zeros from there on, as in `infer`.
-            first: int32 scalar, the first frame.
-            frames: frames to return, a Python int.
-
-        Returns:
-            float32 [B, frames, M] in mel units (frames past the buffer: not meaningful).
-        """
-        self._build_weights()
-        reach = self.postnet.context_frames
-        width = frames + 2 * reach
-        padded = tf.pad(before, [[0, 0], [reach, frames + reach], [0, 0]])
-        # A gather, not a slice: XLA compiles a slice's start into the program, once per value.
-        window = tf.gather(padded, first + tf.range(width), axis=1)  # from frame first - reach
-        if self.config.voice_stats != "off":
-            window = from_voice(window, stats)
-        at = first - reach + tf.range(width)  # (W,) the window's frame indices
-        mask = (at[None, :] >= 0) & (at[None, :] < lengths[:, None])  # (B, W)
-        _, mel = self._outputs(window, mask)
-        return mel[:, reach : reach + frames]
-
-    def _build_weights(self) -> None:
+    def build_weights(self) -> None:
         """Creates the weights on a tiny batch if needed: not inside a decoding's loop."""
         if not self.mel_head.built:
             self(dummy_batch(self.config))
 
-    def _heads(self, hidden: tf.Tensor, frames: int) -> tuple[tf.Tensor, tf.Tensor]:
+    def heads(self, hidden: tf.Tensor, frames: int) -> tuple[tf.Tensor, tf.Tensor]:
         """hidden (B, S, D) → the first `frames` of the `S * r` standardised frames they
         write (B, frames, M) and their stop logits (B, frames); float32."""
         count = hidden.shape[1] * self.config.reduction_factor
@@ -415,7 +289,7 @@ class TextToMel(keras.Model):
         stop = tf.reshape(self.stop_head(hidden), [-1, count])
         return mel[:, :frames], stop[:, :frames]
 
-    def _outputs(self, before: tf.Tensor, mask: tf.Tensor | None = None,
+    def to_mel(self, before: tf.Tensor, mask: tf.Tensor | None = None,
                  training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
         """Standardised frames (B, F, M) → mel before and after the postnet, in mel units.
 

@@ -2,7 +2,7 @@
 postfilter stages (`DecodeConfig`'s), outside the model.
 
 ```
-model.infer (the loop, the postnet) ─ mel ─ GlobalVariance ─ Harmonics ─ mel
+infer (the loop, the postnet)        ─ mel ─ GlobalVariance ─ Harmonics ─ mel
                                            (decode.global_variance) (decode.harmonics)
 ```
 Each stage maps frames (B, F, M) to frames of the same shape and reads what the decoding
@@ -27,6 +27,7 @@ from xtts_train.models.text_to_mel.frames import (
     within_range,
     write_harmonics,
 )
+from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.model import TextToMel
 
 __all__ = [
@@ -120,12 +121,13 @@ def apply(stages: Sequence[Postfilter], mel: tf.Tensor, real: tf.Tensor, cond_me
 
 def decode_frames(model: TextToMel, decode: DecodeConfig, tokens, token_mask, cond_mel,
                   cond_lengths, *, max_frames: int) -> dict[str, tf.Tensor]:  # fmt: skip
-    """`model.infer` with `decode`'s loop settings, then `decode`'s postfilters on its `mel`.
+    """`free_running.infer` with `decode`'s loop settings, then `decode`'s postfilters on
+    its `mel`.
 
-    Args, Returns: as `TextToMel.infer`'s, `mel` after the stages.
+    Args, Returns: as `free_running.infer`'s, `mel` after the stages.
     """
-    result = model.infer(tokens, token_mask, cond_mel, cond_lengths, max_frames=max_frames,
-                         decode=decode)  # fmt: skip
+    result = infer(model, tokens, token_mask, cond_mel, cond_lengths, max_frames=max_frames,
+                   decode=decode)  # fmt: skip
     stages = postfilters(model, decode)
     if stages:
         real = tf.sequence_mask(result["lengths"], max_frames, tf.float32)  # (B, F)

@@ -14,7 +14,6 @@ postnet window: the prefix is never run again. Joined, the chunks are `Decoding`
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -28,6 +27,7 @@ from xtts_train.config import DecodeConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.decoding import Ending, decoding_inputs, ending
 from xtts_train.models.text_to_mel.frames import groups
+from xtts_train.models.text_to_mel.free_running import mel_window, stream_advance, stream_start
 from xtts_train.models.text_to_mel.generation import Context, State, finish, stop_lengths
 from xtts_train.models.text_to_mel.model import TextToMel
 from xtts_train.models.text_to_mel.postfilters import check_streamable
@@ -84,15 +84,17 @@ class Streaming:
         # Closures, not keyword arguments: a concrete function is called with the tensors
         # alone, and `decode` (a config, not a tensor) is part of what each program is.
         def start(tokens, token_mask, cond_mel, cond_lengths):
-            return model.stream_start(tokens, token_mask, cond_mel, cond_lengths,
-                                      max_frames=max_frames, decode=decode)  # fmt: skip
+            return stream_start(model, tokens, token_mask, cond_mel, cond_lengths,
+                                max_frames=max_frames, decode=decode)  # fmt: skip
 
         def advance(context, state, until):
-            return model.stream_advance(context, state, until, decode=decode)
+            return stream_advance(model, context, state, until, decode=decode)
+
+        def mel(before, stats, lengths, first):
+            return mel_window(model, before, stats, lengths, first, frames=chunk_frames)
 
         self._start = tf.function(start, jit_compile=xla)
         self._advance = tf.function(advance, jit_compile=xla)
-        mel = functools.partial(model.mel_window, frames=chunk_frames)
         self._mel = tf.function(mel, jit_compile=xla)
         self._programs: dict[int, _Programs] = {}
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import keras
 import tensorflow as tf
 
-from xtts_audio.spectral import _in_xla
+from xtts_audio.spectral import in_xla
 from xtts_train.models.text_to_mel.layers import LazyLayer
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class DepthwiseConv(keras.layers.DepthwiseConv1D):
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
         """inputs: (B, F, D) → (B, F, D * depth_multiplier)."""
         plain = self.strides == (1,) and self.dilation_rate == (1,) and self.padding == "same"
-        if not (_in_xla() and plain and self.depth_multiplier == 1):
+        if not (in_xla() and plain and self.depth_multiplier == 1):
             return super().call(inputs)
         taps, frames = self.kernel.shape[0], inputs.shape[1]
         kernel = tf.cast(self.kernel[:, :, 0], inputs.dtype)  # (k, D)

@@ -19,7 +19,7 @@ from xtts_audio import MelConfig, mel_spectrogram, stft
 from xtts_train.compile.naming import name_scoped
 from xtts_train.config import VocoderConfig
 from xtts_train.errors import ConfigError
-from xtts_train.models.text_to_mel.losses import _check_weight
+from xtts_train.models.loss_weights import check_weight
 from xtts_train.models.vocoder.model import synthesis_config
 
 __all__ = ["anti_wrap", "log_mel_l1", "phase_loss", "stft_loss", "vocoder_losses"]
@@ -187,7 +187,7 @@ def vocoder_losses(
     phase_weight = config.phase_weight if phase_weight is None else phase_weight
     for name, weight in (("mel_weight", mel_weight), ("stft_weight", stft_weight),
                          ("phase_weight", phase_weight)):  # fmt: skip
-        _check_weight(name, weight)
+        check_weight(name, weight)
     pred_shape, true_shape = audio_pred.shape, audio_true.shape
     if pred_shape.rank != 2 or pred_shape != true_shape:
         raise ConfigError(
