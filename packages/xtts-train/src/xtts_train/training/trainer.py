@@ -4,7 +4,7 @@ shape, beside a `RunWriter` that owns every file the run writes. What it trains 
 the same for every task and knows no model.
 
 ```
-the loop (trainer: fit, _Run.train)              the writer (run_writer.RunWriter)
+the loop (trainer: fit_task, _Run.train)         the writer (run_writer.RunWriter)
   lock the work dir ───────────────────────────► recover: temp files, a damaged reference.npy
   open the cache; the task's config from it
     (text-to-mel: the vocabulary), its pipeline
@@ -14,8 +14,8 @@ the loop (trainer: fit, _Run.train)              the writer (run_writer.RunWrite
   the task's model + AdamW (build_steps) ──────► open: checkpoints/ + TensorBoard
   warm-up: compile every shape
   resume ──────────────────────────────────────► restore checkpoints/; trim metrics.jsonl
-  loop: next batch (timed: data wait) ─────────► the task's of the first batch (text-to-
-                                                 mel: reference.npy)
+  loop: next batch (timed: data wait) ─────────► what the task keeps of the first batch
+                                                 (text-to-mel: reference.npy)
         compiled step (no host sync)
         every log_every: losses ───────────────► metrics.jsonl + TensorBoard scalars
         every eval_every: the task's eval
