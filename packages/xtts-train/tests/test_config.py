@@ -90,7 +90,7 @@ def test_a_model_section_without_a_preset_starts_from_tiny(tmp_path):
         ("", ["model.layers=2"], r"^ModelConfig: unknown field\(s\) \['layers'\] in section model; known: \['vocab_size', "),
         ("", ["train.stepz=2"], r"^TrainConfig: unknown field\(s\) \['stepz'\] in section train; known: \['steps', "),
         ("", ["data.text.cleaner=basic"], r"^TextConfig: unknown field\(s\) \['cleaner'\] in section data\.text; known: "),
-        ("", ["model.preset=huge"], r"^ModelConfig\.from_preset: expected one of \['base', 'small', 'tiny', 'xtts'\], received: name='huge'$"),
+        ("", ["model.preset=huge"], r"^ModelConfig\.from_preset: expected one of \['base', 'small', 'tiny', 'tiny-voices', 'xtts'\], received: name='huge'$"),
         ("", ["train.steps=0"], r"^TrainConfig\.steps: expected an int >= 1, received: steps=0$"),
         ("", ["train.compiler=jit"], r"^TrainConfig\.compiler: expected one of \('auto', 'xla', 'graph'\), received: compiler='jit'$"),
         ("", ["steps=3"], r"^Expected --set section\.key=value"),
@@ -190,6 +190,20 @@ def test_a_run_config_with_the_fixed_standardisation_loads_and_another_is_refuse
         match=rf"^Expected {section}\.mel_std 2\.5 or absent, received: 3\.0: the features' standardisation is fixed",
     ):
         load_stack_config(path)
+
+
+def test_the_voice_cloning_settings_are_two_presets():
+    presets = load_stack_config(None, ["model.preset=tiny-voices", "decode.preset=voices"])
+    flags = load_stack_config(None, [
+        "model.reduction_factor=4", "model.voice_stats=mean_std",
+        "model.voice_stats_source=utterance", "model.voice_pitch=true",
+        "model.pitch_contour=true", "decode.global_variance=true",
+        "decode.reference_frames=1024", "decode.harmonics=true",
+    ])  # fmt: skip
+    assert presets == flags
+    assert load_stack_config(None, ["decode.preset=plain"]).decode == DecodeConfig()
+    with pytest.raises(ConfigError, match=r"harmonics=false while model\.pitch_contour is off"):
+        load_stack_config(None, ["decode.preset=voices"])  # its harmonics need the contour
 
 
 def test_a_removed_option_loads_off_and_is_refused_on(tmp_path):

@@ -21,6 +21,7 @@ __all__ = [
     "COMPILERS",
     "CONTOUR_CHANNELS",
     "CONTOUR_LAYERS",
+    "DECODE_PRESETS",
     "MEL_MEAN",
     "MEL_STD",
     "PRESETS",
@@ -91,7 +92,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         cond_convs=2, cond_layers=6, cond_latents=32, decoder_layers=30, prenet_dim=512,
         postnet_layers=5, postnet_channels=512, postnet_kernel=5,
     ),
+    # The tiny model with the voice-cloning settings measured best (recipes/cpu-voices.yaml;
+    # README "Voice cloning, measured"): 4 frames a step, the clip's statistics and pitch
+    # carry the voice, a pitch contour learnt beside the decoder. Decode it with the
+    # `voices` decode preset.
+    "tiny-voices": dict(
+        reduction_factor=4, voice_stats="mean_std", voice_stats_source="utterance",
+        voice_pitch=True, pitch_contour=True,
+    ),
 }  # fmt: skip
+
+# `decode.preset`: named decoding settings. `voices`: the postfilters and reference length
+# measured best for voices never trained on (README "Voice cloning, measured"); it needs a
+# model with `pitch_contour` (the `tiny-voices` preset's) for its harmonics.
+DECODE_PRESETS: dict[str, dict[str, Any]] = {
+    "plain": {},  # the defaults: the loop alone, training's reference crop
+    "voices": dict(global_variance=True, reference_frames=1024, harmonics=True),
+}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -310,9 +327,12 @@ class DecodeConfig(FrozenConfig):
             run, the same checkpoint), GE2E likeness to the clip 0.895x two recordings'
             without it and 0.902x with it (the 249 Hz voice 0.790 -> 0.813), pairing 0.60
             both (README "Voice cloning, measured").
+
+    `from_dict({"preset": "voices", ...})` starts from `DECODE_PRESETS`' values.
     """
 
     error_type = ConfigError
+    presets = DECODE_PRESETS
 
     window_back: int = 1
     window_ahead: int = 0
