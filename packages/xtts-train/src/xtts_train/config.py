@@ -490,10 +490,11 @@ class TrainConfig(FrozenConfig):
             (`xtts_train.compile.compiler.AUTO`: on a CPU the train and eval steps on the graph
             executor and decoding under XLA; XLA throughout on a GPU). Either way each
             program has a static signature, is traced once and a retrace is an error.
-        task: what the run trains, by name (`xtts_train.tasks.TASKS`): `text_to_mel`
-            (`TextToMel` on the bucketed text/mel batches) or `vocoder` (`Vocoder` on
-            random aligned mel/audio segments of a cache built with `data.keep_audio`);
-            an unknown name is refused when the run starts, naming the known ones.
+        task: what the run trains, by name (`xtts_train.tasks.registry.TASKS`):
+            `text_to_mel` (`TextToMel` on the bucketed text/mel batches) or `vocoder`
+            (`Vocoder` on random aligned mel/audio segments of a cache built with
+            `data.keep_audio`); an unknown name is refused when the run starts, naming
+            the known ones.
         memory_budget_gb: plan each bucket's batch size to fill this much memory (the
             process's on a CPU, the device's on a GPU) instead of `data.frame_budget`:
             `fit` and `check` measure real steps of every bucket in a fresh process
@@ -564,7 +565,7 @@ class TrainConfig(FrozenConfig):
         if self.compiler not in COMPILERS:
             self._fail("compiler", self.compiler, f"one of {COMPILERS}")
         if not (isinstance(self.task, str) and self.task.isidentifier()):
-            self._fail("task", self.task, "a task's name (`xtts_train.tasks.TASKS`)")
+            self._fail("task", self.task, "a task's name (`xtts_train.tasks.registry.TASKS`)")
         if not isinstance(self.allow_retrace, bool):
             self._fail("allow_retrace", self.allow_retrace, "true or false")
 
