@@ -116,7 +116,6 @@ def test_stack_from_dict_needs_every_section():
     [
         (["decode.window_ahead=-1"], r"DecodeConfig\.window_ahead: expected an int >= 0, received: window_ahead=-1"),
         (["decode.window_back=true"], "window_back=True"),
-        (["decode.prenet_dropout=1"], "prenet_dropout=1"),
         (["decode.global_variance=maybe"], "global_variance='maybe'"),
         (["decode.harmonics=true"], r"decode\.harmonics=false while model\.pitch_contour is off"),
         (["decode.reference_frames=-1"], "reference_frames=-1"),
@@ -206,13 +205,18 @@ def test_the_voice_cloning_settings_are_two_presets():
         load_stack_config(None, ["decode.preset=voices"])  # its harmonics need the contour
 
 
-def test_a_removed_option_loads_off_and_is_refused_on(tmp_path):
+@pytest.mark.parametrize(("section", "key"), [("model", "voice_input"),
+                                            ("decode", "prenet_dropout")])  # fmt: skip
+def test_a_removed_option_loads_off_and_is_refused_on(tmp_path, section, key):
     old = load_stack_config(None).to_dict()
-    old["model"]["voice_input"] = False  # as runs before its removal wrote it
+    old[section][key] = False  # as runs before its removal wrote it
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(old, sort_keys=False))
     assert load_stack_config(path) == load_stack_config(None)
-    old["model"]["voice_input"] = True
+    old[section][key] = True
     path.write_text(yaml.safe_dump(old, sort_keys=False))
-    with pytest.raises(ConfigError, match=r"model\.voice_input false or absent, .*was removed"):
+    refused = rf"{section}\.{key} false or absent, .*was removed \("
+    with pytest.raises(ConfigError, match=refused):
         load_stack_config(path)
+    with pytest.raises(ConfigError, match=refused):  # and as an override
+        load_stack_config(None, [f"{section}.{key}=true"])

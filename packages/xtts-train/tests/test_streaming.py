@@ -69,7 +69,7 @@ def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray,
         ({}, False, 0, 8, "graph"),
         ({}, True, 0, 4, "graph"),
         ({}, True, 30, 8, "graph"),  # past the stop: infer's frames there
-        ({"reduction_factor": 2, "voice_stats": "mean", "voice_pitch": True}, True, 0, 8,
+        ({"reduction_factor": 2, "voice_stats": "mean_std", "voice_pitch": True}, True, 0, 8,
          "graph"),
         ({"reduction_factor": 3}, False, 0, 5, "graph"),
         ({"decode.window_ahead": 2}, False, 0, 8, "xla"),

@@ -48,12 +48,12 @@ class DataConfig(FrozenConfig):
     Cache (part of the cache's settings hash when they change the features):
         text: text normalisation and symbol set (`TextConfig`).
         trim_top_db: trim leading/trailing audio quieter than this many dB below the
-            clip's peak before computing features (`None` keeps the audio whole); at the
+            clip's peak before computing features (`None` keeps the audio whole). At the
             default, 40, the demo corpus's model (random silences around each clip) ended
             92% of its held-out sentences by the stop token against 17% untrimmed, and on
             600 espeak-ng clips (2,000 default steps) the held-out DTW distance was 2.35
-            against 2.58 untrimmed, the stop token ending all 24 either way (the xtts-train
-            README, "Defaults, measured").
+            against 2.58 untrimmed, the stop token ending all 24 either way
+            (docs/train/defaults.md).
         max_seconds: utterances longer than this (after trimming) are skipped and
             reported: one stray long clip would otherwise set the padded length of its
             bucket, or of every batch with `fixed`; `None` keeps every length.
@@ -86,8 +86,8 @@ class DataConfig(FrozenConfig):
             of the same speaker).
         voice_warp: speaker augmentation of the `train` split: each row and its
             conditioning crop have their frequency axis scaled by one factor drawn from
-            `1 / (1 + voice_warp)` to `1 + voice_warp` (`stages.WarpVoices`; the pitch
-            and the formants move together, as with a shorter or longer vocal tract), so
+            `1 / (1 + voice_warp)` to `1 + voice_warp` (`stages.WarpVoices`). The pitch
+            and the formants move together, as with a shorter or longer vocal tract, so
             the model hears voices between and beyond the corpus's. 0 (the default): off.
         join: the `train` split's items join up to this many utterances of one speaker,
             the count drawn evenly from 1 to `join` for each window of `join` (`joins`),

@@ -104,13 +104,15 @@ class TextConfig(FrozenConfig):
             voice. One setting is all a corpus in one language needs.
         languages: further languages rows may name in their `language` column (a
             multilingual corpus); a row naming another is an error.
-        cleaners: `"full"`: Unicode NFKC, controls and format characters dropped (the
-            ZERO WIDTH NON-JOINER kept in Persian), punctuation in ASCII (Arabic ، ؟,
-            «», CJK 。), Persian letter unification and digits, lower-casing where the
-            script has case, numbers, percent and money in the row's language, English
-            abbreviations ("dr." → "doctor") and spoken symbols ("&" → "and"), anything
-            unspeakable dropped. `"basic"`: the same without expansions or the final
-            drop. `"none"`: the text as given, only stripped.
+        cleaners: how the text is cleaned: `"full"` (Unicode, punctuation, numbers and
+            abbreviations made speakable), `"basic"` (the same without the expansions) or
+            `"none"` (only stripped). Full: Unicode NFKC, controls and format characters
+            dropped (the ZERO WIDTH NON-JOINER kept in Persian), punctuation in ASCII
+            (Arabic ، ؟, «», CJK 。), Persian letter unification and digits, lower-casing
+            where the script has case, numbers, percent and money in the row's language,
+            English abbreviations ("dr." → "doctor") and spoken symbols ("&" → "and"),
+            anything unspeakable dropped. Basic: the same without expansions or the final
+            drop. None: the text as given, only stripped.
         lowercase: lower-case the text (full/basic).
         ascii_fold: strip accents ("é" → "e") and drop characters with no ASCII form
             (full/basic); `None`: on for English, off for every other language.

@@ -59,7 +59,7 @@ CONTOUR_LAYERS = 3
 MEL_MEAN = -5.0
 MEL_STD = 2.5
 
-VOICE_STATS = ("off", "mean", "mean_std")  # ModelConfig.voice_stats
+VOICE_STATS = ("off", "mean_std")  # ModelConfig.voice_stats
 VOICE_STATS_SOURCES = ("clip", "utterance")  # ModelConfig.voice_stats_source
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
@@ -93,7 +93,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         postnet_layers=5, postnet_channels=512, postnet_kernel=5,
     ),
     # The tiny model with the voice-cloning settings measured best (recipes/cpu-voices.yaml;
-    # README "Voice cloning, measured"): 4 frames a step, the clip's statistics and pitch
+    # docs/train/voice-cloning.md): 4 frames a step, the clip's statistics and pitch
     # carry the voice, a pitch contour learnt beside the decoder. Decode it with the
     # `voices` decode preset.
     "tiny-voices": dict(
@@ -103,7 +103,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 # `decode.preset`: named decoding settings. `voices`: the postfilters and reference length
-# measured best for voices never trained on (README "Voice cloning, measured"); it needs a
+# measured best for voices never trained on (docs/train/voice-cloning.md); it needs a
 # model with `pitch_contour` (the `tiny-voices` preset's) for its harmonics.
 DECODE_PRESETS: dict[str, dict[str, Any]] = {
     "plain": {},  # the defaults: the loop alone, training's reference crop
@@ -130,11 +130,11 @@ class ModelConfig(FrozenConfig):
         cond_latents: L, learned queries that pool the reference into `(B, L, D)`.
         decoder_layers: causal decoder blocks (self-attention, cross-attention, feed-forward).
         prenet_dim: width of the decoder's two-layer frame prenet.
-        voice_stats: "mean" or "mean_std": the decoder reads and writes frames
-            normalised by the reference clip's own per-channel mean (and deviation), its
+        voice_stats: "mean_std": the decoder reads and writes frames normalised by
+            the reference clip's own per-channel mean and deviation, its
             output is moved back by them before the postnet, and the conditioning encoder
-            reads the clip normalised the same way (AdaIN-VC's instance statistics): the
-            clip's statistics set the voice's spectral statistics, for voices never trained
+            reads the clip normalised the same way (AdaIN-VC's instance statistics). The
+            clip's statistics then set the voice's spectral statistics, for voices never trained
             on too, by that path alone. "off" (the default): frames are standardised with
             the fixed `MEL_MEAN` and `MEL_STD` alone.
         voice_stats_source: whose statistics normalise the frames in teacher-forced
@@ -145,17 +145,17 @@ class ModelConfig(FrozenConfig):
             The latents read the clip either way. Needs `voice_stats` on. On 4 espeak-ng
             voices never trained on (44 trained on, 55 minutes on one core each), their
             syntheses were identified as the clip's voice 98% of the time with it and 75%
-            without (README "Voice cloning, measured"; `recipes/cpu-voices.yaml`).
+            without (docs/train/voice-cloning.md; `recipes/cpu-voices.yaml`).
         voice_pitch: every decoder input frame also gets the voice's pitch, projected
-            (`Decoder.voice_of`): the mean and deviation of log2 pitch over the harmonic
-            frames (`frames.voice_pitch`, `xtts_audio.mel_pitch`) of the frames the
+            (`Decoder.pitch_term`): the mean and deviation of log2 pitch over the harmonic
+            frames (`frames.pitch_stats`, `xtts_audio.mel_pitch`) of the frames the
             statistics come from: the spoken utterance's in teacher forcing with
             `voice_stats_source="utterance"`, the clip's otherwise and in decoding. The
             latents read pitch only as the clip's frames carry it; this states it, for the
             voices whose pitch few training voices share. Off by default; on 4 espeak-ng
             voices never trained on (44 trained on, 55 minutes on one core each, side by
             side), GE2E likeness to the clip 0.873x two recordings' with it and 0.86x
-            without, pairing 0.60 and 0.64 (README "Voice cloning, measured";
+            without, pairing 0.60 and 0.64 (docs/train/voice-cloning.md;
             `recipes/cpu-voices.yaml`).
         prenet_dropout: dropout of the prenet in training (and in the teacher-forced
             eval losses): the decoder never trusts its own previous frame exactly.
@@ -178,7 +178,7 @@ class ModelConfig(FrozenConfig):
         random_positions: in training, the positions of the text's symbols and of the
             decoder's steps start at one offset drawn uniformly from `[0,
             random_positions]` for every batch (randomized positional encodings, Ruoss et
-            al. 2023), instead of at 0: the model sees positions past its training
+            al. 2023), instead of at 0. The model then sees positions past its training
             lengths, and a position alone no longer tells the stop head the utterance is
             at its usual end, while the distance between a step and a symbol, which
             sinusoidal encodings give attention, is kept. Inference starts at 0. 0 (the
@@ -236,6 +236,11 @@ class ModelConfig(FrozenConfig):
         for name in ("voice_pitch", "pitch_contour"):
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
+        if self.voice_stats == "mean":
+            self._fail("voice_stats", "mean", "off or mean_std: \"mean\" (the mean without "
+                       "the deviation) was removed, measured worse: held-out voices "
+                       "identified 33% with it against 40% with mean_std "
+                       "(docs/train/voice-cloning.md)")  # fmt: skip
         if self.voice_stats not in VOICE_STATS:
             self._fail("voice_stats", self.voice_stats, f"one of {', '.join(VOICE_STATS)}")
         if self.voice_stats_source not in VOICE_STATS_SOURCES:
@@ -256,8 +261,8 @@ class ModelConfig(FrozenConfig):
 class DecodeConfig(FrozenConfig):
     """How a trained `TextToMel` decodes: choices made at inference, none of which shapes
     a weight, so `evaluate`, `synthesize` and `export` may change them for a trained run
-    (`--set decode.KEY=VALUE`). The loop's (`window_*`, `stop_gate`, `prenet_dropout`)
-    run inside `models.text_to_mel.generation`; the postfilters (`global_variance`,
+    (`--set decode.KEY=VALUE`). The loop's (`window_*`, `stop_gate`) run
+    inside `models.text_to_mel.generation`; the postfilters (`global_variance`,
     `harmonics`) are stages applied to the decoded frames
     (`models.text_to_mel.postfilters`); `split_symbols` and `reference_frames` decide
     what is decoded.
@@ -266,13 +271,9 @@ class DecodeConfig(FrozenConfig):
         window_back, window_ahead: each frame's cross-attention
             may read the text symbols from `back` before to `ahead` after the alignment
             head's focus so far (its furthest peak; the speaker latents always), which
-            keeps decoding monotonic; `window_ahead=0` (the default) turns the
-            window off: on the demo's 150-step model it held the attention on the fifth
-            symbol and the mel turned to noise (measured; see the README).
-        prenet_dropout: keep the prenet's dropout on in free-running decoding too,
-            as Tacotron 2 does (decoding is then stochastic). Off by default: on the peer
-            benchmark's held-out sentences, 7 of 8 checkpoints of two runs decoded closer
-            to the recordings without it (pairing 0.005-0.02 lower; see the README).
+            keeps decoding monotonic. With `window_ahead=0` (the default) the window is
+            off: on the demo's 150-step model it held the attention on the fifth symbol
+            and the mel turned to noise (docs/train/defaults.md).
         global_variance: match the decoded mel's global variance to
             the reference clip's, in the cepstrum (the DCT of each log-mel frame): each
             coefficient's deviation about its mean over the utterance is scaled to its
@@ -284,7 +285,7 @@ class DecodeConfig(FrozenConfig):
             trained on (`recipes/cpu-voices.yaml`'s run), it raised the syntheses'
             likeness to their clip from 0.62x to 0.81x of two recordings' by the MFCC
             measure and from 0.84x to 0.86x by a GE2E speaker encoder, and identification
-            to 100%, for pairing 0.61 -> 0.63 (README "Voice cloning, measured"). The
+            to 100%, for pairing 0.61 -> 0.63 (docs/train/voice-cloning.md). The
             scaled frames are then held within the levels each channel reaches in the
             clip (`frames.within_range`): unheld, the scaling put a few frames far past
             them, which a vocoder turns into a buzz. It needs the whole utterance, so
@@ -298,17 +299,17 @@ class DecodeConfig(FrozenConfig):
             (`recipes/cpu-voices.yaml`'s run, 128-frame crops in training), reading up to
             1,024 frames of the clip raised the syntheses' likeness to it from 0.81x to
             0.92x of two recordings' by the MFCC measure and from 0.86x to 0.87x by a GE2E
-            speaker encoder, for pairing 0.63 -> 0.61 (README "Voice cloning, measured").
+            speaker encoder, for pairing 0.63 -> 0.61 (docs/train/voice-cloning.md).
         split_symbols: a text longer than this many symbols (the
             characters the model reads: IPA with phonemes) is spoken as pieces of at most
             this many, cut at sentence, then clause, then word boundaries
-            (`xtts_data.sentences.split_text`), each decoded alone in the same voice and
-            joined with a pause of silence (0.34 s after a sentence, 0.18 s after a
+            (`xtts_data.sentences.split_text`). Each piece is decoded alone in the same
+            voice and joined with a pause of silence (0.34 s after a sentence, 0.18 s after a
             clause, measured on espeak-ng); 0 turns it off. An autoregressive model loses
             its alignment on text much longer than its training clips: on 24 held-out
             espeak-ng items of 1.3-1.8x the longest training clip, the tiny model after
             45 minutes ended 3 within 15% of their recording's length (10 stopped early,
-            11 ran on), and 22 when split (README "Long text, measured"). The default,
+            11 ran on), and 22 when split (docs/train/long-text.md). The default,
             100, is below the longest training text of the measured corpus (116
             symbols); a decoding setting, as `global_variance` is.
         stop_gate: the stop token may end an utterance only once the
@@ -326,7 +327,7 @@ class DecodeConfig(FrozenConfig):
             alone). On 4 espeak-ng voices never trained on (`recipes/cpu-voices.yaml`'s
             run, the same checkpoint), GE2E likeness to the clip 0.895x two recordings'
             without it and 0.902x with it (the 249 Hz voice 0.790 -> 0.813), pairing 0.60
-            both (README "Voice cloning, measured").
+            both (docs/train/voice-cloning.md).
 
     `from_dict({"preset": "voices", ...})` starts from `DECODE_PRESETS`' values.
     """
@@ -336,7 +337,6 @@ class DecodeConfig(FrozenConfig):
 
     window_back: int = 1
     window_ahead: int = 0
-    prenet_dropout: bool = False
     global_variance: bool = False
     reference_frames: int = 0
     split_symbols: int = 100
@@ -349,7 +349,7 @@ class DecodeConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("prenet_dropout", "global_variance", "harmonics"):
+        for name in ("global_variance", "harmonics"):
             if not isinstance(getattr(self, name), bool):
                 self._fail(name, getattr(self, name), "true or false")
 
@@ -467,7 +467,7 @@ class TrainConfig(FrozenConfig):
         eval_every: steps between evals (0: never); at the default, 500, the first two
             evals of the tiny model on 600 espeak-ng clips cost 47 s together, their
             programs' one-time compiles included, against about 8 minutes for 500 steps
-            on 2 CPU cores (the xtts-train README, "Defaults, measured"). What an eval
+            on 2 CPU cores (docs/train/defaults.md). What an eval
             does is the task's: a text-to-mel eval speaks `text_to_mel.eval_sentences`
             free-running (the compiled `infer`): audio, mel and attention to TensorBoard,
             their mean alignment score (`sentences_alignment`) to metrics.jsonl. With
@@ -496,8 +496,8 @@ class TrainConfig(FrozenConfig):
             `data.keep_audio`); an unknown name is refused when the run starts, naming
             the known ones.
         memory_budget_gb: plan each bucket's batch size to fill this much memory (the
-            process's on a CPU, the device's on a GPU) instead of `data.frame_budget`:
-            `fit` and `check` measure real steps of every bucket in a fresh process
+            process's on a CPU, the device's on a GPU) instead of `data.frame_budget`.
+            Before training, `fit` and `check` measure real steps of every bucket in a fresh process
             (`xtts_train.training.planner`) and train with the largest batches whose peak
             stays within 90% of it; the run's config.yaml records them as
             `data.batch_sizes`, which a resume reuses, and its memory_plan.json the plan
@@ -738,12 +738,16 @@ def refuse_moved_settings(overrides: Sequence[str]) -> None:
             )
 
 
-# Options measured worse and removed (issue 48): a run's `config.yaml` with one off still
-# loads; with one on, its weights are of a model this version does not build.
+# Options measured worse and removed (issue 48), `section.key` -> why: a run's
+# `config.yaml` with one off still loads; with one on, it was trained (or decodes) in a
+# way this version does not.
 _REMOVED = {
-    "voice_input": "the speaker latents' mean added to every decoder input: on 12 espeak-ng "
-    "voices, held-out voices identified 27% with it against 52% without (xtts-train README, "
-    "Voice cloning, measured)",
+    "model.voice_input": "the speaker latents' mean added to every decoder input: on 12 "
+    "espeak-ng voices, held-out voices identified 27% with it against 52% without "
+    "(docs/train/voice-cloning.md)",
+    "decode.prenet_dropout": "the prenet's dropout in free-running decoding: on checkpoints "
+    "of the peer benchmark's runs, decoding without it was closer to the recordings at 7 "
+    "of 8 (docs/train/defaults.md)",
 }
 
 
@@ -752,12 +756,12 @@ _FIXED = {"mel_mean": MEL_MEAN, "mel_std": MEL_STD}
 
 
 def _drop_removed_settings(sections: dict[str, dict[str, Any]]) -> None:
-    model = sections["model"]
-    for key, why in _REMOVED.items():
-        if model.pop(key, False) is not False:
+    for name, why in _REMOVED.items():
+        section, key = name.split(".")
+        if sections[section].pop(key, False) is not False:
             raise ConfigError(
-                f"Expected model.{key} false or absent, received: {key}=true: the option was "
-                f"removed ({why}); a run trained with it needs an xtts version before 2026-11-28"
+                f"Expected {name} false or absent, received: {key}=true: the option was "
+                f"removed ({why}); a run made with it needs an xtts version before 2026-11-28"
             )
     for section in ("model", "vocoder"):
         for key, value in _FIXED.items():

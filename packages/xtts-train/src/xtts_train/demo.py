@@ -33,7 +33,7 @@ DEMO_TEXT = "Dr. Ray was quiet."  # within the corpus's lengths (0.4–1.6 s), "
 
 # Short utterances and two buckets: the compiles and steps fit a CPU. Silence trimmed
 # (the demo corpus pads utterances with silence of random length, which no stop token
-# can predict); two frames per decoder step (measured: see the xtts-train README). No
+# can predict); two frames per decoder step (measured: docs/train/learning.md). No
 # evals inside the run: the demo speaks and scores its unseen sentences at the end.
 DEMO_SETTINGS = (
     "data.batch_size=8", "data.num_buckets=2", "data.cond_frames=32", "data.val_fraction=0.0",

@@ -7,7 +7,7 @@ program), the graph executor runs TensorFlow's own kernels (oneDNN on a CPU) and
 nothing to compile or cache.
 
 `train.compiler: auto` picks per device and role (train step, eval step, decoding loop)
-from `AUTO`, a table of measurements (figures in the xtts-train README): on a CPU the
+from `AUTO`, a table of measurements (figures in docs/train/compilers.md): on a CPU the
 text-to-mel model's train and eval steps run on the graph executor and its decoding under
 XLA. A network whose measurements differ brings its own table (`table=`: the vocoder's
 `AUTO_COMPILERS`, XLA throughout), which its task declares (`Task.compilers`). `xla` or
@@ -26,11 +26,11 @@ __all__ = ["AUTO", "COMPILERS", "ROLES", "XLA", "choices", "device_kind", "resol
 
 ROLES = ("train", "eval", "decode")
 
-# device kind -> role -> compiler, from `xtts-bench compiler` (xtts-train README,
-# "Compiler per device"): on this project's 2-core x86 CPU (AVX-512), tiny model, batch
-# 16 at the espeak recipe's three shapes, the graph executor ran the train step 3.2x and
-# the eval step 4-5x faster than XLA on 1 and on 2 threads, while XLA ran the decoding
-# loop (a `tf.while_loop` of many small ops) 1.3x (1 thread) to 3.5x (2 threads) faster.
+# device kind -> role -> compiler, from `xtts-bench compiler` (docs/train/compilers.md):
+# on this project's 2-core x86 CPU (AVX-512), tiny model, batch 16 at the espeak recipe's
+# three shapes, the graph executor ran the train step 3.2x and the eval step 4-5x faster
+# than XLA on 1 and on 2 threads, while XLA ran the decoding loop (a `tf.while_loop` of
+# many small ops) 1.3x (1 thread) to 3.5x (2 threads) faster.
 # On accelerators XLA fuses what would otherwise be many small kernel launches.
 XLA = {"train": "xla", "eval": "xla", "decode": "xla"}
 AUTO: dict[str, dict[str, str]] = {

@@ -9,10 +9,10 @@ static shapes, shared by training (`TextToMel.call`) and decoding (`generation`)
 
 With `ModelConfig.voice_stats` the decoder works one step further from the mel: on
 standardised frames normalised by the reference clip's own per-channel mean (and
-deviation: `clip_stats`, `to_voice`), and its output is moved back by them (`from_voice`),
+deviation: `clip_stats`, `normalize_by`), and its output is moved back by them (`denormalize_by`),
 as AdaIN-VC's instance statistics (Chou et al. 2019) carry a voice.
 
-`voice_pitch` is the pitch of a voice over frames that `ModelConfig.voice_pitch` gives the
+`pitch_stats` is the pitch of a voice over frames that `ModelConfig.voice_pitch` gives the
 decoder (`frame_pitch`, `xtts_audio.mel_pitch` of each frame, summed up over the harmonic
 ones); `frame_pitch` is also what `ModelConfig.pitch_contour` learns to predict, and
 `write_harmonics` (`postfilters.Harmonics`, `decode.harmonics`) writes the harmonics of
@@ -33,9 +33,9 @@ import tensorflow as tf
 from xtts_audio import MelConfig, denormalize, harmonic_ripple, mel_pitch, normalize, ripple_depth
 
 __all__ = [
-    "clip_mask", "clip_stats", "frame_pitch", "from_voice", "groups", "identity_stats",
-    "match_global_variance", "octaves_to_hz", "per_frame", "shift_right", "step_inputs",
-    "to_voice", "voice_pitch", "within_range", "write_harmonics",
+    "clip_mask", "clip_stats", "denormalize_by", "frame_pitch", "groups", "identity_stats",
+    "match_global_variance", "normalize_by", "octaves_to_hz", "per_frame", "pitch_stats",
+    "shift_right", "step_inputs", "within_range", "write_harmonics",
 ]  # fmt: skip
 
 # The least cepstral deviation of an utterance that `match_global_variance` scales up (ln-mel
@@ -84,39 +84,36 @@ def clip_mask(cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor:
     return tf.sequence_mask(cond_lengths, tf.shape(cond_mel)[1], tf.float32)
 
 
-def clip_stats(cond: tf.Tensor, cond_mask: tf.Tensor, *, deviation: bool = True) -> tf.Tensor:
+def clip_stats(cond: tf.Tensor, cond_mask: tf.Tensor) -> tf.Tensor:
     """A reference clip's per-channel statistics over its real frames.
 
     Args:
         cond: standardised reference frames float32 [B, C, M].
         cond_mask: float32 [B, C], 1 at real frames (at least one per clip).
-        deviation: scale by each channel's deviation too (else by 1).
 
     Returns:
-        float32 [B, 2, M]: each channel's mean, then its deviation (at least 0.1) or ones.
+        float32 [B, 2, M]: each channel's mean, then its deviation (at least 0.1).
     """
     mean, spread = _moments(cond, cond_mask)  # (B, 1, M) each
-    if not deviation:
-        return tf.concat([mean, tf.ones_like(mean)], axis=1)
     return tf.concat([mean, tf.maximum(spread, _MIN_DEVIATION)], axis=1)
 
 
 def identity_stats(batch: int, n_mels: int) -> tf.Tensor:
-    """Statistics `to_voice` and `from_voice` leave frames alone with: float32 [B, 2, M]."""
+    """Statistics `normalize_by` and `denormalize_by` leave frames alone with: float32 [B, 2, M]."""
     return tf.concat([tf.zeros([batch, 1, n_mels]), tf.ones([batch, 1, n_mels])], axis=1)
 
 
-def to_voice(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
+def normalize_by(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
     """Standardised frames (B, F, M) → normalised by a clip's `stats` (B, 2, M)."""
     return (frames - stats[:, :1]) / stats[:, 1:]
 
 
-def from_voice(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
-    """Frames normalised by a clip's `stats` (B, 2, M) → standardised: `to_voice`'s inverse."""
+def denormalize_by(frames: tf.Tensor, stats: tf.Tensor) -> tf.Tensor:
+    """Frames normalised by a clip's `stats` (B, 2, M) → standardised: `normalize_by`'s inverse."""
     return frames * stats[:, 1:] + stats[:, :1]
 
 
-def voice_pitch(mel: tf.Tensor, mask: tf.Tensor, audio: MelConfig) -> tf.Tensor:
+def pitch_stats(mel: tf.Tensor, mask: tf.Tensor, audio: MelConfig) -> tf.Tensor:
     """A voice's pitch over frames: the mean and deviation of `log2(pitch / 150 Hz)` over
     the real frames that are harmonic (`xtts_audio.mel_pitch`).
 
@@ -134,7 +131,7 @@ def voice_pitch(mel: tf.Tensor, mask: tf.Tensor, audio: MelConfig) -> tf.Tensor:
 
 
 def frame_pitch(mel: tf.Tensor, audio: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
-    """Each frame's pitch and whether it is voiced, as `voice_pitch` reads them.
+    """Each frame's pitch and whether it is voiced, as `pitch_stats` reads them.
 
     Args:
         mel: frames float [B, F, M] in the features' own units.

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from xtts_train.config import DecodeConfig
 from xtts_train.errors import ConfigError
-from xtts_train.models.text_to_mel.frames import from_voice
+from xtts_train.models.text_to_mel.frames import denormalize_by
 from xtts_train.models.text_to_mel.generation import (
     Context,
     State,
@@ -35,8 +35,8 @@ def _check_max_frames(max_frames: int) -> None:
 def infer(model: TextToMel, tokens, token_mask, cond_mel, cond_lengths, *, max_frames: int,
           decode: DecodeConfig = _PLAIN) -> dict[str, tf.Tensor]:  # fmt: skip
     """Autoregressive generation into a fixed `max_frames` buffer (XLA-compatible) by
-    the loop of `generation.generate`: the same inputs decode to the same frames
-    (unless `decode.prenet_dropout`), and it ends when every utterance stops.
+    the loop of `generation.generate`: the same inputs decode to the same frames, and it
+    ends when every utterance stops.
 
     Args:
         tokens: int32 [B, T]; token_mask: float32 [B, T];
@@ -142,7 +142,7 @@ def mel_window(model: TextToMel, before: tf.Tensor, stats: tf.Tensor, lengths: t
     # A gather, not a slice: XLA compiles a slice's start into the program, once per value.
     window = tf.gather(padded, first + tf.range(width), axis=1)  # from frame first - reach
     if model.config.voice_stats != "off":
-        window = from_voice(window, stats)
+        window = denormalize_by(window, stats)
     at = first - reach + tf.range(width)  # (W,) the window's frame indices
     mask = (at[None, :] >= 0) & (at[None, :] < lengths[:, None])  # (B, W)
     _, mel = model.to_mel(window, mask)

@@ -10,8 +10,8 @@ inference window on (`DecodeConfig.window_ahead`), step `t` attends only to the 
 symbols around the furthest alignment peak of the steps before it (and to every speaker
 latent). With the stop gate on (`DecodeConfig.stop_gate`), a step's stop probabilities
 are held at 0.5 (which does not stop) until that furthest peak is within the gate of the
-text's last symbol. The prenet's dropout is off unless `DecodeConfig.prenet_dropout`, so
-the same inputs decode to the same frames.
+text's last symbol. The prenet's dropout is off (training keeps it), so the same inputs
+decode to the same frames.
 
 The loop can stop and resume: `start` builds its `Context` (what every step reads) and
 first `State` (what a step changes), `advance` runs it from a state to a given step, and
@@ -29,7 +29,7 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.config import DecodeConfig, ModelConfig
-from xtts_train.models.text_to_mel.frames import from_voice, groups, identity_stats, per_frame
+from xtts_train.models.text_to_mel.frames import denormalize_by, groups, identity_stats, per_frame
 from xtts_train.models.text_to_mel.layers import Decoder
 
 __all__ = ["Context", "Heads", "State", "advance", "finish", "generate", "start", "stop_lengths"]
@@ -46,7 +46,7 @@ class Context(NamedTuple):
             (`Decoder.start`).
         memory_mask: bool [B, 1, S], the memory's key mask.
         keep: the prenet's keep-masks of every step [2, B, steps, P] (`Decoder.prenet_keep`).
-        voice: what every step's input frame gets added [B, 1, D] (`Decoder.voice_of`).
+        pitch_term: what every step's input frame gets added [B, 1, D] (`Decoder.pitch_term`).
         stats: the reference clip's statistics float32 [B, 2, M] that the frames of the
             `State` are normalised by (`frames.clip_stats`; identity statistics with
             `ModelConfig.voice_stats` off).
@@ -55,7 +55,7 @@ class Context(NamedTuple):
     memory_kvs: list
     memory_mask: tf.Tensor
     keep: tf.Tensor
-    voice: tf.Tensor
+    pitch_term: tf.Tensor
     stats: tf.Tensor
 
 
@@ -108,7 +108,7 @@ def generate(
         stats: the reference clip's statistics float32 [B, 2, M] with
             `ModelConfig.voice_stats` (the heads write frames normalised by them).
         pitch: the clip's pitch float32 [B, 1, 2] with `ModelConfig.voice_pitch`
-            (`frames.voice_pitch`).
+            (`frames.pitch_stats`).
 
     Returns:
         `finish`'s: standardised frames float32 [B, F, M] (moved back by `stats`), stop
@@ -123,7 +123,7 @@ def generate(
                     text_len=text_shape[1])  # fmt: skip
     frames, probs, attention = finish(state, config, max_frames)
     if config.voice_stats != "off":
-        frames = from_voice(frames, context.stats)
+        frames = denormalize_by(frames, context.stats)
     return frames, probs, attention
 
 
@@ -147,8 +147,8 @@ def start(decoder: Decoder, config: ModelConfig, decode: DecodeConfig, memory: t
     batch, width = memory.shape[0], memory.shape[1]
     r = config.reduction_factor
     steps = groups(max_frames, r)
-    keep = decoder.prenet_keep(batch, steps, dropout=decode.prenet_dropout)
-    caches, memory_kvs, voice = decoder.start(memory, steps, pitch)
+    keep = decoder.prenet_keep(batch, steps, dropout=False)
+    caches, memory_kvs, pitch_term = decoder.start(memory, steps, pitch)
     state = State(
         t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
         frames=tf.zeros([batch, steps * r, config.n_mels]), probs=tf.zeros([batch, steps * r]),
@@ -156,7 +156,7 @@ def start(decoder: Decoder, config: ModelConfig, decode: DecodeConfig, memory: t
         focus=tf.zeros([batch], tf.int32), done=tf.zeros([batch], tf.bool),
     )  # fmt: skip
     stats = identity_stats(batch, config.n_mels) if stats is None else stats
-    return Context(memory_kvs, memory_mask, keep, voice, stats), state
+    return Context(memory_kvs, memory_mask, keep, pitch_term, stats), state
 
 
 def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
@@ -184,7 +184,7 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeC
         mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
         keep_t = tf.gather(context.keep, tf.reshape(s.t, [1]), axis=2)  # (2, B, 1, P)
         hidden, row, caches = decoder.step(s.frame, s.t, keep_t, s.caches, context.memory_kvs,
-                                           mask, context.voice)  # fmt: skip
+                                           mask, context.pitch_term)  # fmt: skip
         group, logits = heads(hidden, r)  # (B, r, M), (B, r)
         prob = tf.sigmoid(logits)  # (B, r)
         peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)

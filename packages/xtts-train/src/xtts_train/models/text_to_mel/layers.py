@@ -236,7 +236,7 @@ class Decoder(LazyLayer):
         self.prenet = [keras.layers.Dense(config.prenet_dim, activation="relu") for _ in range(2)]
         self.seed = keras.random.SeedGenerator()
         self.project = keras.layers.Dense(config.d_model)
-        pitch = config.voice_pitch  # the voice's pitch (`frames.voice_pitch`), projected
+        pitch = config.voice_pitch  # the voice's pitch (`frames.pitch_stats`), projected
         self.pitch = keras.layers.Dense(config.d_model, name="pitch") if pitch else None
         self.blocks = [
             Block(config, cross=True, causal=True, name=f"block_{i}")
@@ -262,7 +262,7 @@ class Decoder(LazyLayer):
         """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
         keep: `prenet_keep` (2, B, F, P); start: the first step's position (the text's
         `start`, in training with `model.random_positions`); pitch: the voice's (B, 1, 2) with
-        `model.voice_pitch` (`frames.voice_pitch`) → hidden (B, F, D), and the alignment head's
+        `model.voice_pitch` (`frames.pitch_stats`) → hidden (B, F, D), and the alignment head's
         cross-attention over the memory (head 0 of every block, averaged over blocks),
         float32 (B, F, S). That head is the one the guided-attention loss shapes; the
         other heads are free to read the speaker latents."""
@@ -270,7 +270,7 @@ class Decoder(LazyLayer):
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
         memory = tf.cast(memory, self.compute_dtype)
-        x = self.project(x) + self.voice_of(pitch)  # (B, F, D)
+        x = self.project(x) + self.pitch_term(pitch)  # (B, F, D)
         x = x + positions(x, start)
         attention = []
         for block in self.blocks:
@@ -279,27 +279,27 @@ class Decoder(LazyLayer):
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
         return self.norm(x), tf.add_n(attention) / len(attention)
 
-    def voice_of(self, pitch: tf.Tensor | None = None) -> tf.Tensor:
-        """The voice every input frame gets: with `model.voice_pitch` the voice's `pitch`
+    def pitch_term(self, pitch: tf.Tensor | None = None) -> tf.Tensor:
+        """The pitch term every input frame gets: with `model.voice_pitch` the voice's `pitch`
         (B, 1, 2), projected (B, 1, D); zeros (1, 1, D) without (the cross-attention reads
         the rest of the voice from the speaker latents).
 
         Raises:
             ValueError: `model.voice_pitch` is on and no `pitch` was given.
         """
-        voice = tf.zeros([1, 1, self.project.units], self.compute_dtype)
+        term = tf.zeros([1, 1, self.project.units], self.compute_dtype)
         if self.pitch is not None:
             if pitch is None:
                 raise ValueError("Expected the voice's pitch (B, 1, 2) with model.voice_pitch")
-            voice = voice + self.pitch(pitch)  # (B, 1, D)
-        return voice
+            term = term + self.pitch(pitch)  # (B, 1, D)
+        return term
 
     def start(self, memory: tf.Tensor, steps: int,
               pitch: tf.Tensor | None = None) -> tuple[list, list, tf.Tensor]:  # fmt: skip
         """What a decoding of `steps` steps keeps between them (`step`): every block's
         empty self-attention cache, zeros (B, N, steps, H) keys and values, the
         cross-attention's keys and values of `memory` (B, S, D), computed once, and the
-        voice of every input frame (`voice_of`, with the voice's `pitch`)."""
+        voice of every input frame (`pitch_term`, with the voice's `pitch`)."""
         memory = tf.cast(memory, self.compute_dtype)
         caches, memory_kvs = [], []
         for block in self.blocks:
@@ -307,16 +307,16 @@ class Decoder(LazyLayer):
             shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
             caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
             memory_kvs.append(block.cross_attn.keys_values(memory))
-        return caches, memory_kvs, self.voice_of(pitch)
+        return caches, memory_kvs, self.pitch_term(pitch)
 
-    def step(self, frame, position, keep, caches, memory_kvs, memory_mask, voice):
+    def step(self, frame, position, keep, caches, memory_kvs, memory_mask, pitch_term):
         """Decoding step `position` (int32 scalar): what `call` computes at that position,
         each block's past read from its cache (`start`).
 
         Args:
             frame: (B, 1, M), the step's input (the last frame of the group before; zeros
                 at step 0); keep: the prenet's keep-masks of this step (2, B, 1, P).
-            caches, memory_kvs, voice: as `start` returns them (the caches as the last step
+            caches, memory_kvs, pitch_term: as `start` returns them (the caches as the last step
                 left them); memory_mask: bool (B, 1, S), this step's key mask of the memory.
 
         Returns:
@@ -326,7 +326,7 @@ class Decoder(LazyLayer):
         x = frame
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, 1, P)
-        x = self.project(x) + voice  # (B, 1, D)
+        x = self.project(x) + pitch_term  # (B, 1, D)
         x = x + positions(x, position)
         written, attention = [], []
         for block, cache, memory_kv in zip(self.blocks, caches, memory_kvs, strict=True):

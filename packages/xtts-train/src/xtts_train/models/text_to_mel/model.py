@@ -15,7 +15,7 @@ way: the clip's statistics set the voice's spectral statistics, by that path alo
 With `voice_stats_source="utterance"` teacher forcing normalises by the spoken
 utterance's own statistics instead, so the decoder learns to write frames with the
 statistics it is given (inference still gives it the clip's). With `ModelConfig.voice_pitch`
-every decoder input frame also gets the voice's pitch (`frames.voice_pitch`) from the same
+every decoder input frame also gets the voice's pitch (`frames.pitch_stats`) from the same
 frames: the utterance's in teacher forcing with `voice_stats_source="utterance"`, else the
 clip's. With `ModelConfig.pitch_contour` a conv net reads the frames after the postnet and
 that pitch and predicts each frame's pitch and voicing (`pitch_octaves`,
@@ -49,11 +49,11 @@ from xtts_train.models.features import from_standard, standardize
 from xtts_train.models.text_to_mel.frames import (
     clip_mask,
     clip_stats,
-    from_voice,
+    denormalize_by,
+    normalize_by,
     per_frame,
+    pitch_stats,
     step_inputs,
-    to_voice,
-    voice_pitch,
 )
 from xtts_train.models.text_to_mel.layers import (
     CondEncoder,
@@ -192,12 +192,12 @@ class TextToMel(keras.Model):
         frames = standardize(batch["mel"])  # (B, F, M)
         spoken = tf.cast(batch.get("mel_mask", tf.ones(frames.shape[:2])), tf.float32)
         if self.config.voice_stats_source == "utterance":  # its own statistics and pitch
-            stats = self._voice_stats(frames, spoken)
+            stats = self._frame_stats(frames, spoken)
             pitch = self._pitch(batch["mel"], spoken)
         else:
             pitch = self.clip_pitch(batch["cond_mel"], batch["cond_lengths"])
         if stats is not None:
-            frames = to_voice(frames, stats)
+            frames = normalize_by(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
         keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
@@ -206,7 +206,7 @@ class TextToMel(keras.Model):
                                          start=start)  # fmt: skip
         before, stop_logits = self.heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
-            before = from_voice(before, stats)
+            before = denormalize_by(before, stats)
         mel_before, mel_after = self.to_mel(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
@@ -233,28 +233,28 @@ class TextToMel(keras.Model):
         text = self.text_encoder(tokens, token_mask, training=training, start=start)  # (B, T, D)
         cond_mask = clip_mask(cond_mel, cond_lengths)  # (B, C)
         cond = standardize(cond_mel)  # (B, C, M)
-        stats = self._voice_stats(cond, cond_mask)  # (B, 2, M) | None
+        stats = self._frame_stats(cond, cond_mask)  # (B, 2, M) | None
         if stats is not None:  # the clip's statistics reach the frames by this path alone
-            cond = to_voice(cond, stats)
+            cond = normalize_by(cond, stats)
         latents = self.cond_encoder(cond, cond_mask, training=training)  # (B, L, D)
         memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
         latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)  # latents are always real
         mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
         return memory, key_mask(mask), stats
 
-    def _voice_stats(self, cond: tf.Tensor, cond_mask: tf.Tensor) -> tf.Tensor | None:
+    def _frame_stats(self, cond: tf.Tensor, cond_mask: tf.Tensor) -> tf.Tensor | None:
         """`frames.clip_stats` of the standardised clip (B, C, M) as `ModelConfig.voice_stats`
         asks (None: off)."""
         if self.config.voice_stats == "off":
             return None
-        return clip_stats(cond, cond_mask, deviation=self.config.voice_stats == "mean_std")
+        return clip_stats(cond, cond_mask)
 
     def _pitch(self, mel: tf.Tensor, mask: tf.Tensor) -> tf.Tensor | None:
-        """`frames.voice_pitch` (B, 1, 2) of mel (B, F, M), mask (B, F) with
+        """`frames.pitch_stats` (B, 1, 2) of mel (B, F, M), mask (B, F) with
         `ModelConfig.voice_pitch` or `pitch_contour` (None: both off)."""
         if not (self.config.voice_pitch or self.config.pitch_contour):
             return None
-        return voice_pitch(mel, mask, self.audio)
+        return pitch_stats(mel, mask, self.audio)
 
     def decoder_pitch(self, pitch: tf.Tensor | None) -> tf.Tensor | None:
         """The voice's pitch as the decoder takes it: None without `ModelConfig.voice_pitch`."""
@@ -271,7 +271,7 @@ class TextToMel(keras.Model):
         return pitch[:, :, 0] + out[:, :, 0], out[:, :, 1]
 
     def clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
-        """`frames.voice_pitch` (B, 1, 2) of a reference clip (B, C, M) over its real
+        """`frames.pitch_stats` (B, 1, 2) of a reference clip (B, C, M) over its real
         frames (cond_lengths int32 [B]) with `ModelConfig.voice_pitch` or `pitch_contour`
         (None: both off)."""
         return self._pitch(cond_mel, clip_mask(cond_mel, cond_lengths))

@@ -6,7 +6,7 @@ log-magnitude L1 at several frame sizes. Magnitudes are floored before any squar
 log, so a silent target or prediction gives finite values and gradients. `phase` is
 APNet's (Ai & Ling 2023) anti-wrapping phase loss on the head's phases: magnitude losses
 leave the phase to be inferred, and it is what limits the copy synthesis's quality
-(measured: the xtts-train README).
+(measured: docs/train/vocoder.md).
 """
 
 from __future__ import annotations
