@@ -2,7 +2,7 @@
 
 Samples `/proc/PID/status` VmRSS every 0.25 s while COMMAND runs (Linux only) and prints one
 JSON line: the peak in MB, the second it was reached, the wall time and a coarse trace. The
-xtts-train README ("What the fit's peak is made of today") ran it as, e.g.:
+docs/train/memory.md ("What the fit's peak is made of") ran it as, e.g.:
 
     python docs/experiments/peak_rss.py graph -- xtts-train fit --data CACHE --workdir RUN \\
         --steps 20 --set train.eval_every=0 --no-compile-cache --quiet

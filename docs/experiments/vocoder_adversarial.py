@@ -12,7 +12,8 @@ then scores (PESQ, STOI, log-mel distance):
 
 Both arms: AdamW 2e-4 (betas 0.8, 0.9), gradients clipped at norm 1, one thread, so the two
 arms run side by side on two cores. A scratch experiment, not part of the trainer: its
-figures are in the xtts-train README ("Copy synthesis, measured"), with the commands.
+figures are in docs/train/vocoder.md ("The adversarial stage, tried at equal CPU time"),
+with the commands.
 
 usage: python docs/experiments/vocoder_adversarial.py {recon,gan} STEPS OUT_RUN
            --base VOCODER_RUN --data AUDIO_CACHE [--time]

@@ -1,5 +1,5 @@
 """`xtts-bench profile`: reading op events, grouping ops into the parts of the step, the
-settings (profiling a real step takes a minute: run by hand, figures in the README)."""
+settings (profiling a real step takes a minute: run by hand, figures in docs/train/train-step.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """`xtts-bench startup`: the projection, the table and the settings (the runs themselves
-take minutes of compiling: measured by hand, figures in the README)."""
+take minutes of compiling: measured by hand, figures in docs/train/start-up.md)."""
 
 from __future__ import annotations
 
