@@ -1,0 +1,68 @@
+"""xtts_serve: a speech server for xtts runs. `Engine` loads a text-to-mel run and its
+vocoder once, compiles every decoding program before the first request and speaks (whole
+or streamed) exactly what `xtts-train synthesize` writes; `create_app` puts the OpenAI
+speech API, voice uploads, a health check and Prometheus metrics on it (Starlette, run by
+uvicorn: the `xtts-serve` console script).
+
+Names load on first use (`xtts_audio.startup.lazy_exports`): `import xtts_serve` does not
+import TensorFlow; `xtts_serve.Engine` does.
+"""
+
+from typing import TYPE_CHECKING
+
+from xtts_audio.startup import lazy_exports
+
+if TYPE_CHECKING:
+    from xtts_serve.app import create_app
+    from xtts_serve.config import EngineConfig, ServerConfig
+    from xtts_serve.engine import Engine, Utterance
+    from xtts_serve.errors import (
+        AuthError,
+        BusyError,
+        ConfigError,
+        RequestError,
+        TooLargeError,
+        UnknownVoiceError,
+        XttsServeError,
+    )
+    from xtts_serve.pcm import pcm16, stream_wav_header, wav_bytes
+    from xtts_serve.voices import Voice, VoiceStore
+    from xtts_serve.worker import DecodeWorker
+
+__all__ = [
+    "AuthError",
+    "BusyError",
+    "ConfigError",
+    "DecodeWorker",
+    "Engine",
+    "EngineConfig",
+    "RequestError",
+    "ServerConfig",
+    "TooLargeError",
+    "UnknownVoiceError",
+    "Utterance",
+    "Voice",
+    "VoiceStore",
+    "XttsServeError",
+    "create_app",
+    "pcm16",
+    "stream_wav_header",
+    "wav_bytes",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "create_app": "app",
+        **dict.fromkeys(["EngineConfig", "ServerConfig"], "config"),
+        **dict.fromkeys(["Engine", "Utterance"], "engine"),
+        **dict.fromkeys(
+            ["AuthError", "BusyError", "ConfigError", "RequestError", "TooLargeError",
+             "UnknownVoiceError", "XttsServeError"],
+            "errors",
+        ),
+        **dict.fromkeys(["pcm16", "stream_wav_header", "wav_bytes"], "pcm"),
+        **dict.fromkeys(["Voice", "VoiceStore"], "voices"),
+        "DecodeWorker": "worker",
+    },
+)  # fmt: skip

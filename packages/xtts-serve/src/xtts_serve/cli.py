@@ -1,0 +1,138 @@
+"""`xtts-serve`: a text-to-mel run (and its vocoder) behind the OpenAI speech API, on
+uvicorn.
+
+User errors (not a run, a vocoder of other audio settings, a bad limit, a refused
+`--voices` clip) print one line and exit 2 (`xtts_audio.cli_runner`). Parsing (and
+`--help`) loads no TensorFlow; the command then turns on the persistent compile cache
+(`--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it off), loads the engine, and
+serves while its programs compile (`GET /healthz` answers 503 until they are done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from xtts_audio.cli_runner import run_command
+from xtts_audio.errors import XttsAudioError
+from xtts_audio.startup import start_cli, verbose_flag
+from xtts_data.errors import XttsDataError
+from xtts_serve.config import ENV_API_KEY, EngineConfig, ServerConfig
+from xtts_serve.errors import XttsServeError
+from xtts_train.compile import compile_cache
+from xtts_train.errors import XttsTrainError
+
+__all__ = ["SHUTDOWN_SECONDS", "main"]
+
+_USER_ERRORS = (XttsServeError, XttsTrainError, XttsDataError, XttsAudioError)
+SHUTDOWN_SECONDS = 30  # after SIGTERM, requests in flight may take this long to finish
+_DEFAULTS = EngineConfig(run=Path("."))
+_SERVER = ServerConfig()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="xtts-serve", parents=[verbose_flag()],
+        description="Serve a text-to-mel run with the OpenAI speech API (POST "
+        "/v1/audio/speech, whole or streamed), voices from uploaded clips (POST /v1/voices), "
+        "GET /healthz and GET /metrics. Every decoding program is compiled at start-up; "
+        "GET /healthz answers 503 until then. One thread decodes, one request at a time; "
+        "the others wait in a bounded queue. Uploaded voices live in memory: a restart "
+        f"forgets them. On SIGTERM, requests in flight get up to {SHUTDOWN_SECONDS} s to "
+        "finish.",
+    )  # fmt: skip
+    parser.add_argument("--run", type=Path, required=True,
+                        help="the text-to-mel training run (xtts-train fit)")  # fmt: skip
+    parser.add_argument("--vocoder", type=Path, metavar="RUN",
+                        help="a vocoder run trained on the run's audio settings; without it, "
+                        "Griffin-Lim, and stream requests are refused (400)")  # fmt: skip
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only)",
+    )
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument(
+        "--max-queue", type=int, default=_SERVER.max_queue, metavar="N",
+        help="requests waiting for the decoder besides the one it decodes; one more is "
+        f"answered 503 with Retry-After (default: {_SERVER.max_queue})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-chars", type=int, default=_DEFAULTS.max_chars, metavar="N",
+        help="the longest text of a request, in characters; longer is refused (400), and "
+        "a JSON body may hold 16 KiB + 6 bytes per character (413 past it) "
+        f"(default: {_DEFAULTS.max_chars})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--voices", type=Path, metavar="DIR",
+        help="a folder of .wav/.flac/.ogg clips, each a voice named by its file's stem, "
+        "checked and conditioned on at start-up",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-voices", type=int, default=_DEFAULTS.max_voices, metavar="N",
+        help="uploaded voices kept in memory; past it the least recently used is forgotten "
+        f"(default: {_DEFAULTS.max_voices})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-clip-seconds", type=float, default=_DEFAULTS.max_clip_seconds, metavar="S",
+        help="the longest clip a voice is made from; a longer upload is refused (400) "
+        f"(default: {_DEFAULTS.max_clip_seconds:g})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-upload-mb", type=float, default=_SERVER.max_upload_mb, metavar="MB",
+        help=f"the largest upload body, in MiB; past it: 413 (default: {_SERVER.max_upload_mb:g})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--api-key", metavar="KEY",
+        help="require Authorization: Bearer KEY on every request but GET /healthz (401 "
+        f"without it); default: ${ENV_API_KEY} if set, else no key. The variable keeps the "
+        "key out of the process list",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="decode.KEY=VALUE",
+        help="a decoding setting of the run, as xtts-train synthesize --set (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-compile-cache", action="store_true",
+        help="compile every program instead of loading it from the persistent compile cache "
+        f"({compile_cache.default_root() or 'off: ' + compile_cache.ENV})",
+    )  # fmt: skip
+    return parser
+
+
+def _serve(args: argparse.Namespace) -> int:
+    key = args.api_key if args.api_key is not None else os.environ.get(ENV_API_KEY) or None
+    server = ServerConfig(max_queue=args.max_queue, max_upload_mb=args.max_upload_mb,
+                          api_key=key)  # fmt: skip
+    config = EngineConfig(run=args.run, vocoder=args.vocoder, max_chars=args.max_chars,
+                          voices=args.voices, max_voices=args.max_voices,
+                          max_clip_seconds=args.max_clip_seconds,
+                          overrides=tuple(args.set))  # fmt: skip
+    # Imported once the flags are checked: a bad one is refused before TensorFlow loads
+    # (seconds), and `--help` never loads it. Not a cycle.
+    import uvicorn
+
+    from xtts_serve.app import create_app
+    from xtts_serve.engine import Engine
+
+    engine = Engine(config)
+    uvicorn.run(create_app(engine, server), host=args.host, port=args.port,
+                timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+                log_level="info" if args.verbose else "warning")  # fmt: skip
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `xtts-serve` console script (`argv` None); tests pass `argv`."""
+    args = _parser().parse_args(argv)
+    args.command = "serve"  # named in a user error's line
+    start_cli(verbose=args.verbose, console=argv is None)
+    if argv is None and not args.no_compile_cache:
+        compile_cache.enable()  # before TensorFlow's first compile
+    return run_command(_serve, args, prog="xtts-serve", user_errors=_USER_ERRORS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""`Engine`: a run (and a vocoder) loaded once, every decoding program compiled before the
+first request, then texts spoken whole or streamed, through the code `xtts-train
+synthesize` runs.
+
+A request's audio is the audio `xtts-train synthesize` writes for the same run, text,
+voice and decoding settings, given the engine's buffer (`--max-frames`, `Engine.max_frames`):
+the same `text_pieces`, `Decoding` of `piece_batch` rows, `speak_pieces` and `Waveforms`
+for a whole text; `Streaming`, `stream_pieces` and `Waveforms.stream` with
+`CHUNK_FRAMES`-frame chunks for a stream. What changes is when things compile: the
+engine decodes every piece in one buffer, sized for the longest piece it accepts, so the
+programs are a short list known at start-up (one per text bucket and piece batch, and the
+streaming ones), all compiled by `warm_up`; a program traced after it is a `RetraceError`.
+
+An `Engine` is used by one thread at a time (the server's decoding thread); `prepare`,
+which only reads the text and the voices, may run in any.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from xtts_serve.config import EngineConfig
+from xtts_serve.errors import ConfigError, RequestError
+from xtts_serve.pcm import pcm16
+from xtts_serve.voices import Voice, VoiceStore, builtin_voices, check_name, upload_reference
+from xtts_train import ConfigError as TrainConfigError
+from xtts_train import Decoding, RetraceError, Streaming, XttsTrainError, load_run
+from xtts_train.inference.long_form import (
+    MAX_PIECE_BATCH,
+    piece_batch,
+    speak_pieces,
+    stream_pieces,
+)
+from xtts_train.inference.vocoding import Waveforms
+from xtts_train.models.text_to_mel.decoding import (
+    TEXT_BUCKET,
+    Encoded,
+    check_buffer_frames,
+    text_buffer_frames,
+    text_pieces,
+)
+from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES
+
+__all__ = ["GRIFFIN_LIM_STREAM", "Engine", "Utterance"]
+
+_log = logging.getLogger(__name__)
+
+_EOS = 1  # the tokenizer's `<eos>` id: the warm-up's rows are made of it
+GRIFFIN_LIM_STREAM = (
+    "Expected stream=false from a server without a vocoder, received: stream=true; it "
+    "speaks through Griffin-Lim, which reconstructs the phases of the whole mel at once "
+    "and cannot stream without audible joins: ask for the whole audio (stream=false), or "
+    "start the server with --vocoder RUN"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Utterance:
+    """A text and a voice, checked and ready to decode (`Engine.prepare`).
+
+    Attributes:
+        text: the text as sent.
+        voice: the voice's id.
+        pieces: what the model reads, piece by piece (`text_pieces`).
+        reference: float32 [frames, n_mels], the voice's conditioning mel.
+    """
+
+    text: str
+    voice: str
+    pieces: tuple[Encoded, ...]
+    reference: np.ndarray = dataclasses.field(repr=False)
+
+
+class Engine:
+    """A text-to-mel run and its vocoder (or Griffin-Lim), loaded once and compiled for
+    every text up to `config.max_chars`.
+
+    Args:
+        config: what to load and the limits (`EngineConfig`).
+
+    Attributes:
+        stack: the run's config, with `config.overrides` applied.
+        sample_rate: samples per second of the audio it speaks.
+        max_frames: the decoding buffer of every piece (what `synthesize --max-frames`
+            must be given to speak the same audio).
+        max_symbols: the longest piece the model reads, in symbols:
+            `decode.split_symbols`, or `max_chars` when splitting is off.
+        stream_refusal: why this engine cannot stream (no vocoder, or a postfilter that
+            needs the whole utterance); None: it can.
+        voices: the voices it speaks in (`VoiceStore`).
+
+    Raises:
+        XttsTrainError: not a run, no checkpoint, a vocoder of other audio settings, an
+            override of a setting other than `decode.*` (as `synthesize` refuses them).
+        ConfigError: a buffer past `MAX_BUFFER_SECONDS` for the longest piece, a run with
+            no saved reference and no `voices` folder, or a folder clip refused.
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        run = config.run
+        self.stack, model, self._tokenizer = load_run(run, overrides=config.overrides)
+        stack, audio = self.stack, self.stack.audio
+        self.sample_rate = audio.sample_rate
+        self._waveforms = Waveforms(run, stack, vocoder=config.vocoder)
+        self._stream_waveforms = None
+        if config.vocoder is not None:  # a stream is vocoded in CHUNK_FRAMES windows
+            self._stream_waveforms = Waveforms(run, stack, vocoder=config.vocoder,
+                                               chunk_frames=CHUNK_FRAMES)  # fmt: skip
+        self.max_symbols = stack.decode.split_symbols or config.max_chars
+        language = 1 if self._tokenizer.language_tokens else 0
+        self._max_ids = self.max_symbols + 1 + language  # <eos> and the language's token
+        self.max_frames = text_buffer_frames(self._max_ids, stack)
+        try:
+            check_buffer_frames(self.max_frames, stack)
+        except XttsTrainError as error:
+            raise ConfigError(f"{error} (the longest piece: {self.max_symbols} symbols; lower "
+                              f"--max-chars or set decode.split_symbols)") from None  # fmt: skip
+        self._buckets = list(range(TEXT_BUCKET, -(-self._max_ids // TEXT_BUCKET) * TEXT_BUCKET
+                                   + 1, TEXT_BUCKET))  # fmt: skip
+        batches = {piece_batch(n) for n in range(1, MAX_PIECE_BATCH + 1)}
+        if not stack.decode.split_symbols:
+            batches = {1}
+        common = dict(decode=stack.decode, cond_frames=stack.reference_frames,
+                      max_frames=self.max_frames, compiler=stack.train.compiler)  # fmt: skip
+        self._decodings = {b: Decoding(model, batch_size=b, **common) for b in sorted(batches)}
+        self._streaming, self.stream_refusal = None, GRIFFIN_LIM_STREAM
+        if config.vocoder is not None:
+            try:
+                self._streaming = Streaming(model, chunk_frames=CHUNK_FRAMES, **common)
+                self.stream_refusal = None
+            except TrainConfigError as error:  # a postfilter needs the whole utterance
+                self.stream_refusal = str(error)
+        self.voices = VoiceStore(builtin_voices(config, stack), max_uploads=config.max_voices)
+        self._workspace = tempfile.TemporaryDirectory(prefix="xtts-serve-")
+        self._traces: dict[str, int] | None = None  # after the warm-up
+
+    @property
+    def ready(self) -> bool:
+        """Every program is compiled (`warm_up` has run)."""
+        return self._traces is not None
+
+    @property
+    def programs(self) -> int:
+        """Programs traced so far (after `warm_up`: every one the engine will run)."""
+        return sum(self._trace_counts().values())
+
+    def warm_up(self) -> float:
+        """Compile (and run once) every decoding and vocoding program: one per text bucket
+        and piece batch, the streaming ones, the vocoder's windows. Once; later calls
+        return at once.
+
+        Returns:
+            Seconds it took (0 when already warm).
+        """
+        if self._traces is not None:
+            return 0.0
+        started = time.perf_counter()
+        voices, audio = self.voices.list(), self.stack.audio
+        reference = (voices[0].reference if voices else
+                     np.zeros([self.stack.reference_frames, audio.n_mels], np.float32))  # fmt: skip
+        for text in self._buckets:
+            row = [_EOS] * text
+            for decoding in self._decodings.values():
+                decoding([row], reference)
+            if self._streaming is not None:
+                self._streaming(row, reference)  # compiles and runs each program once
+        for waveforms in (self._waveforms, self._stream_waveforms):
+            if waveforms is not None:
+                waveforms.warm_up()
+        self._traces = self._trace_counts()
+        seconds = time.perf_counter() - started
+        _log.info("warm: %d programs for pieces of up to %d symbols in a %d-frame buffer, in "
+                  "%.1f s", self.programs, self.max_symbols, self.max_frames, seconds)  # fmt: skip
+        return seconds
+
+    def prepare(self, text: str, *, voice: str | None = None,
+                language: str | None = None) -> Utterance:  # fmt: skip
+        """Check a text and a voice, and read the text as the model will.
+
+        Args:
+            text: what to say, at most `config.max_chars` characters.
+            voice: a voice's id (`voices`); None: the run's own.
+            language: the text's language (BCP-47), for a multilingual run; None: the
+                run's `data.text.language`.
+
+        Raises:
+            RequestError: an empty or too long text, one with nothing the model can say,
+                a language the run was not trained on, an unknown voice.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise RequestError(f"Expected input: a text to speak, received: {text!r}")
+        if len(text) > self.config.max_chars:
+            raise RequestError(f"Expected input of at most {self.config.max_chars} characters "
+                               f"(--max-chars), received: {len(text)} characters; send it "
+                               f"in several requests")  # fmt: skip
+        chosen = self.voices.get(self._voice_id(voice))
+        try:
+            pieces = text_pieces(text, self.stack.data.text, self._tokenizer, name="input",
+                                 language=language,
+                                 max_symbols=self.stack.decode.split_symbols)  # fmt: skip
+        except XttsTrainError as error:
+            raise RequestError(str(error)) from None
+        extra = self._max_ids - self.max_symbols  # <eos>, and a language's token
+        longest = max(len(p.ids) for p in pieces) - extra
+        if longest > self.max_symbols:  # only without splitting: spelled-out text grows
+            raise RequestError(f"Expected input of at most {self.max_symbols} symbols once "
+                               f"numbers and abbreviations are spelled out, received: "
+                               f"{longest}; send it in several requests")  # fmt: skip
+        return Utterance(text, chosen.id, tuple(pieces), chosen.reference)
+
+    def speak(self, text: str, *, voice: str | None = None,
+              language: str | None = None) -> np.ndarray:  # fmt: skip
+        """float32 [samples] in [-1, 1] at `sample_rate`: `text` spoken whole (`prepare`'s
+        arguments and errors; the warm-up first if it has not run)."""
+        return self.speak_prepared(self.prepare(text, voice=voice, language=language))
+
+    def stream(self, text: str, *, voice: str | None = None,
+               language: str | None = None) -> Iterator[np.ndarray]:  # fmt: skip
+        """int16 [samples_i] chunks of `text`'s audio at `sample_rate`, each as soon as
+        it is vocoded; joined, `speak`'s audio vocoded in `CHUNK_FRAMES`-frame windows
+        (`prepare`'s arguments and errors; `stream_refusal` raised as a RequestError)."""
+        return self.stream_prepared(self.prepare(text, voice=voice, language=language))
+
+    def speak_prepared(self, utterance: Utterance) -> np.ndarray:
+        """`speak` of a prepared utterance."""
+        self.warm_up()
+        decoding = self._decodings[piece_batch(len(utterance.pieces))]
+        spoken = speak_pieces(decoding, utterance.pieces, utterance.reference, self.stack.audio)
+        wave = self._waveforms(spoken.features).numpy()
+        self._check_traces()
+        return wave
+
+    def stream_prepared(self, utterance: Utterance) -> Iterator[np.ndarray]:
+        """`stream` of a prepared utterance.
+
+        Raises:
+            RequestError: `stream_refusal`, when the call is made.
+        """
+        if self.stream_refusal is not None:
+            raise RequestError(self.stream_refusal)
+        self.warm_up()
+        return self._stream(utterance)
+
+    def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice:
+        """A voice from an uploaded clip (WAV, FLAC or OGG bytes), its conditioning computed
+        now and kept (`voices`).
+
+        Raises:
+            RequestError: a bad name, or a clip that is empty, not audio, longer than
+                `config.max_clip_seconds`, silent or too short.
+        """
+        check_name(name)
+        reference = upload_reference(clip, run=self.config.run, stack=self.stack,
+                                     max_seconds=self.config.max_clip_seconds,
+                                     workspace=Path(self._workspace.name))  # fmt: skip
+        return self.voices.add(reference, name=name)
+
+    def _stream(self, utterance: Utterance) -> Iterator[np.ndarray]:
+        mel = stream_pieces(self._streaming, utterance.pieces, utterance.reference,
+                            self.stack.audio, [])  # fmt: skip
+        for chunk in self._stream_waveforms.stream(mel):
+            yield pcm16(chunk)
+        self._check_traces()
+
+    def _voice_id(self, voice: str | None) -> str:
+        if voice is not None:
+            return voice
+        if self.voices.default is None:
+            ids = [v.id for v in self.voices.list()]
+            raise RequestError(f"Expected voice, one of {ids}: the run saved no voice of its "
+                               f"own to speak in when none is named")  # fmt: skip
+        return self.voices.default
+
+    def _trace_counts(self) -> dict[str, int]:
+        counts = {f"decode x{b}": d.programs for b, d in self._decodings.items()}
+        if self._streaming is not None:
+            counts |= {f"stream {k}": v for k, v in self._streaming.traces.items()}
+        return counts
+
+    def _check_traces(self) -> None:
+        """Raises RetraceError if a program was traced since the warm-up."""
+        now = self._trace_counts()
+        if now != self._traces:
+            raise RetraceError(f"Expected no program traced after the warm-up, received: "
+                               f"{now} (at the warm-up: {self._traces})")  # fmt: skip

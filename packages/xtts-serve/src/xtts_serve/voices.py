@@ -1,0 +1,257 @@
+"""The voices a server speaks in: the run's own reference, a folder's clips named at
+start-up, and clips uploaded while it runs, each conditioned on once and kept by id.
+
+Uploads live in memory only, in a bounded least-recently-used store: a restart forgets
+them, and past `max_uploads` the one used longest ago is dropped. A clip is checked as
+`xtts-train synthesize --reference` checks it (`load_reference`: decodable, not silent,
+long enough) and, here, not longer than a bound; no message names a path on the server.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import secrets
+import tempfile
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from xtts_data import XttsDataError, load_audio
+from xtts_serve.config import EngineConfig
+from xtts_serve.errors import ConfigError, RequestError, UnknownVoiceError
+from xtts_train import StackConfig, XttsTrainError, load_reference
+
+__all__ = [
+    "CLIP_SUFFIXES",
+    "RUN_VOICE",
+    "Voice",
+    "VoiceStore",
+    "builtin_voices",
+    "check_name",
+    "clip_reference",
+    "folder_voices",
+    "upload_reference",
+]
+
+_log = logging.getLogger(__name__)
+
+RUN_VOICE = "run"  # the id of the run's own voice (the reference clip `fit` saved)
+CLIP_SUFFIXES = (".wav", ".flac", ".ogg")  # what `--voices DIR` reads
+MAX_NAME_CHARS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Voice:
+    """A voice a request may name by `id`.
+
+    Attributes:
+        id: what a request names (`voice`); an upload's is random, opaque.
+        name: shown in the list (an upload's own, a folder clip's stem, or "run").
+        source: "run", "folder" or "upload".
+        reference: float32 [frames, n_mels], the mel the model conditions on.
+    """
+
+    id: str
+    name: str
+    source: str
+    reference: np.ndarray = dataclasses.field(repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, str]:
+        """What `GET /v1/audio/voices` shows of it."""
+        return {"id": self.id, "name": self.name, "source": self.source}
+
+
+class VoiceStore:
+    """The voices of a running server: those it started with, and uploads kept least
+    recently used first out past `max_uploads`. Safe to use from several threads.
+
+    Args:
+        builtin: the voices it starts with (never dropped, never deleted).
+        max_uploads: uploads kept at once.
+    """
+
+    def __init__(self, builtin: Sequence[Voice], *, max_uploads: int) -> None:
+        self._builtin = {voice.id: voice for voice in builtin}
+        self._uploads: collections.OrderedDict[str, Voice] = collections.OrderedDict()
+        self._max_uploads, self._lock = max_uploads, threading.Lock()
+
+    @property
+    def default(self) -> str | None:
+        """The voice of a request that names none: the run's own, if it saved one."""
+        return RUN_VOICE if RUN_VOICE in self._builtin else None
+
+    def get(self, voice_id: str) -> Voice:
+        """The voice `voice_id` (an upload counts as used now).
+
+        Raises:
+            UnknownVoiceError: no such voice (400), naming the ones there are.
+        """
+        with self._lock:
+            if voice_id in self._uploads:
+                self._uploads.move_to_end(voice_id)
+                return self._uploads[voice_id]
+            if voice_id in self._builtin:
+                return self._builtin[voice_id]
+            known = sorted(self._builtin)
+        raise UnknownVoiceError(
+            f"Expected voice one of {known} or an uploaded voice's id (GET /v1/audio/voices "
+            f"lists them), received: {voice_id!r}; uploads are forgotten on a restart or when "
+            f"more than the newest ones kept arrive"
+        )
+
+    def add(self, reference: np.ndarray, *, name: str | None = None) -> Voice:
+        """Keep an uploaded voice under a new random id, dropping the least recently used
+        upload past `max_uploads`."""
+        voice_id = f"voice-{secrets.token_urlsafe(12)}"
+        voice = Voice(voice_id, name or voice_id, "upload", reference)
+        with self._lock:
+            self._uploads[voice_id] = voice
+            while len(self._uploads) > self._max_uploads:
+                self._uploads.popitem(last=False)
+        return voice
+
+    def remove(self, voice_id: str) -> Voice:
+        """Forget an uploaded voice.
+
+        Raises:
+            RequestError: `voice_id` is one the server started with (400).
+            UnknownVoiceError: no such upload (404).
+        """
+        with self._lock:
+            if voice_id in self._builtin:
+                raise RequestError(f"Expected the id of an uploaded voice, received: "
+                                   f"{voice_id!r}, one the server started with")  # fmt: skip
+            voice = self._uploads.pop(voice_id, None)
+        if voice is None:
+            raise UnknownVoiceError(f"Expected the id of an uploaded voice, received: "
+                                    f"{voice_id!r}, which names none", status=404)  # fmt: skip
+        return voice
+
+    def list(self) -> list[Voice]:
+        """Every voice: those it started with, then uploads, least recently used first."""
+        with self._lock:
+            return [*self._builtin.values(), *self._uploads.values()]
+
+
+def check_name(name: str | None) -> None:
+    """An upload's name: None, or 1 to `MAX_NAME_CHARS` printable characters.
+
+    Raises:
+        RequestError: another name.
+    """
+    if name is not None and not (len(name.strip()) > 0 and len(name) <= MAX_NAME_CHARS
+                                 and name.isprintable()):  # fmt: skip
+        raise RequestError(f"Expected name 1 to {MAX_NAME_CHARS} printable characters, "
+                           f"received: {name[:MAX_NAME_CHARS + 1]!r}")  # fmt: skip
+
+
+def clip_reference(path: Path, *, run: Path, stack: StackConfig, max_seconds: float,
+                   shown: str) -> np.ndarray:  # fmt: skip
+    """float32 [frames, n_mels]: the conditioning of the clip at `path`, as
+    `synthesize --reference` reads it (`load_reference`), after checking that it decodes
+    as audio and lasts at most `max_seconds`.
+
+    Args:
+        path: the clip.
+        run, stack: the run and its config.
+        max_seconds: the longest clip taken.
+        shown: what the messages call the clip (never a server path for an upload).
+
+    Raises:
+        RequestError: not audio, too long, silent, or too short (each naming what was
+            expected).
+    """
+    try:
+        wave = load_audio(path, stack.audio)
+    except XttsDataError as error:
+        raise RequestError(
+            f"Expected an audio clip (WAV, FLAC or OGG), received: {shown}, which does not "
+            f"decode as audio ({_hide(error, path, shown)})"
+        ) from None
+    seconds = len(wave) / stack.audio.sample_rate
+    if seconds > max_seconds:
+        raise RequestError(f"Expected a clip of at most {max_seconds:g} s, received: {shown} "
+                           f"of {seconds:.1f} s; send its best {max_seconds:g} s")  # fmt: skip
+    try:
+        return load_reference(run, stack, path)
+    except XttsTrainError as error:
+        raise RequestError(_hide(error, path, shown)) from None
+
+
+def upload_reference(data: bytes, *, run: Path, stack: StackConfig, max_seconds: float,
+                     workspace: Path) -> np.ndarray:  # fmt: skip
+    """`clip_reference` of uploaded bytes, written for the decoders to a file of its own
+    in `workspace` (removed after) and called "the uploaded clip" in messages.
+
+    Raises:
+        RequestError: as `clip_reference`, and an empty upload.
+    """
+    if not data:
+        raise RequestError("Expected an audio clip (WAV, FLAC or OGG) in the field `file`, "
+                           "received: 0 bytes")  # fmt: skip
+    with tempfile.NamedTemporaryFile(dir=workspace, suffix=".clip") as clip:
+        clip.write(data)
+        clip.flush()
+        return clip_reference(Path(clip.name), run=run, stack=stack, max_seconds=max_seconds,
+                              shown="the uploaded clip")  # fmt: skip
+
+
+def builtin_voices(config: EngineConfig, stack: StackConfig) -> list[Voice]:
+    """The voices a server starts with: the run's own (`RUN_VOICE`, the reference clip
+    `fit` saved) and the `config.voices` folder's.
+
+    Raises:
+        ConfigError: the run saved no reference and no folder is given, or `folder_voices`
+            refuses the folder.
+    """
+    voices = []
+    try:
+        voices.append(Voice(RUN_VOICE, RUN_VOICE, "run", load_reference(config.run, stack)))
+    except XttsTrainError as error:
+        if config.voices is None:
+            raise ConfigError(f"Expected a run with its saved reference clip, or --voices "
+                              f"DIR, received: {error}") from None  # fmt: skip
+        _log.warning("no voice of the run's own: %s", error)
+    if config.voices is not None:
+        voices += folder_voices(config.voices, run=config.run, stack=stack,
+                                max_seconds=config.max_clip_seconds)  # fmt: skip
+    return voices
+
+
+def folder_voices(folder: Path, *, run: Path, stack: StackConfig,
+                  max_seconds: float) -> list[Voice]:  # fmt: skip
+    """A voice of each clip in `folder` (its `CLIP_SUFFIXES` files), named by its stem.
+
+    Raises:
+        ConfigError: not a folder, no clip in it, a stem that is the run's voice's id, or
+            a clip `clip_reference` refuses (naming the file).
+    """
+    if not folder.is_dir():
+        raise ConfigError(f"Expected --voices a folder of clips, received: {folder}, "
+                          f"which is not a folder")  # fmt: skip
+    clips = sorted(p for p in folder.iterdir() if p.suffix.lower() in CLIP_SUFFIXES)
+    if not clips:
+        raise ConfigError(f"Expected --voices a folder with {', '.join(CLIP_SUFFIXES)} "
+                          f"clips, received: {folder}, which holds none")  # fmt: skip
+    voices = []
+    for clip in clips:
+        if clip.stem == RUN_VOICE or len(clip.stem) > MAX_NAME_CHARS:
+            raise ConfigError(f"Expected --voices clips named other than {RUN_VOICE!r} (the "
+                              f"run's own voice) in at most {MAX_NAME_CHARS} characters, "
+                              f"received: {clip}")  # fmt: skip
+        try:
+            reference = clip_reference(clip, run=run, stack=stack, max_seconds=max_seconds,
+                                       shown=str(clip))  # fmt: skip
+        except RequestError as error:
+            raise ConfigError(f"--voices: {error}") from None
+        voices.append(Voice(clip.stem, clip.stem, "folder", reference))
+    return voices
+
+
+def _hide(error: Exception, path: Path, shown: str) -> str:
+    """`error`'s message with the clip's path replaced by `shown`."""
+    return str(error).replace(str(path), shown)

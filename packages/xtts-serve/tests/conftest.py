@@ -1,0 +1,100 @@
+"""A tiny trained run, a tiny vocoder and engines on them, built once per test session.
+
+The micro model of xtts-train's tests (`train_helpers`), 10 steps, one batch shape, on a
+demo corpus of 16 short utterances; utterances of at most 1.2 s (`data.max_seconds`), so
+the decoding buffer is ~100 frames; pieces of at most 20 symbols (`decode.split_symbols`),
+so one text bucket: the engines' warm-up compiles a handful of programs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from train_helpers import MICRO, OVERRIDES, VOCODER
+
+from xtts_data import prepare, write_demo_corpus
+from xtts_serve import Engine, EngineConfig
+from xtts_train import fit, load_stack_config
+from xtts_train.synthesize import synthesize
+
+SHORT = [
+    "data.num_buckets=1",
+    "data.max_seconds=1.2",
+    "train.checkpoint_every=10",
+    "train.compiler=graph",
+]
+TEXT_TO_MEL = [*OVERRIDES, *MICRO, *SHORT, "train.steps=10"]
+VOCODER_RUN = [*VOCODER, *SHORT, "train.steps=10", "train.eval_every=0"]
+DECODE = ("decode.split_symbols=20",)  # the engine's and synthesize's `--set`
+GRIFFIN_LIM_DECODE = ("decode.split_symbols=0",)
+# Three pieces of at most 20 symbols: decoded side by side (a batch of 4), or streamed
+# piece after piece with pauses between them.
+TEXT = "Fine day. It was a quiet one, and we read."
+
+
+def _fit(corpus: Path, root: Path, overrides: list[str]) -> Path:
+    stack = load_stack_config(None, overrides)
+    prepare(corpus, root / "cache", audio=stack.audio, data=stack.data)
+    fit(stack, root / "cache", root / "run", progress=False)
+    return root / "run"
+
+
+@pytest.fixture(scope="session")
+def text() -> str:
+    """A text of three pieces (`TEXT`)."""
+    return TEXT
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("corpus")
+    write_demo_corpus(folder, n=16, min_seconds=0.4, max_seconds=1.0, seed=3)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def run(corpus, tmp_path_factory) -> Path:
+    """A 10-step text-to-mel run of the micro model."""
+    return _fit(corpus, tmp_path_factory.mktemp("text_to_mel"), TEXT_TO_MEL)
+
+
+@pytest.fixture(scope="session")
+def vocoder_run(corpus, tmp_path_factory) -> Path:
+    """A 10-step micro vocoder run on the same audio settings."""
+    return _fit(corpus, tmp_path_factory.mktemp("vocoder"), VOCODER_RUN)
+
+
+@pytest.fixture(scope="session")
+def engine(run, vocoder_run) -> Engine:
+    """An engine with the vocoder, warm: pieces of 20 symbols, so texts of up to 200
+    characters decode in batches of 1, 2 or 4 pieces."""
+    engine = Engine(EngineConfig(run=run, vocoder=vocoder_run, max_chars=200, overrides=DECODE))
+    engine.warm_up()
+    return engine
+
+
+@pytest.fixture(scope="session")
+def griffin_lim_engine(run) -> Engine:
+    """An engine without a vocoder (Griffin-Lim) and without splitting: one program."""
+    config = EngineConfig(run=run, max_chars=20, overrides=GRIFFIN_LIM_DECODE)
+    engine = Engine(config)
+    engine.warm_up()
+    return engine
+
+
+@pytest.fixture(scope="session")
+def synthesized(run, vocoder_run, engine, tmp_path_factory):
+    """`synthesize(text, stream=...)`: the WAV bytes `xtts-train synthesize` writes with
+    the vocoder and the engine's buffer, once per text and mode."""
+    folder, made = tmp_path_factory.mktemp("synthesize"), {}
+
+    def wav(text: str, *, stream: bool = False) -> bytes:
+        if (text, stream) not in made:
+            out = folder / f"{len(made)}.wav"
+            synthesize(run, text, out, vocoder=vocoder_run, max_frames=engine.max_frames,
+                       stream=stream, overrides=list(DECODE))  # fmt: skip
+            made[text, stream] = out.read_bytes()
+        return made[text, stream]
+
+    return wav
