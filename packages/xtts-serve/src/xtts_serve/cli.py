@@ -21,8 +21,8 @@ from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
 from xtts_serve.config import ENV_API_KEY, EngineConfig, ServerConfig
 from xtts_serve.errors import XttsServeError
+from xtts_train import XttsTrainError
 from xtts_train.compile import compile_cache
-from xtts_train.errors import XttsTrainError
 
 __all__ = ["SHUTDOWN_SECONDS", "main"]
 

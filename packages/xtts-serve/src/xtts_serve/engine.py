@@ -30,23 +30,25 @@ from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
 from xtts_serve.pcm import pcm16
 from xtts_serve.voices import Voice, VoiceStore, builtin_voices, check_name, upload_reference
-from xtts_train import ConfigError as TrainConfigError
-from xtts_train import Decoding, RetraceError, Streaming, XttsTrainError, load_run
-from xtts_train.inference.long_form import (
+from xtts_train import (
+    CHUNK_FRAMES,
     MAX_PIECE_BATCH,
+    TEXT_BUCKET,
+    Decoding,
+    Encoded,
+    RetraceError,
+    Streaming,
+    Waveforms,
+    XttsTrainError,
+    check_buffer_frames,
+    load_run,
     piece_batch,
     speak_pieces,
     stream_pieces,
-)
-from xtts_train.inference.vocoding import Waveforms
-from xtts_train.models.text_to_mel.decoding import (
-    TEXT_BUCKET,
-    Encoded,
-    check_buffer_frames,
     text_buffer_frames,
     text_pieces,
 )
-from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES
+from xtts_train import ConfigError as TrainConfigError
 
 __all__ = ["GRIFFIN_LIM_STREAM", "Engine", "Utterance"]
 

@@ -36,12 +36,25 @@ if TYPE_CHECKING:
     from xtts_train.errors import ConfigError, XttsTrainError
     from xtts_train.evaluation.held_out import EvalReport, evaluate
     from xtts_train.evaluation.scores import dtw_distance, dtw_distances, pairing_scores
-    from xtts_train.inference.vocoding import Vocoding
-    from xtts_train.models.text_to_mel.decoding import Decoding
+    from xtts_train.inference.long_form import (
+        MAX_PIECE_BATCH,
+        piece_batch,
+        speak_pieces,
+        stream_pieces,
+    )
+    from xtts_train.inference.vocoding import Vocoding, Waveforms
+    from xtts_train.models.text_to_mel.decoding import (
+        TEXT_BUCKET,
+        Decoding,
+        Encoded,
+        check_buffer_frames,
+        text_buffer_frames,
+        text_pieces,
+    )
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
     from xtts_train.models.text_to_mel.postfilters import decode_frames
-    from xtts_train.models.text_to_mel.streaming import Streaming
+    from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
     from xtts_train.runs.loading import kept_steps, load_reference, load_run, load_vocoder
@@ -69,13 +82,17 @@ if TYPE_CHECKING:
     from xtts_train.vocode import VocodeReport, vocode
 
 __all__ = [
+    "CHUNK_FRAMES",
     "DEMO_SETTINGS",
+    "MAX_PIECE_BATCH",
     "PRESETS",
+    "TEXT_BUCKET",
     "AdamW",
     "CompiledSteps",
     "ConfigError",
     "DecodeConfig",
     "Decoding",
+    "Encoded",
     "EvalReport",
     "FiniteGate",
     "LossScale",
@@ -95,11 +112,13 @@ __all__ = [
     "VocoderConfig",
     "VocoderTask",
     "Vocoding",
+    "Waveforms",
     "XttsTrainError",
     "accumulated_gradients",
     "adamw",
     "build_steps",
     "chain",
+    "check_buffer_frames",
     "clip_by_global_norm",
     "decode_frames",
     "dtw_distance",
@@ -116,9 +135,14 @@ __all__ = [
     "masked_l1",
     "measuring_pool",
     "pairing_scores",
+    "piece_batch",
     "register_task",
+    "speak_pieces",
     "stop_loss",
+    "stream_pieces",
     "task_class",
+    "text_buffer_frames",
+    "text_pieces",
     "timed_step",
     "total_loss",
     "vocode",
@@ -142,9 +166,23 @@ __getattr__, __dir__ = lazy_exports(
             ],
             "config",
         ),
-        "Decoding": "models.text_to_mel.decoding",
+        **dict.fromkeys(
+            [
+                "TEXT_BUCKET",
+                "Decoding",
+                "Encoded",
+                "check_buffer_frames",
+                "text_buffer_frames",
+                "text_pieces",
+            ],
+            "models.text_to_mel.decoding",
+        ),
+        **dict.fromkeys(
+            ["MAX_PIECE_BATCH", "piece_batch", "speak_pieces", "stream_pieces"],
+            "inference.long_form",
+        ),
         "decode_frames": "models.text_to_mel.postfilters",
-        "Streaming": "models.text_to_mel.streaming",
+        **dict.fromkeys(["CHUNK_FRAMES", "Streaming"], "models.text_to_mel.streaming"),
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
         **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "evaluation.scores"),
@@ -161,7 +199,7 @@ __getattr__, __dir__ = lazy_exports(
         "VocoderTask": "tasks.vocoder",
         **dict.fromkeys(["build_steps", "fit", "register_task", "task_class"], "tasks.registry"),
         **dict.fromkeys(["VocodeReport", "vocode"], "vocode"),
-        "Vocoding": "inference.vocoding",
+        **dict.fromkeys(["Vocoding", "Waveforms"], "inference.vocoding"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",
