@@ -98,3 +98,10 @@ def synthesized(run, vocoder_run, engine, tmp_path_factory):
         return made[text, stream]
 
     return wav
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The async tests run on asyncio, the loop uvicorn serves on (trio, which selenium
+    brings, is not one the server supports)."""
+    return "asyncio"

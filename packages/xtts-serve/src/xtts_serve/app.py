@@ -7,6 +7,7 @@ client can get wrong, the API key and body limits, and the metrics.
 | `POST /v1/audio/speech` | OpenAI's speech request, plus `stream` and `language` |
 | `GET /v1/audio/voices` | the voices and the default one |
 | `POST /v1/voices`, `DELETE /v1/voices/{id}` | a voice from an uploaded clip; forget it |
+| `GET /` | the web page: speak a text in a voice, upload one (no API key: it asks) |
 | `GET /healthz` | 503 until the warm-up is done, then 200 (no API key needed) |
 | `GET /metrics` | Prometheus text |
 """
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from importlib import resources
 
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from xtts_serve.config import ServerConfig, json_body_limit
@@ -51,6 +53,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
     worker = DecodeWorker(engine.warm_up, max_queue=config.max_queue)
     metrics = ServeMetrics(worker)
     routes = [
+        Route("/", _page, methods=["GET"]),
         Route("/v1/audio/speech", speech, methods=["POST"]),
         Route("/v1/audio/voices", list_voices, methods=["GET"]),
         Route(UPLOAD_PATH, upload_voice, methods=["POST"]),
@@ -83,6 +86,14 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
     finally:
         await anyio.to_thread.run_sync(app.state.worker.stop)
+
+
+_PAGE = resources.files("xtts_serve").joinpath("page.html")
+
+
+async def _page(request: Request) -> Response:
+    """`GET /`: the web page (static; it speaks through the API, with the key it is given)."""
+    return HTMLResponse(_PAGE.read_text(encoding="utf-8"))
 
 
 async def _healthz(request: Request) -> Response:

@@ -37,11 +37,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="xtts-serve", parents=[verbose_flag()],
         description="Serve a text-to-mel run with the OpenAI speech API (POST "
         "/v1/audio/speech, whole or streamed), voices from uploaded clips (POST /v1/voices), "
-        "GET /healthz and GET /metrics. Every decoding program is compiled at start-up; "
-        "GET /healthz answers 503 until then. One thread decodes, one request at a time; "
-        "the others wait in a bounded queue. Uploaded voices live in memory: a restart "
-        f"forgets them. On SIGTERM, requests in flight get up to {SHUTDOWN_SECONDS} s to "
-        "finish.",
+        "GET /healthz, GET /metrics and a web page at GET /. Every decoding program is "
+        "compiled at start-up; GET /healthz answers 503 until then. One thread decodes, one "
+        "request at a time; the others wait in a bounded queue. Uploaded voices live in "
+        "memory: a restart forgets them. On SIGTERM, requests in flight get up to "
+        f"{SHUTDOWN_SECONDS} s to finish.",
     )  # fmt: skip
     parser.add_argument("--run", type=Path, required=True,
                         help="the text-to-mel training run (xtts-train fit)")  # fmt: skip
@@ -86,8 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument(
         "--api-key", metavar="KEY",
-        help="require Authorization: Bearer KEY on every request but GET /healthz (401 "
-        f"without it); default: ${ENV_API_KEY} if set, else no key. The variable keeps the "
+        help="require Authorization: Bearer KEY on every request but GET / and GET /healthz "
+        f"(401 without it); default: ${ENV_API_KEY} if set, else no key. The variable keeps the "
         "key out of the process list",
     )  # fmt: skip
     parser.add_argument(

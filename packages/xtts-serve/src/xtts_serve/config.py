@@ -62,8 +62,8 @@ class ServerConfig:
         max_queue: requests waiting for the decoder (the one being decoded not counted);
             one more is answered 503 with `Retry-After`.
         max_upload_mb: the largest body of `POST /v1/voices`, in MiB.
-        api_key: every request but `GET /healthz` must send `Authorization: Bearer KEY`;
-            None: no key asked for. Left out of the config's repr.
+        api_key: every request but `GET /` and `GET /healthz` must send
+            `Authorization: Bearer KEY`; None: no key asked for. Left out of the config's repr.
     """
 
     max_queue: int = 16

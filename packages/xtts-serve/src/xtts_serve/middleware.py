@@ -17,7 +17,9 @@ from xtts_serve.metrics import ServeMetrics
 
 __all__ = ["OPEN_PATHS", "ApiKey", "BodyLimit", "CountRequests", "error_body"]
 
-OPEN_PATHS = ("/healthz",)  # answered without the API key (load balancers' probes)
+# Answered without the API key: load balancers' probes, and the page (static; it asks the
+# user for the key and sends it with each request of its own).
+OPEN_PATHS = ("/", "/healthz")
 
 
 def error_body(error: RequestError | str, kind: str | None = None) -> bytes:
