@@ -65,7 +65,7 @@ class CompiledSteps:
     `spec` (and of `eval_spec`): built by `warm_up`, looked up by a batch's shape.
 
     The step bodies and the update chain are `StepFunctions`'; each role's programs are a
-    `_Programs`.
+    `_RolePrograms`.
 
     Args:
         task: the model and its losses (`xtts_train.training.task.Task`).
@@ -104,9 +104,10 @@ class CompiledSteps:
         evaluate = functions.eval if one else functions.replicated_eval
         xla = {role: one and c == "xla" for role, c in self.compilers.items()}
         key_of = spec.key_of  # a validation batch's key is read the same way
-        self._train = _Programs("train", train, spec, key_of, functions, jit_compile=xla["train"])
-        self._eval = _Programs("eval", evaluate, eval_spec, key_of, functions,
-                               jit_compile=xla["eval"])  # fmt: skip
+        self._train = _RolePrograms("train", train, spec, key_of, functions,
+                                    jit_compile=xla["train"])  # fmt: skip
+        self._eval = _RolePrograms("eval", evaluate, eval_spec, key_of, functions,
+                                   jit_compile=xla["eval"])  # fmt: skip
         self.traces, self.eval_traces = self._train.traces, self._eval.traces
 
     def warm_up(self, progress: Callable[[int, int, Program], None] | None = None, *,
@@ -158,7 +159,7 @@ class CompiledSteps:
         return self._eval.run(batch, self.hyper(0), allow_retrace=self.config.allow_retrace)
 
 
-class _Programs:
+class _RolePrograms:
     """The programs of one role of `CompiledSteps`: the `tf.function` of its step body, its
     traces per shape, and the concrete program of each shape of its spec, looked up by a
     batch's shape (any other shape retraces: an error, or a warning with `allow_retrace`).

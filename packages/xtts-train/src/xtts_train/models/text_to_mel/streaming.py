@@ -37,7 +37,7 @@ __all__ = ["CHUNK_FRAMES", "MelStream", "Streaming"]
 CHUNK_FRAMES = 32  # frames a streamed chunk holds unless told
 
 
-class _Programs(NamedTuple):
+class _BucketPrograms(NamedTuple):
     """The concrete functions of one text bucket."""
 
     start: tf.types.experimental.ConcreteFunction
@@ -96,7 +96,7 @@ class Streaming:
         self._start = tf.function(start, jit_compile=xla)
         self._advance = tf.function(advance, jit_compile=xla)
         self._mel = tf.function(mel, jit_compile=xla)
-        self._programs: dict[int, _Programs] = {}
+        self._programs: dict[int, _BucketPrograms] = {}
 
     @property
     def traces(self) -> dict[str, int]:
@@ -123,7 +123,7 @@ class Streaming:
         return MelStream(self, self._compiled(inputs), inputs, symbols=len(ids),
                          min_frames=min(min_frames, self.max_frames))  # fmt: skip
 
-    def _compiled(self, inputs: list[tf.Tensor]) -> _Programs:
+    def _compiled(self, inputs: list[tf.Tensor]) -> _BucketPrograms:
         """The programs of the inputs' text bucket, traced and run once the first time."""
         text = inputs[0].shape[1]
         if text not in self._programs:
@@ -138,7 +138,7 @@ class Streaming:
                 lengths = tf.constant([self.max_frames])
                 mel = self._mel.get_concrete_function(state.frames, context.stats, lengths, first)
                 mel(state.frames, context.stats, lengths, first)
-            self._programs[text] = _Programs(start, advance, mel)
+            self._programs[text] = _BucketPrograms(start, advance, mel)
         return self._programs[text]
 
 
@@ -156,8 +156,8 @@ class MelStream:
         ending: how the decoding ended (`Ending`), once the last chunk was yielded.
     """
 
-    def __init__(self, streaming: Streaming, programs: _Programs, inputs: list[tf.Tensor], *,
-                 symbols: int, min_frames: int) -> None:  # fmt: skip
+    def __init__(self, streaming: Streaming, programs: _BucketPrograms,
+                 inputs: list[tf.Tensor], *, symbols: int, min_frames: int) -> None:  # fmt: skip
         self.decoded, self.advances = 0, 0
         self.ending: Ending | None = None
         self._programs, self._symbols, self._min_frames = programs, symbols, min_frames
