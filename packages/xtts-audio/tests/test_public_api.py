@@ -17,6 +17,7 @@ EXPECTED = {
     "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "to_mono",
     "trim_silence", "mel_warp_positions", "warp_mel", "PITCH_RANGE", "mel_pitch",
     "harmonic_ripple", "ripple_depth", "WavWriter", "write_wav",
+    "WAV_HEADER_BYTES", "pcm16", "stream_wav_header", "wav_bytes",
 }  # fmt: skip
 
 
@@ -25,7 +26,7 @@ def test_all_is_exactly_the_contract():
     assert all(hasattr(xtts_audio, name) for name in xtts_audio.__all__)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED - {"PRESETS"}))
+@pytest.mark.parametrize("name", sorted(EXPECTED - {"PRESETS", "WAV_HEADER_BYTES"}))  # values
 def test_every_public_name_has_a_docstring(name):
     assert inspect.getdoc(getattr(xtts_audio, name))
 

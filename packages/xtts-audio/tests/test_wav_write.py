@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xtts_audio import InputError, WavWriter, decode_wav, write_wav
+from xtts_audio import (
+    WAV_HEADER_BYTES,
+    InputError,
+    WavWriter,
+    decode_wav,
+    pcm16,
+    stream_wav_header,
+    wav_bytes,
+    write_wav,
+)
 
 # Past full scale both ways, exact halves of a step (rounded away from zero), silence.
 SAMPLES = np.concatenate([
@@ -48,3 +57,18 @@ def test_samples_of_another_shape_are_refused(tmp_path):
     writer = WavWriter(tmp_path / "y.wav", 8000, channels=2)
     with writer, pytest.raises(InputError, match=r"Expected samples \[samples, 2\]"):
         writer.write(np.zeros([4], np.float32))
+
+
+def test_bytes_in_memory_are_the_file_s(tmp_path):
+    path = tmp_path / "a.wav"
+    write_wav(path, SAMPLES, 22050)
+    assert wav_bytes(SAMPLES, 22050) == path.read_bytes()
+    assert pcm16(SAMPLES).tobytes() == path.read_bytes()[WAV_HEADER_BYTES:]
+
+
+def test_a_stream_header_then_its_samples_decode_as_a_wav():
+    header = stream_wav_header(16000)
+    assert len(header) == WAV_HEADER_BYTES
+    assert header[4:8] == header[40:44] == b"\xff\xff\xff\xff"  # length unknown
+    whole = wav_bytes(SAMPLES, 16000)
+    assert header[8:36] == whole[8:36]  # WAVE, the same fmt chunk

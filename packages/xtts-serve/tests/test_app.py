@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from xtts_serve import ServerConfig, create_app, stream_wav_header, wav_bytes
-from xtts_serve.pcm import WAV_HEADER_BYTES
+from xtts_audio import WAV_HEADER_BYTES, stream_wav_header, wav_bytes
+from xtts_serve import ServerConfig, create_app
 
 SPEECH = "/v1/audio/speech"
 

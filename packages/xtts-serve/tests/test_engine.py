@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xtts_serve import ConfigError, EngineConfig, RequestError, pcm16, wav_bytes
+from xtts_audio import WAV_HEADER_BYTES, pcm16, wav_bytes
+from xtts_serve import ConfigError, EngineConfig, RequestError
 from xtts_serve.engine import GRIFFIN_LIM_STREAM
-from xtts_serve.pcm import WAV_HEADER_BYTES
 from xtts_train.synthesize import synthesize
 
 

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from xtts_audio import wav_bytes
 from xtts_serve import ServerConfig, create_app
-from xtts_serve.pcm import wav_bytes
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.common.by import By  # noqa: E402

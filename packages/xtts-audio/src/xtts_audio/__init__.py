@@ -30,11 +30,19 @@ if TYPE_CHECKING:
     )
     from xtts_audio.warp import mel_warp_positions, warp_mel
     from xtts_audio.wav import decode_wav, load_wav
-    from xtts_audio.wav_write import WavWriter, write_wav
+    from xtts_audio.wav_write import (
+        WAV_HEADER_BYTES,
+        WavWriter,
+        pcm16,
+        stream_wav_header,
+        wav_bytes,
+        write_wav,
+    )
 
 __all__ = [
     "PITCH_RANGE",
     "PRESETS",
+    "WAV_HEADER_BYTES",
     "ConfigError",
     "InputError",
     "MelConfig",
@@ -54,6 +62,7 @@ __all__ = [
     "mel_warp_positions",
     "normalize",
     "num_frames",
+    "pcm16",
     "preemphasis",
     "resample",
     "resampled_length",
@@ -61,9 +70,11 @@ __all__ = [
     "silence_bounds",
     "spectrogram",
     "stft",
+    "stream_wav_header",
     "to_mono",
     "trim_silence",
     "warp_mel",
+    "wav_bytes",
     "write_wav",
 ]
 
@@ -83,6 +94,16 @@ __getattr__, __dir__ = lazy_exports(
         ),
         **dict.fromkeys(["mel_warp_positions", "warp_mel"], "warp"),
         **dict.fromkeys(["decode_wav", "load_wav"], "wav"),
-        **dict.fromkeys(["WavWriter", "write_wav"], "wav_write"),
+        **dict.fromkeys(
+            [
+                "WAV_HEADER_BYTES",
+                "WavWriter",
+                "pcm16",
+                "stream_wav_header",
+                "wav_bytes",
+                "write_wav",
+            ],
+            "wav_write",
+        ),
     },
 )  # fmt: skip

@@ -1,13 +1,17 @@
-"""Writing 16-bit WAV files: the one writer of the stack (synthesis, copy synthesis,
-evaluation's audio, the demo corpora, the benchmarks).
+"""Writing 16-bit WAV: the one writer of the stack (synthesis, copy synthesis,
+evaluation's audio, the demo corpora, the benchmarks, the server's responses).
 
-Samples are quantised as `tf.audio.encode_wav` quantises them (scaled by 32768, rounded
-half away from zero, clipped to the int16 range), so a file is the same bytes whichever
-wrote it; `WavWriter` grows a file chunk by chunk, a whole WAV after each (streaming).
+Samples are quantised as `tf.audio.encode_wav` quantises them (`pcm16`: scaled by 32768,
+rounded half away from zero, clipped to the int16 range), so a file is the same bytes
+whichever wrote it; `WavWriter` grows a file chunk by chunk, a whole WAV after each
+(streaming); `wav_bytes` is a whole WAV in memory, and `stream_wav_header` the header of
+one whose length is not known yet (a stream sent over the network).
 """
 
 from __future__ import annotations
 
+import io
+import struct
 import wave
 from pathlib import Path
 from types import TracebackType
@@ -16,7 +20,11 @@ import numpy as np
 
 from xtts_audio.errors import InputError
 
-__all__ = ["WavWriter", "write_wav"]
+__all__ = ["WAV_HEADER_BYTES", "WavWriter", "pcm16", "stream_wav_header", "wav_bytes",
+           "write_wav"]  # fmt: skip
+
+WAV_HEADER_BYTES = 44  # RIFF, fmt (16-bit PCM) and data chunk headers
+_UNKNOWN = 0xFFFFFFFF  # a chunk size no reader takes literally: the stream's end is its end
 
 
 def write_wav(path: str | Path, samples: np.ndarray, sample_rate: int) -> None:
@@ -42,14 +50,18 @@ class WavWriter:
     of the samples so far (the header is rewritten). A context manager.
 
     Args:
-        path: the file (its folder must exist).
+        path: the file (its folder must exist), or a `BytesIO` to write into (left open).
         sample_rate: samples per second.
         channels: channels of every chunk (1: mono).
     """
 
-    def __init__(self, path: str | Path, sample_rate: int, *, channels: int = 1) -> None:
+    def __init__(self, path: str | Path | io.BytesIO, sample_rate: int, *,
+                 channels: int = 1) -> None:  # fmt: skip
         self.channels = channels
-        self._file = open(path, "wb")  # noqa: SIM115 (closed by __exit__)
+        if isinstance(path, io.BytesIO):  # in memory (`wav_bytes`)
+            self._file = path
+        else:
+            self._file = open(path, "wb")  # noqa: SIM115 (closed by __exit__)
         self._wav = wave.open(self._file, "wb")  # noqa: SIM115 (closed by __exit__)
         self._wav.setnchannels(channels)
         self._wav.setsampwidth(2)
@@ -66,7 +78,7 @@ class WavWriter:
                 f"Expected samples {expected} ({self.channels} channel(s)), received: "
                 f"shape={samples.shape}"
             )
-        self._wav.writeframes(_quantize(samples).astype("<i2").tobytes())  # header patched
+        self._wav.writeframes(pcm16(samples).astype("<i2").tobytes())  # header patched
         self._file.flush()  # on disk: a reader sees a whole WAV
 
     def __enter__(self) -> WavWriter:
@@ -75,11 +87,35 @@ class WavWriter:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:  # fmt: skip
         self._wav.close()
-        self._file.close()
+        if not isinstance(self._file, io.BytesIO):
+            self._file.close()
 
 
-def _quantize(samples: np.ndarray) -> np.ndarray:
-    """float → int16 as `tf.audio.encode_wav` quantises (int16 passes unchanged)."""
+def wav_bytes(samples: np.ndarray, sample_rate: int) -> bytes:
+    """The bytes `write_wav` would write: a whole 16-bit WAV of `samples` (float in
+    [-1, 1], louder clipped, or int16), mono [samples] or [samples, channels]."""
+    samples = np.asarray(samples)
+    buffer = io.BytesIO()
+    channels = samples.shape[1] if samples.ndim == 2 else 1
+    with WavWriter(buffer, sample_rate, channels=channels) as writer:
+        writer.write(samples)
+    return buffer.getvalue()
+
+
+def stream_wav_header(sample_rate: int) -> bytes:
+    """The 44-byte header of a 16-bit mono WAV of unknown length (its RIFF and data sizes
+    0xFFFFFFFF), sent before a stream's samples (`pcm16`): players read on to the end."""
+    return b"".join([
+        b"RIFF", struct.pack("<I", _UNKNOWN), b"WAVE",
+        b"fmt ", struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, 2 * sample_rate, 2, 16),
+        b"data", struct.pack("<I", _UNKNOWN),
+    ])  # fmt: skip
+
+
+def pcm16(samples: np.ndarray) -> np.ndarray:
+    """float → int16 samples as `tf.audio.encode_wav` quantises them (int16 passes
+    unchanged): what a WAV of them holds."""
+    samples = np.asarray(samples)
     if samples.dtype == np.int16:
         return samples
     scaled = samples.astype(np.float32) * 32768.0

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         UnknownVoiceError,
         XttsServeError,
     )
-    from xtts_serve.pcm import pcm16, stream_wav_header, wav_bytes
     from xtts_serve.voices import Voice, VoiceStore
     from xtts_serve.worker import DecodeWorker
 
@@ -45,9 +44,6 @@ __all__ = [
     "VoiceStore",
     "XttsServeError",
     "create_app",
-    "pcm16",
-    "stream_wav_header",
-    "wav_bytes",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -61,7 +57,6 @@ __getattr__, __dir__ = lazy_exports(
              "UnknownVoiceError", "XttsServeError"],
             "errors",
         ),
-        **dict.fromkeys(["pcm16", "stream_wav_header", "wav_bytes"], "pcm"),
         **dict.fromkeys(["Voice", "VoiceStore"], "voices"),
         "DecodeWorker": "worker",
     },

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
+from xtts_audio import pcm16
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
-from xtts_serve.pcm import pcm16
 from xtts_serve.voices import Voice, VoiceStore, builtin_voices, check_name, upload_reference
 from xtts_train import (
     CHUNK_FRAMES,

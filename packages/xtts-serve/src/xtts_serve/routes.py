@@ -15,9 +15,9 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from xtts_audio import pcm16, stream_wav_header, wav_bytes
 from xtts_serve.errors import BusyError, RequestError
 from xtts_serve.middleware import error_body
-from xtts_serve.pcm import pcm16, stream_wav_header, wav_bytes
 from xtts_serve.speech_request import parse_speech
 from xtts_serve.worker import Finished, Job
 
