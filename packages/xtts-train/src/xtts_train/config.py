@@ -130,12 +130,13 @@ class ModelConfig(FrozenConfig):
         cond_latents: L, learned queries that pool the reference into `(B, L, D)`.
         decoder_layers: causal decoder blocks (self-attention, cross-attention, feed-forward).
         prenet_dim: width of the decoder's two-layer frame prenet.
-        voice_stats: "mean_std": the decoder reads and writes frames normalised by
-            the reference clip's own per-channel mean and deviation, its
-            output is moved back by them before the postnet, and the conditioning encoder
-            reads the clip normalised the same way (AdaIN-VC's instance statistics). The
-            clip's statistics then set the voice's spectral statistics, for voices never trained
-            on too, by that path alone. "off" (the default): frames are standardised with
+        voice_stats: "off" (the default) or "mean_std": with "mean_std" the decoder reads
+            and writes frames normalised by the reference clip's own per-channel mean and
+            deviation, its output is moved back by them before the postnet, and the
+            conditioning encoder reads the clip normalised the same way (AdaIN-VC's
+            instance statistics). The
+            clip's statistics then set the voice's spectral statistics, for voices never
+            trained on too, by that path alone. With "off", frames are standardised with
             the fixed `MEL_MEAN` and `MEL_STD` alone.
         voice_stats_source: whose statistics normalise the frames in teacher-forced
             training (and its eval losses): "clip" (the default), the reference clip's, as
