@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from xtts_data import XttsDataError, load_audio
+from xtts_data import XttsDataError
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError, UnknownVoiceError
 from xtts_train import StackConfig, XttsTrainError, load_reference
@@ -152,8 +152,7 @@ def check_name(name: str | None) -> None:
 def clip_reference(path: Path, *, run: Path, stack: StackConfig, max_seconds: float,
                    shown: str) -> np.ndarray:  # fmt: skip
     """float32 [frames, n_mels]: the conditioning of the clip at `path`, as
-    `synthesize --reference` reads it (`load_reference`), after checking that it decodes
-    as audio and lasts at most `max_seconds`.
+    `synthesize --reference` reads it (`load_reference`), lasting at most `max_seconds`.
 
     Args:
         path: the clip.
@@ -166,18 +165,12 @@ def clip_reference(path: Path, *, run: Path, stack: StackConfig, max_seconds: fl
             expected).
     """
     try:
-        wave = load_audio(path, stack.audio)
+        return load_reference(run, stack, path, max_seconds=max_seconds)
     except XttsDataError as error:
         raise RequestError(
             f"Expected an audio clip (WAV, FLAC or OGG), received: {shown}, which does not "
             f"decode as audio ({_hide(error, path, shown)})"
         ) from None
-    seconds = len(wave) / stack.audio.sample_rate
-    if seconds > max_seconds:
-        raise RequestError(f"Expected a clip of at most {max_seconds:g} s, received: {shown} "
-                           f"of {seconds:.1f} s; send its best {max_seconds:g} s")  # fmt: skip
-    try:
-        return load_reference(run, stack, path)
     except XttsTrainError as error:
         raise RequestError(_hide(error, path, shown)) from None
 

@@ -148,16 +148,19 @@ def load_vocoder(workdir: str | Path, *, step: int | None = None) -> tuple[Stack
     return stack, model
 
 
-def load_reference(workdir: Path, stack: StackConfig,
-                   reference: str | Path | None = None) -> np.ndarray:  # fmt: skip
+def load_reference(workdir: Path, stack: StackConfig, reference: str | Path | None = None, *,
+                   max_seconds: float | None = None) -> np.ndarray:  # fmt: skip
     """float32 [frames, n_mels]: the mel of `reference` (an audio file) as the cache's
     references are made (resampled to the run's rate, trimmed with its `data.trim_top_db`),
     its first `StackConfig.reference_frames` frames at most (`data.cond_frames` unless
     `decode.reference_frames` asks for more), or the run's saved reference clip (a
-    crop of `data.cond_frames` of a training utterance) when None.
+    crop of `data.cond_frames` of a training utterance) when None. With `max_seconds`, a
+    longer `reference` is refused (a server's bound on uploaded clips).
 
     Raises:
-        XttsTrainError: no `reference` given and the run saved none; a silent reference
+        XttsDataError: `reference` does not decode as audio.
+        XttsTrainError: no `reference` given and the run saved none; one longer than
+            `max_seconds`; a silent reference
             (its peak under -60 dBFS); one shorter than `data.cond_frames` frames (naming
             how many seconds it must last).
     """
@@ -173,6 +176,11 @@ def load_reference(workdir: Path, stack: StackConfig,
                 f"(`xtts-train fit` saves it again)"
             ) from None
     whole = load_audio(Path(reference), stack.audio)  # resampled to the run's rate
+    seconds = len(whole) / stack.audio.sample_rate
+    if max_seconds is not None and seconds > max_seconds:
+        raise XttsTrainError(f"Expected a clip of at most {max_seconds:g} s, received: "
+                             f"{reference} of {seconds:.1f} s; send its best "
+                             f"{max_seconds:g} s")  # fmt: skip
     peak = float(np.max(np.abs(whole)))
     if peak < _SILENT_PEAK:
         loudness = f"{20 * np.log10(peak):.0f} dBFS" if peak > 0 else "all zeros"
