@@ -18,10 +18,12 @@ from xtts_audio import MelConfig
 from xtts_train import DecodeConfig, ModelConfig, Streaming, TextToMel, dummy_batch
 from xtts_train.cli import main
 from xtts_train.config import VocoderConfig
+from xtts_train.errors import XttsTrainError
 from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, decoding_inputs
 from xtts_train.models.text_to_mel.frames import groups
 from xtts_train.models.text_to_mel.free_running import infer
+from xtts_train.models.text_to_mel.slots import SlotDecoding, Slots
 from xtts_train.models.vocoder import Vocoder
 from xtts_train.runs.loading import load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature
@@ -213,3 +215,72 @@ def test_synthesize_stream_refusals_are_one_line_before_anything_loads(flags, ma
     assert len(err) == 1
     assert match in err[0]
     assert not out.parent.exists()
+
+
+def slot_chunks(slots: Slots, texts: list, joins: list[int]) -> list[list[np.ndarray]]:
+    """Every text's chunks from `slots`, text `i` joining before step `joins[i]`, or the
+    first step after it with a free row."""
+    chunks, streams, step = [[] for _ in texts], {}, 0
+    while len(streams) < len(texts) or slots.busy:
+        for i, (ids, reference) in enumerate(texts):
+            if joins[i] <= step and i not in streams and slots.free:
+                streams[i] = slots.join(ids, reference)
+        index = {id(s): i for i, s in streams.items()}
+        for stream, chunk in slots.step():
+            if chunk is not None:
+                chunks[index[id(stream)]].append(chunk)
+        step += 1
+    return chunks
+
+
+@pytest.mark.parametrize(("overrides", "compiler"), [
+    ({}, "graph"),
+    ({"reduction_factor": 2, "voice_stats": "mean_std", "voice_pitch": True}, "graph"),
+    ({"reduction_factor": 3, "decode.window_ahead": 2, "decode.stop_gate": 1}, "xla"),
+])  # fmt: skip
+def test_slots_decode_each_text_exactly_as_it_decodes_alone(overrides, compiler):
+    decode = DecodeConfig(**{k.removeprefix("decode."): v for k, v in overrides.items()
+                             if k.startswith("decode.")})  # fmt: skip
+    model = tiny_model(**{k: v for k, v in overrides.items() if not k.startswith("decode.")})
+    texts = [text(0), text(1, symbols=40), text(2, symbols=5), text(3, symbols=20)]
+    stop_mid_buffer(model, *texts[0], decode)  # the first text stops; the others may not
+    slots = SlotDecoding(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                         text_len=40, slots=3, chunk_frames=8, compiler=compiler)  # fmt: skip
+    alone = [slot_chunks(Slots(slots), [t], [0])[0] for t in texts]
+    together = slot_chunks(Slots(slots), texts, [0, 0, 2, 3])  # the last waits for a row
+    assert len(together[3]) > 0
+    for mine, solo in zip(together, alone, strict=True):
+        assert len(mine) == len(solo)
+        for a, b in zip(mine, solo, strict=True):
+            np.testing.assert_array_equal(a, b)  # bit for bit, beside any other rows
+    streaming = Streaming(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                          chunk_frames=8, compiler=compiler)  # fmt: skip
+    for (ids, reference), mine in zip(texts, together, strict=True):
+        streamed = list(streaming(ids, reference))  # padded to its own text bucket
+        assert [len(c) for c in mine] == [len(c) for c in streamed]
+        np.testing.assert_allclose(np.concatenate(mine), np.concatenate(streamed), atol=1e-4)
+    assert slots.traces == {"join": 1, "admit": 1, "advance": 1, "mel": 1}
+
+
+def test_a_text_that_leaves_frees_its_slot_and_ends_its_chunks():
+    model = tiny_model()
+    model.stop_head.bias.assign([-20.0])  # no stop: each text fills its buffer
+    slots = Slots(SlotDecoding(model, decode=DecodeConfig(), cond_frames=COND_FRAMES,
+                               max_frames=MAX_FRAMES, text_len=10, slots=2, chunk_frames=8,
+                               compiler="graph"))  # fmt: skip
+    first, second = slots.join(*text(0)), slots.join(*text(1))
+    with pytest.raises(XttsTrainError, match="Expected a free slot, received: all 2 busy"):
+        slots.join(*text(2))
+    assert [s for s, _ in slots.step()] == [first, second]  # a chunk each
+    slots.leave(first)
+    assert (first.row, slots.free) == (None, 1)
+    third = slots.join(*text(2))
+    assert third.row == 0
+    handed = []
+    while slots.busy:
+        handed += [s for s, chunk in slots.step() if chunk is None]
+    assert handed == [second, third]
+    assert first.ending is None
+    assert (second.ending.length, third.ending.length) == (MAX_FRAMES, MAX_FRAMES)
+    with pytest.raises(XttsTrainError, match="at most 32 tokens"):
+        slots.join(*text(3, symbols=33))

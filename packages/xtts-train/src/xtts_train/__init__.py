@@ -38,11 +38,12 @@ if TYPE_CHECKING:
     from xtts_train.evaluation.scores import dtw_distance, dtw_distances, pairing_scores
     from xtts_train.inference.long_form import (
         MAX_PIECE_BATCH,
+        PieceMels,
         piece_batch,
         speak_pieces,
         stream_pieces,
     )
-    from xtts_train.inference.vocoding import Vocoding, Waveforms
+    from xtts_train.inference.vocoding import VocoderStream, Vocoding, Waveforms
     from xtts_train.models.text_to_mel.decoding import (
         TEXT_BUCKET,
         Decoding,
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
     from xtts_train.models.text_to_mel.postfilters import decode_frames
+    from xtts_train.models.text_to_mel.slots import SlotDecoding, Slots, SlotStream
     from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
     from xtts_train.models.vocoder.model import Vocoder
@@ -97,7 +99,11 @@ __all__ = [
     "FiniteGate",
     "LossScale",
     "ModelConfig",
+    "PieceMels",
     "RetraceError",
+    "SlotDecoding",
+    "SlotStream",
+    "Slots",
     "StackConfig",
     "StepFunctions",
     "Streaming",
@@ -110,6 +116,7 @@ __all__ = [
     "VocodeReport",
     "Vocoder",
     "VocoderConfig",
+    "VocoderStream",
     "VocoderTask",
     "Vocoding",
     "Waveforms",
@@ -178,11 +185,12 @@ __getattr__, __dir__ = lazy_exports(
             "models.text_to_mel.decoding",
         ),
         **dict.fromkeys(
-            ["MAX_PIECE_BATCH", "piece_batch", "speak_pieces", "stream_pieces"],
+            ["MAX_PIECE_BATCH", "PieceMels", "piece_batch", "speak_pieces", "stream_pieces"],
             "inference.long_form",
         ),
         "decode_frames": "models.text_to_mel.postfilters",
         **dict.fromkeys(["CHUNK_FRAMES", "Streaming"], "models.text_to_mel.streaming"),
+        **dict.fromkeys(["SlotDecoding", "SlotStream", "Slots"], "models.text_to_mel.slots"),
         "DEMO_SETTINGS": "demo",
         **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
         **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "evaluation.scores"),
@@ -199,7 +207,7 @@ __getattr__, __dir__ = lazy_exports(
         "VocoderTask": "tasks.vocoder",
         **dict.fromkeys(["build_steps", "fit", "register_task", "task_class"], "tasks.registry"),
         **dict.fromkeys(["VocodeReport", "vocode"], "vocode"),
-        **dict.fromkeys(["Vocoding", "Waveforms"], "inference.vocoding"),
+        **dict.fromkeys(["VocoderStream", "Vocoding", "Waveforms"], "inference.vocoding"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",

@@ -23,6 +23,7 @@ from xtts_train.models.text_to_mel.streaming import MelStream, Streaming
 from xtts_train.runs.media import decoded_frames, silence_feature
 
 __all__ = [
+    "PieceMels",
     "Spoken",
     "decode_rows",
     "join_pieces",
@@ -120,26 +121,68 @@ def stream_pieces(streaming: Streaming, pieces: Sequence[Encoded], reference: np
     Returns:
         float32 [frames_i, n_mels] chunks in order.
     """
-    floors = [int(decoded_frames(0, len(p.ids), streaming.max_frames, audio)) for p in pieces]
+    joined = PieceMels(pieces, audio, max_frames=streaming.max_frames)
     streams = [streaming(p.ids, reference, min_frames=floor)
-               for p, floor in zip(pieces, floors, strict=True)]  # fmt: skip
-    return _chunks(streams, pieces, audio, spoken)
+               for p, floor in zip(pieces, joined.floors, strict=True)]  # fmt: skip
+    return _chunks(streams, joined, spoken)
 
 
-def _chunks(streams: list[MelStream], pieces: Sequence[Encoded], audio: xa.MelConfig,
+def _chunks(streams: list[MelStream], joined: PieceMels,
             spoken: list[Spoken]) -> Iterator[np.ndarray]:  # fmt: skip
     """`stream_pieces`' chunks: each stream's, then its piece's pause in silence."""
-    mels, endings = [], []
-    for stream, piece in zip(streams, pieces, strict=True):
-        chunks = []
+    for stream in streams:
         for chunk in stream:
-            chunks.append(chunk)
-            yield chunk
-        mels.append(np.concatenate(chunks))
-        endings.append(stream.ending)
-        if pause_frames(piece.pause, audio):  # 0 after the last piece
-            yield pause_silence(piece.pause, audio)
-    spoken.append(join_pieces(pieces, mels, endings, audio))
+            yield joined.add(chunk)
+        yield from joined.end_piece(stream.ending)
+    spoken.append(joined.spoken())
+
+
+class PieceMels:
+    """A text's pieces' mel as their decodings hand it out, chunk by chunk and piece by
+    piece, with each pause's silence after its piece: `stream_pieces`' order, for a caller
+    that decodes the pieces itself (a server's decoder slots).
+
+    Args:
+        pieces: the text's pieces (`text_pieces`), decoded in order.
+        audio: the run's recipe.
+        max_frames: the decoding buffer of each piece.
+
+    Attributes:
+        floors: frames each piece must be decoded to at least (its `min_frames`):
+            `decoded_frames`' floor, so a stop token that fires at once still says it.
+    """
+
+    def __init__(self, pieces: Sequence[Encoded], audio: xa.MelConfig, *,
+                 max_frames: int) -> None:  # fmt: skip
+        self.pieces, self._audio = list(pieces), audio
+        self.floors = [int(decoded_frames(0, len(p.ids), max_frames, audio)) for p in pieces]
+        self._chunks: list[np.ndarray] = []  # the piece decoding now
+        self._mels: list[np.ndarray] = []
+        self._endings: list[Ending] = []
+
+    @property
+    def piece(self) -> int:
+        """The index of the piece decoding now (`len(pieces)` once all ended)."""
+        return len(self._mels)
+
+    def add(self, chunk: np.ndarray) -> np.ndarray:
+        """The next chunk float32 [frames, n_mels] of the piece decoding now, returned."""
+        self._chunks.append(chunk)
+        return chunk
+
+    def end_piece(self, ending: Ending) -> list[np.ndarray]:
+        """The piece decoding now ended (`ending`); returns its pause's silence float32
+        [pause_frames, n_mels] to play next, or nothing (after the last piece, or none)."""
+        piece = self.pieces[self.piece]
+        self._mels.append(np.concatenate(self._chunks))
+        self._chunks, self._endings = [], [*self._endings, ending]
+        if not pause_frames(piece.pause, self._audio):  # 0 after the last piece
+            return []
+        return [pause_silence(piece.pause, self._audio)]
+
+    def spoken(self) -> Spoken:
+        """The text's `Spoken`, once every piece ended (`join_pieces`)."""
+        return join_pieces(self.pieces, self._mels, self._endings, self._audio)
 
 
 def join_pieces(pieces: Sequence[Encoded], mels: Sequence[np.ndarray],

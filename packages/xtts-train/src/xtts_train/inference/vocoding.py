@@ -26,6 +26,7 @@ from xtts_train.runs.media import silence_feature, to_waveform
 
 __all__ = [
     "STREAM_NEEDS_VOCODER",
+    "VocoderStream",
     "Vocoding",
     "Waveforms",
     "check_same_audio",
@@ -125,7 +126,8 @@ class Vocoding:
         as soon as the `context` frames after it have arrived (the last ones once the
         pieces end), and nothing before it is vocoded again; frames of its window not
         arrived yet are silence, which the chunk cannot hear. Joined, the samples are
-        `self(mel)` of the whole mel up to float rounding.
+        `self(mel)` of the whole mel up to float rounding. `pushed` is the same stream
+        fed by its caller.
 
         Args:
             pieces: float32 [frames_i, n_mels] each, the mel in order (any sizes).
@@ -134,26 +136,27 @@ class Vocoding:
         Yields:
             float32 [chunk_frames * hop_length] (the last chunk: its own frames' samples).
         """
-        mel = np.zeros([0, self.model.config.n_mels], np.float32)
-        done = 0  # frames vocoded
+        stream = self.pushed(silence=silence)
         for piece in pieces:
-            mel = np.concatenate([mel, np.asarray(piece, np.float32)])
-            while len(mel) >= done + self.chunk + self.context:
-                yield self._chunk(mel, done, silence=silence)
-                done += self.chunk
-        while done < len(mel):  # the mel's end is known: the windows shift inward
-            yield self._chunk(mel, done, silence=silence, frames=len(mel))
-            done += self.chunk
+            yield from stream.push(piece)
+        yield from stream.end()
+
+    def pushed(self, *, silence: float) -> VocoderStream:
+        """`stream`'s vocoding for a mel its caller hands over piece by piece
+        (`VocoderStream.push`, then `VocoderStream.end`): a server's, whose pieces come
+        from decoder slots."""
+        return VocoderStream(self, silence=silence)
 
     def warm_up(self) -> None:
         """Runs the window program once (XLA compiles it at its first run), e.g. before
         timing a stream."""
         self._window(tf.zeros([1, self.width, self.model.config.n_mels]))
 
-    def _chunk(self, mel: np.ndarray, start: int, *, silence: float,
+    def samples(self, mel: np.ndarray, start: int, *, silence: float,
                frames: int | None = None) -> np.ndarray:  # fmt: skip
-        """Samples of frames `start .. start + chunk - 1` of `mel` (frames arrived so far;
-        `frames`: the whole mel's length, None while it is still arriving)."""
+        """float32 samples of frames `start .. start + chunk - 1` of `mel` (frames arrived
+        so far; `frames`: the whole mel's length, None while it is still arriving), from
+        one window of the compiled program: a chunk of `stream`."""
         first = window_start(start, width=self.width, context=self.context, frames=frames)
         window = np.full([self.width, mel.shape[1]], silence, np.float32)
         arrived = mel[first : first + self.width]
@@ -161,6 +164,41 @@ class Vocoding:
         hop, stop = self.model.config.hop_length, min(start + self.chunk, len(mel))
         audio = self._window(tf.constant(window[None]))[0]  # (width * hop,)
         return audio[(start - first) * hop : (stop - first) * hop].numpy()
+
+
+class VocoderStream:
+    """A mel vocoded as it arrives, a `Vocoding` chunk at a time (`Vocoding.stream`'s rule).
+
+    Args:
+        vocoding: the compiled vocoder.
+        silence: the feature value of silence (`silence_feature`).
+    """
+
+    def __init__(self, vocoding: Vocoding, *, silence: float) -> None:
+        self._vocoding, self._silence = vocoding, silence
+        self._mel = np.zeros([0, vocoding.model.config.n_mels], np.float32)
+        self._done = 0  # frames vocoded
+
+    def push(self, piece: np.ndarray) -> list[np.ndarray]:
+        """The chunks `piece` (float32 [frames, n_mels], the next frames) makes final:
+        float32 [chunk_frames * hop_length] each."""
+        v = self._vocoding
+        self._mel = np.concatenate([self._mel, np.asarray(piece, np.float32)])
+        chunks = []
+        while len(self._mel) >= self._done + v.chunk + v.context:
+            chunks.append(v.samples(self._mel, self._done, silence=self._silence))
+            self._done += v.chunk
+        return chunks
+
+    def end(self) -> list[np.ndarray]:
+        """The rest, now that the mel's end is known (the windows shift inward); the last
+        chunk has its own frames' samples."""
+        v, chunks = self._vocoding, []
+        while self._done < len(self._mel):
+            chunks.append(v.samples(self._mel, self._done, silence=self._silence,
+                                   frames=len(self._mel)))  # fmt: skip
+            self._done += v.chunk
+        return chunks
 
 
 class Waveforms:
@@ -216,6 +254,17 @@ class Waveforms:
             raise XttsTrainError(STREAM_NEEDS_VOCODER)
         chunks = self._vocoding.stream(pieces, silence=self._silence)
         return (np.clip(chunk, -1.0, 1.0) for chunk in chunks)
+
+    def pushed(self) -> VocoderStream:
+        """`stream`'s vocoding for features handed over piece by piece
+        (`VocoderStream.push`, then `end`); its chunks are not yet clipped to [-1, 1].
+
+        Raises:
+            XttsTrainError: no vocoder (Griffin-Lim needs the whole mel).
+        """
+        if self._vocoding is None:
+            raise XttsTrainError(STREAM_NEEDS_VOCODER)
+        return self._vocoding.pushed(silence=self._silence)
 
     def warm_up(self) -> None:
         """Compiles the vocoder's program now (e.g. before timing a stream); nothing to do

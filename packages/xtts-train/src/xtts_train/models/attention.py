@@ -31,7 +31,7 @@ from xtts_train.models.dropout import (
     seeded_keep_mask,
 )
 
-__all__ = ["HEADS_FIRST", "MultiHeadAttention", "blocked_attention"]
+__all__ = ["HEADS_FIRST", "MultiHeadAttention", "blocked_attention", "write_rows"]
 
 HEADS_FIRST = [0, 2, 1, 3]  # (B, T, N, H) <-> (B, N, T, H)
 Cache = tuple[tf.Tensor, tf.Tensor]  # head-major keys (B, N, P, H) and values (B, N, P, Hv)
@@ -127,7 +127,8 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
             query: float [B, 1, D], the layer's input at the new position.
             cache: head-major keys [B, N, P, H] and values [B, N, P, Hv] of the buffer.
             seen: bool [B|1, 1, P], True at the cached positions before the new one, whose
-                index is the first False.
+                index is the first False: one index for every row, or with B rows one a row
+                (decoder slots; a row whose cache is full is not written).
 
         Returns:
             The output [B, 1, D], and the cache with the new key and value written at
@@ -149,9 +150,31 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         # that XLA cannot order them, and copies the cache twice a step.
         after = tf.zeros((), output.dtype) * output[0, 0, 0]
         key, value = key + tf.cast(after, key.dtype), value + tf.cast(after, value.dtype)
-        at = [0, 0, tf.reduce_sum(tf.cast(seen[0, 0], tf.int32)), 0]
-        return output, (dynamic_update_slice(keys, key, at),
-                        dynamic_update_slice(values, value, at))  # fmt: skip
+        if seen.shape[0] == 1:  # one index: a slice written in place
+            at = [0, 0, tf.reduce_sum(tf.cast(seen[0, 0], tf.int32)), 0]
+            return output, (dynamic_update_slice(keys, key, at),
+                            dynamic_update_slice(values, value, at))  # fmt: skip
+        at = tf.reduce_sum(tf.cast(seen[:, 0], tf.int32), axis=1)  # (B,) an index a row
+        return output, (_write_heads(keys, key, at), _write_heads(values, value, at))
+
+
+def write_rows(buffer: tf.Tensor, new: tf.Tensor, at: tf.Tensor,
+               live: tf.Tensor | None = None) -> tf.Tensor:  # fmt: skip
+    """`buffer` [B, L, ...] with each row's `new` [B, K, ...] written at its own positions
+    `at .. at + K - 1` (`at` int32 [B]) along axis 1: the rows of decoder slots, each at
+    its own step. A row that is not `live` (bool [B]) or whose positions pass L is not
+    written (its own values are written back, so no two writes meet)."""
+    batch, length, count = buffer.shape[0], buffer.shape[1], new.shape[1]
+    fits = at + count <= length  # (B,)
+    if live is not None:
+        fits &= live
+    spots = tf.range(count)[None, :]  # (1, K)
+    where = tf.where(fits[:, None], at[:, None] + spots, spots)  # (B, K)
+    rows = tf.broadcast_to(tf.range(batch)[:, None], [batch, count])
+    index = tf.stack([rows, where], axis=-1)  # (B, K, 2)
+    kept = tf.gather_nd(buffer, index)  # (B, K, ...)
+    mask = tf.reshape(fits, [batch] + [1] * (new.shape.rank - 1))
+    return tf.tensor_scatter_nd_update(buffer, index, tf.where(mask, new, kept))
 
 
 def blocked_attention(
@@ -195,6 +218,15 @@ def blocked_attention(
             attend = tf.recompute_grad(attend)
         outputs.append(attend(query[:, :, start:stop], key, value))  # (B, N, Q, Hv)
     return tf.transpose(tf.concat(outputs, axis=2), HEADS_FIRST)  # (B, T, N, Hv)
+
+
+def _write_heads(cache: tf.Tensor, new: tf.Tensor, at: tf.Tensor) -> tf.Tensor:
+    """`write_rows` for a head-major cache [B, N, P, H] and its new position [B, N, 1, H]."""
+    batch, heads = cache.shape[0], cache.shape[1]
+    flat = tf.reshape(cache, [batch * heads, *cache.shape[2:]])
+    written = write_rows(flat, tf.reshape(new, [batch * heads, *new.shape[2:]]),
+                         tf.repeat(at, heads))  # fmt: skip
+    return tf.reshape(written, cache.shape)
 
 
 def _block(mask: tf.Tensor | None, end: int, rate: float,

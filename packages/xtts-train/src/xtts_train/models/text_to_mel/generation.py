@@ -29,10 +29,14 @@ import tensorflow as tf
 from tensorflow.compiler.tf2xla.python.xla import dynamic_update_slice
 
 from xtts_train.config import DecodeConfig, ModelConfig
+from xtts_train.models.attention import write_rows
 from xtts_train.models.text_to_mel.frames import denormalize_by, groups, identity_stats, per_frame
 from xtts_train.models.text_to_mel.layers import Decoder
 
-__all__ = ["Context", "Heads", "State", "advance", "finish", "generate", "start", "stop_lengths"]
+__all__ = [
+    "Context", "Heads", "State", "advance", "advance_rows", "finish", "generate", "start",
+    "stop_lengths",
+]  # fmt: skip
 
 # hidden (B, S, D), frames → standardised frames (B, frames, M) and stop logits (B, frames).
 Heads = Callable[[tf.Tensor, int], tuple[tf.Tensor, tf.Tensor]]
@@ -45,7 +49,6 @@ class Context(NamedTuple):
         memory_kvs: per decoder block, the cross-attention's keys and values of the memory
             (`Decoder.start`).
         memory_mask: bool [B, 1, S], the memory's key mask.
-        keep: the prenet's keep-masks of every step [2, B, steps, P] (`Decoder.prenet_keep`).
         pitch_term: what every step's input frame gets added [B, 1, D] (`Decoder.pitch_term`).
         stats: the reference clip's statistics float32 [B, 2, M] that the frames of the
             `State` are normalised by (`frames.clip_stats`; identity statistics with
@@ -54,7 +57,6 @@ class Context(NamedTuple):
 
     memory_kvs: list
     memory_mask: tf.Tensor
-    keep: tf.Tensor
     pitch_term: tf.Tensor
     stats: tf.Tensor
 
@@ -147,7 +149,6 @@ def start(decoder: Decoder, config: ModelConfig, decode: DecodeConfig, memory: t
     batch, width = memory.shape[0], memory.shape[1]
     r = config.reduction_factor
     steps = groups(max_frames, r)
-    keep = decoder.prenet_keep(batch, steps, dropout=False)
     caches, memory_kvs, pitch_term = decoder.start(memory, steps, pitch)
     state = State(
         t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
@@ -156,7 +157,7 @@ def start(decoder: Decoder, config: ModelConfig, decode: DecodeConfig, memory: t
         focus=tf.zeros([batch], tf.int32), done=tf.zeros([batch], tf.bool),
     )  # fmt: skip
     stats = identity_stats(batch, config.n_mels) if stats is None else stats
-    return Context(memory_kvs, memory_mask, keep, pitch_term, stats), state
+    return Context(memory_kvs, memory_mask, pitch_term, stats), state
 
 
 def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
@@ -176,21 +177,13 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeC
         The `State` after the last step run.
     """
     r = config.reduction_factor
-    steps = context.keep.shape[2]
+    steps = state.attention.shape[1]
     window = _window(decode, context.memory_mask, text_len)
     gate = _stop_gate(decode, context.memory_mask, text_len)
 
     def step(s: State) -> State:
-        mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
-        keep_t = tf.gather(context.keep, tf.reshape(s.t, [1]), axis=2)  # (2, B, 1, P)
-        hidden, row, caches = decoder.step(s.frame, s.t, keep_t, s.caches, context.memory_kvs,
-                                           mask, context.pitch_term)  # fmt: skip
-        group, logits = heads(hidden, r)  # (B, r, M), (B, r)
-        prob = tf.sigmoid(logits)  # (B, r)
-        peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
-        if gate is not None:  # no stop before the focus reaches the text's end
-            prob = tf.where(gate(tf.maximum(s.focus, peak))[:, None], prob,
-                            tf.minimum(prob, 0.5))  # fmt: skip
+        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, window, gate,
+                                               text_len)  # fmt: skip
         return State(
             t=s.t + 1, frame=group[:, -1:],
             frames=dynamic_update_slice(s.frames, group, [0, s.t * r, 0]),
@@ -203,6 +196,49 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeC
     (state,) = tf.while_loop(
         lambda s: (s.t < until) & ~tf.reduce_all(s.done), lambda s: (step(s),), (state,),
         maximum_iterations=steps,
+    )  # fmt: skip
+    return state
+
+
+def advance_rows(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
+                 context: Context, state: State, count: tf.Tensor | int, *,
+                 text_len: int) -> State:  # fmt: skip
+    """`advance` for rows that each stand at their own step (decoder slots: `state.t` int32
+    [B]): `count` steps of every row not done, or fewer once every row is done. A row is
+    done when its stop token fires or its buffer is full; a done row's buffers and step are
+    not written (its cache may be), so a row decodes what `advance` decodes for it alone.
+
+    Args:
+        decoder, heads, config, decode, context, text_len: as `advance`'s.
+        state: the rows' `State`, `t` and `done` a row each.
+        count: int32 scalar, the steps to run; a tensor, so one program serves any.
+
+    Returns:
+        The `State` after the last step run.
+    """
+    r = config.reduction_factor
+    steps = state.attention.shape[1]
+    window = _window(decode, context.memory_mask, text_len)
+    gate = _stop_gate(decode, context.memory_mask, text_len)
+
+    def step(s: State) -> State:
+        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, window, gate,
+                                               text_len)  # fmt: skip
+        live = ~s.done  # (B,)
+        t = s.t + tf.cast(live, tf.int32)
+        stopped = tf.reduce_any(prob > 0.5, axis=1) | (t >= steps)
+        return State(
+            t=t, frame=tf.where(live[:, None, None], group[:, -1:], s.frame),
+            frames=write_rows(s.frames, group, s.t * r, live),
+            probs=write_rows(s.probs, prob, s.t * r, live),
+            attention=write_rows(s.attention, row, s.t, live), caches=caches,
+            focus=tf.where(live, tf.maximum(s.focus, peak), s.focus),
+            done=s.done | (live & stopped),
+        )  # fmt: skip
+
+    (_, state) = tf.while_loop(
+        lambda i, s: (i < count) & ~tf.reduce_all(s.done), lambda i, s: (i + 1, step(s)),
+        (tf.constant(0), state), maximum_iterations=steps,
     )  # fmt: skip
     return state
 
@@ -223,6 +259,23 @@ def stop_lengths(probs: tf.Tensor, max_frames: int) -> tf.Tensor:
     stopped = probs > 0.5  # (B, F)
     first = tf.argmax(tf.cast(stopped, tf.int32), axis=1, output_type=tf.int32)
     return tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
+
+
+def _step(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context, s: State,
+          window: Callable | None, gate: Callable | None,
+          text_len: int) -> tuple[tf.Tensor, ...]:  # fmt: skip
+    """One decoder step from `s`: the group of frames (B, r, M), its stop probabilities
+    (B, r) (held by the stop gate), the alignment row float32 (B, 1, S), the caches with
+    the step written, and the row's alignment peak int32 (B,)."""
+    mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
+    hidden, row, caches = decoder.step(s.frame, s.t, s.caches, context.memory_kvs, mask,
+                                       context.pitch_term)  # fmt: skip
+    group, logits = heads(hidden, config.reduction_factor)  # (B, r, M), (B, r)
+    prob = tf.sigmoid(logits)  # (B, r)
+    peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
+    if gate is not None:  # no stop before the focus reaches the text's end
+        prob = tf.where(gate(tf.maximum(s.focus, peak))[:, None], prob, tf.minimum(prob, 0.5))
+    return group, prob, row, caches, peak
 
 
 def _stop_gate(decode: DecodeConfig, memory_mask: tf.Tensor,

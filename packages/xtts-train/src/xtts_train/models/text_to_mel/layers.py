@@ -32,7 +32,9 @@ __all__ = [
 
 def positions(x: tf.Tensor, start: tf.Tensor | int = 0) -> tf.Tensor:
     """Sinusoidal position encodings of positions `start ..` for the static length of `x`
-    (B, T, D) → (1, T, D)."""
+    (B, T, D) → (1, T, D); with `start` int32 (B,), one start per row → (B, T, D)."""
+    if isinstance(start, tf.Tensor) and start.shape.rank == 1:  # decoder slots (`step`)
+        return tf.concat([positions(x[:1], start[b]) for b in range(start.shape[0])], axis=0)
     length, dim = tf.shape(x)[1], x.shape[-1]
     half = dim // 2
     steps = tf.cast(tf.range(length) + start, tf.float32)[:, None]  # (T, 1)
@@ -134,7 +136,8 @@ class Block(LazyLayer):
         from `cache` instead of recomputed: what `call` computes at `position`.
 
         Args:
-            x: (B, 1, D), the block's input at `position` (int32 scalar).
+            x: (B, 1, D), the block's input at `position` (int32 scalar, or int32 (B,):
+                one a row, decoder slots).
             cache: keys and values of the self-attention, head-major (B, N, P, H), P the
                 positions of the buffer; positions before `position` written.
             memory_kv: the cross-attention's keys and values of the memory
@@ -144,7 +147,8 @@ class Block(LazyLayer):
             (B, 1, D), the cross-attention probabilities (B, N, 1, S), and `cache` with
             `position` written.
         """
-        seen = (tf.range(cache[0].shape[2]) < position)[None, None, :]  # (1, 1, P)
+        at = tf.reshape(position, [-1, 1])  # (B|1, 1)
+        seen = (tf.range(cache[0].shape[2])[None, :] < at)[:, None, :]  # (B|1, 1, P)
         out, cache = self.self_attn.attend_cached(self.self_norm(x), cache, seen)
         x = x + out
         out, probs = self.cross_attn.attend(self.cross_norm(x), *memory_kv, memory_mask)
@@ -244,16 +248,12 @@ class Decoder(LazyLayer):
         ]
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
 
-    def prenet_keep(self, batch: int, frames: int, *, dropout: bool = True) -> tf.Tensor:
-        """Scaled dropout keep-masks of the two prenet layers: (2, B, F, prenet_dim);
-        all ones with `dropout` false.
-
-        Drawn once per sequence, so inference re-running the decoder over its frame
-        buffer sees each past frame with the noise it had when it was predicted.
-        """
+    def prenet_keep(self, batch: int, frames: int) -> tf.Tensor:
+        """Scaled dropout keep-masks of the two prenet layers in training: (2, B, F,
+        prenet_dim), drawn once per sequence (decoding, `step`, has no prenet dropout)."""
         shape = (2, batch, frames, self.prenet_dim)
         rate = quantized_rate(self.rate)
-        if rate == 0.0 or not dropout:
+        if rate == 0.0:
             return tf.ones(shape, self.compute_dtype)
         keep = keep_mask(shape, self.rate, self.seed)
         return tf.cast(keep, self.compute_dtype) / (1.0 - rate)
@@ -309,13 +309,14 @@ class Decoder(LazyLayer):
             memory_kvs.append(block.cross_attn.keys_values(memory))
         return caches, memory_kvs, self.pitch_term(pitch)
 
-    def step(self, frame, position, keep, caches, memory_kvs, memory_mask, pitch_term):
-        """Decoding step `position` (int32 scalar): what `call` computes at that position,
-        each block's past read from its cache (`start`).
+    def step(self, frame, position, caches, memory_kvs, memory_mask, pitch_term):
+        """Decoding step `position` (int32 scalar, or int32 (B,): one a row, decoder slots):
+        what `call` computes at that position, each block's past read from its cache
+        (`start`).
 
         Args:
             frame: (B, 1, M), the step's input (the last frame of the group before; zeros
-                at step 0); keep: the prenet's keep-masks of this step (2, B, 1, P).
+                at step 0).
             caches, memory_kvs, pitch_term: as `start` returns them (the caches as the last step
                 left them); memory_mask: bool (B, 1, S), this step's key mask of the memory.
 
@@ -324,8 +325,8 @@ class Decoder(LazyLayer):
             caches with `position` written.
         """
         x = frame
-        for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
-            x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, 1, P)
+        for layer in self.prenet:  # no dropout: decoding is deterministic
+            x = layer(x)  # (B, 1, P)
         x = self.project(x) + pitch_term  # (B, 1, D)
         x = x + positions(x, position)
         written, attention = [], []
