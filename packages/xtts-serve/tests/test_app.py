@@ -1,4 +1,4 @@
-"""The HTTP API on a warm engine: speech is `synthesize`'s audio, every bad input is a
+"""The HTTP API on a warm engine: speech is the engine's audio, every bad input is a
 JSON 4xx naming what was expected and the server goes on serving, voices by upload, the
 queue bound, the API key, the health check and the metrics."""
 
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from starlette.testclient import TestClient
 
-from xtts_audio import WAV_HEADER_BYTES, stream_wav_header, wav_bytes
+from xtts_audio import pcm16, stream_wav_header, wav_bytes
 from xtts_serve import ServerConfig, create_app
 
 SPEECH = "/v1/audio/speech"
@@ -43,22 +43,23 @@ def _good(client) -> None:
 
 @pytest.mark.parametrize(("response_format", "stream"),
                          [("wav", False), ("pcm", False), ("wav", True), ("pcm", True)])  # fmt: skip
-def test_speech_is_the_audio_synthesize_writes(client, engine, synthesized, text,
-                                               response_format, stream):  # fmt: skip
+def test_speech_is_the_engines_audio(client, engine, text, response_format, stream):
+    """The body holds what the engine speaks for the text alone (itself `synthesize`'s
+    audio up to rounding: test_engine)."""
     response = client.post(SPEECH, json={"model": "xtts", "input": text, "voice": "run",
                                          "response_format": response_format, "speed": 1.0,
                                          "stream": stream})  # fmt: skip
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == f"audio/{response_format}"
     assert response.headers["x-sample-rate"] == str(engine.sample_rate)
-    written = synthesized(text, stream=stream)
-    if response_format == "pcm":
-        assert response.content == written[WAV_HEADER_BYTES:]
-    elif stream:  # a header of unknown length, then the streamed samples
-        assert response.content[:WAV_HEADER_BYTES] == stream_wav_header(engine.sample_rate)
-        assert response.content[WAV_HEADER_BYTES:] == written[WAV_HEADER_BYTES:]
+    if stream:  # a header of unknown length, then the streamed samples
+        samples = np.concatenate(list(engine.stream(text)))
+        header = stream_wav_header(engine.sample_rate) if response_format == "wav" else b""
+        assert response.content == header + samples.astype("<i2").tobytes()
+    elif response_format == "wav":
+        assert response.content == wav_bytes(engine.speak(text), engine.sample_rate)
     else:
-        assert response.content == written
+        assert response.content == pcm16(engine.speak(text)).astype("<i2").tobytes()
 
 
 def test_the_run_name_is_a_model(client, run):
@@ -192,20 +193,23 @@ def test_routes_and_methods_not_served_are_json_errors(client):
 
 
 def test_a_failed_decoding_is_a_500_for_that_request_alone(client, engine, monkeypatch):
-    speak = engine.speak_prepared
+    speech = engine.speech
 
-    def failing(utterance):
+    def failing(utterance, *, stream):
+        made = speech(utterance, stream=stream)
         if utterance.text == "Boom.":
-            raise FloatingPointError("injected")
-        return speak(utterance)
+            made.take = lambda chunk: 1 / 0  # its audio fails at its first chunk
+        return made
 
-    monkeypatch.setattr(engine, "speak_prepared", failing)
+    monkeypatch.setattr(engine, "speech", failing)
     response = client.post(SPEECH, json={"input": "Boom."})
     assert response.status_code == 500
     assert response.json()["error"] == {
-        "message": "Expected the decoding to succeed, received: FloatingPointError: injected",
+        "message": "Expected the decoding to succeed, received: ZeroDivisionError: division "
+        "by zero",
         "type": "server_error",
     }
+    assert engine.scheduler.busy == 0  # its slot is free
     _good(client)
 
 
@@ -237,8 +241,8 @@ def test_healthz_is_503_until_the_warm_up_is_done(engine):
         while (after := client.get("/healthz")).status_code == 503 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert after.status_code == 200
-    assert after.json() == {"status": "ready", "programs": 6, "max_frames": engine.max_frames,
-                            "max_symbols": 20, "streams": True}  # fmt: skip
+    assert after.json() == {"status": "ready", "programs": 4, "max_frames": engine.max_frames,
+                            "max_symbols": 20, "slots": 4, "streams": True}  # fmt: skip
 
 
 def test_the_api_key_is_asked_of_every_request_but_healthz(engine):

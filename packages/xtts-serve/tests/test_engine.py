@@ -1,5 +1,5 @@
-"""`Engine`: the audio of `xtts-train synthesize`, every program compiled by the warm-up,
-and the text limits."""
+"""`Engine`: the audio of `xtts-train synthesize` up to float rounding (decoder slots), or
+the same bytes without slots; every program compiled by the warm-up, and the text limits."""
 
 from __future__ import annotations
 
@@ -7,28 +7,42 @@ import numpy as np
 import pytest
 
 from xtts_audio import WAV_HEADER_BYTES, pcm16, wav_bytes
-from xtts_serve import ConfigError, EngineConfig, RequestError
+from xtts_serve import ConfigError, Engine, EngineConfig, RequestError
 from xtts_serve.engine import GRIFFIN_LIM_STREAM
 from xtts_train.synthesize import synthesize
 
+# Of 32768: the slots' rounding (their mel within 1e-5 of synthesize's; Griffin-Lim's 32
+# iterations grow it most: 16 measured), not another audio.
+ROUNDING = 32
 
-def test_speak_is_the_wav_synthesize_writes(engine, synthesized, text):
+
+def _samples(wav: bytes) -> np.ndarray:
+    return np.frombuffer(wav[WAV_HEADER_BYTES:], "<i2").astype(np.int32)
+
+
+def _close(ours: np.ndarray, theirs: np.ndarray) -> None:
+    """int16 samples equal up to the slots' rounding, and not silence."""
+    assert ours.shape == theirs.shape
+    assert np.abs(ours.astype(np.int32) - theirs).max() <= ROUNDING
+    assert np.abs(theirs).max() > 1000
+
+
+def test_speak_is_the_wav_synthesize_writes_up_to_rounding(engine, synthesized, text):
     wave = engine.speak(text)
-    assert len(engine.prepare(text).pieces) == 3  # a batch of 4 rows
-    assert wav_bytes(wave, engine.sample_rate) == synthesized(text)
+    assert len(engine.prepare(text).pieces) == 3  # in one slot, in turn
+    _close(pcm16(wave), _samples(synthesized(text)))
 
 
-def test_stream_is_the_pcm_synthesize_streams(engine, synthesized, text):
+def test_stream_is_the_pcm_synthesize_streams_up_to_rounding(engine, synthesized, text):
     chunks = list(engine.stream(text))
     assert len(chunks) > 1
     assert all(c.dtype == np.int16 for c in chunks)
-    streamed = synthesized(text, stream=True)
-    assert np.concatenate(chunks).astype("<i2").tobytes() == streamed[WAV_HEADER_BYTES:]
+    _close(np.concatenate(chunks), _samples(synthesized(text, stream=True)))
 
 
 def test_stream_joins_into_the_whole_audios_vocoding(engine, text):
     """Chunks vocoded alone with their context frames: the whole text's audio up to float
-    rounding (the streamed decoder and the 32-frame vocoder windows)."""
+    rounding (the 32-frame vocoder windows)."""
     whole = pcm16(engine.speak(text)).astype(np.int32)
     joined = np.concatenate(list(engine.stream(text))).astype(np.int32)
     assert joined.shape == whole.shape
@@ -43,24 +57,39 @@ def test_griffin_lim_engine_speaks_what_synthesize_writes_and_refuses_to_stream(
     out = tmp_path / "gl.wav"
     synthesize(run, text, out, max_frames=griffin_lim_engine.max_frames,
                overrides=["decode.split_symbols=0"])  # fmt: skip
-    assert (
-        wav_bytes(griffin_lim_engine.speak(text), griffin_lim_engine.sample_rate)
-        == out.read_bytes()
-    )
+    _close(pcm16(griffin_lim_engine.speak(text)), _samples(out.read_bytes()))
     assert griffin_lim_engine.stream_refusal == GRIFFIN_LIM_STREAM
     with pytest.raises(RequestError, match="Expected stream=false from a server without a vocoder"):
         griffin_lim_engine.stream(text)
 
 
+def test_a_decoding_that_cannot_stream_is_served_whole_one_at_a_time(run, vocoder_run, engine,
+                                                                     tmp_path, text):  # fmt: skip
+    """A postfilter that needs the whole utterance: no slots (more than one is refused,
+    naming --slots 1), and with one the bytes `synthesize` writes."""
+    overrides = (*engine.config.overrides, "decode.global_variance=true")
+    config = EngineConfig(run=run, vocoder=vocoder_run, max_chars=200, overrides=overrides)
+    with pytest.raises(ConfigError, match=r"Expected --slots 1 for a decoding that cannot "
+                       r"stream, received: --slots 4 .*decode.global_variance=false"):  # fmt: skip
+        Engine(config)
+    engine = Engine(EngineConfig(run=run, vocoder=vocoder_run, max_chars=200,
+                                 overrides=overrides, slots=1))  # fmt: skip
+    assert engine.slots == 1
+    assert "decode.global_variance=false to stream" in engine.stream_refusal
+    out = tmp_path / "whole.wav"
+    synthesize(run, text, out, vocoder=vocoder_run, max_frames=engine.max_frames,
+               overrides=list(overrides))  # fmt: skip
+    assert wav_bytes(engine.speak(text), engine.sample_rate) == out.read_bytes()
+
+
 def test_warm_up_compiles_every_program_and_requests_compile_none(engine, text):
-    """One text bucket: a decoding per piece batch (1, 2, 4), the stream's three programs;
-    texts of every piece count leave the count as it was."""
+    """The slots' four programs (join, admit, advance, mel), whatever the text."""
     assert engine.ready
-    assert engine.programs == 3 + 3
+    assert engine.programs == 4
     for each in ["Fine.", "Fine day. It was.", text, " ".join([text] * 4)]:
         engine.speak(each)
     list(engine.stream("Fine day. It was."))
-    assert engine.programs == 6
+    assert engine.programs == 4
 
 
 @pytest.mark.parametrize(
@@ -98,6 +127,7 @@ def test_unknown_voice_names_the_known_ones(engine):
         ({"max_chars": 0}, "Expected max_chars an int >= 1, received: max_chars=0"),
         ({"max_voices": True}, "Expected max_voices an int >= 1, received: max_voices=True"),
         ({"max_clip_seconds": float("nan")}, "Expected max_clip_seconds a number > 0"),
+        ({"slots": 0}, "Expected slots an int >= 1, received: slots=0"),
     ],
 )
 def test_engine_config_refuses_bad_limits(settings, message):

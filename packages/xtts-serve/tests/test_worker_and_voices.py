@@ -1,4 +1,5 @@
-"""The decoding thread's queue and the voice store, on their own (no model)."""
+"""The decoding thread's queue and the voice store, on their own (no model): the thread
+driven on a scheduler of fake requests, each a list of chunks, one chunk a step."""
 
 from __future__ import annotations
 
@@ -11,60 +12,143 @@ from xtts_serve import BusyError, DecodeWorker, RequestError, UnknownVoiceError,
 from xtts_serve.worker import Finished
 
 
+class FakeSpeech:
+    """A request whose audio is `chunks` (an iterable), one a step."""
+
+    def __init__(self, chunks) -> None:
+        self.chunks, self.finished = iter(chunks), False
+
+
+class FakeScheduler:
+    """`slots` requests side by side; each step hands each its next chunk (or its failure,
+    an exception among its chunks)."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots, self.speeches = slots, []
+
+    @property
+    def room(self) -> bool:
+        return len(self.speeches) < self.slots
+
+    @property
+    def busy(self) -> int:
+        return len(self.speeches)
+
+    def admit(self, speech: FakeSpeech) -> None:
+        assert self.room
+        self.speeches.append(speech)
+
+    def step(self):
+        out = []
+        for speech in list(self.speeches):
+            chunk = next(speech.chunks, None)
+            if chunk is None or isinstance(chunk, Exception):
+                self.cancel(speech)
+            out.append((speech, chunk if isinstance(chunk, Exception) else
+                        [] if chunk is None else [chunk]))  # fmt: skip
+        return out
+
+    def cancel(self, speech: FakeSpeech) -> None:
+        speech.finished = True
+        self.speeches.remove(speech)
+
+
+def _worker(slots: int, *, max_queue: int = 4, start=None) -> DecodeWorker:
+    worker = DecodeWorker(start or (lambda: FakeScheduler(slots)), max_queue=max_queue,
+                          slots=slots)  # fmt: skip
+    worker.start()
+    return worker
+
+
+async def _heard(job) -> list:
+    """A job's chunks until `Finished`."""
+    chunks = []
+    while not isinstance(event := await job.next(), Finished):
+        chunks.append(event)
+    return chunks
+
+
 @pytest.mark.anyio
-async def test_a_cancelled_job_stops_at_its_next_chunk():
-    """A client that goes away frees the decoder: its work is closed after the chunk it
-    was producing, and the next job runs."""
+async def test_a_cancelled_job_frees_its_slot_at_the_next_step():
+    """A client that goes away frees its slot: its request leaves at the next step, and
+    the next request (waiting for that one slot) is decoded."""
     produced, gate = [], threading.Event()
 
-    def work():
+    def chunks():
         for i in range(100):
             produced.append(i)
             yield np.zeros(4, np.int16)
             gate.wait(5)  # the reader cancels before chunk 1 is made
 
-    worker = DecodeWorker(lambda: None, max_queue=2)
-    worker.start()
-    job = worker.submit(work)
+    worker = _worker(1)
+    job = worker.submit(lambda: FakeSpeech(chunks()))
     assert len(await job.next()) == 4
+    after = worker.submit(lambda: FakeSpeech([np.ones(2, np.int16)]))
     job.cancel()
     gate.set()
-    after = worker.submit(lambda: [np.ones(2, np.int16)])
-    assert list(await after.next()) == [1, 1]
-    assert isinstance(await after.next(), Finished)
+    assert [list(c) for c in await _heard(after)] == [[1, 1]]
     assert produced in ([0], [0, 1])  # cancelled before or after it asked for chunk 1
+    worker.stop()
+
+
+@pytest.mark.anyio
+async def test_jobs_share_the_steps_and_a_failure_is_its_own():
+    """Two slots: a job whose audio fails gets its exception and leaves, the job waiting
+    takes its slot while the long one goes on, and each gets its own chunks."""
+    worker = _worker(2)
+    long = worker.submit(lambda: FakeSpeech([np.full(1, i, np.int16) for i in range(50)]))
+    failing = worker.submit(lambda: FakeSpeech([np.zeros(1, np.int16), FloatingPointError("x")]))
+    short = worker.submit(lambda: FakeSpeech([np.full(1, 7, np.int16)]))
+    assert len(await failing.next()) == 1
+    with pytest.raises(FloatingPointError):
+        await failing.next()
+    assert [int(c[0]) for c in await _heard(short)] == [7]
+    assert [int(c[0]) for c in await _heard(long)] == list(range(50))
+    assert worker.busy == 0
+    worker.stop()
+
+
+@pytest.mark.anyio
+async def test_a_request_the_engine_refuses_when_admitted_fails_alone():
+    def refused():
+        raise RequestError("Expected a voice, received: it was deleted")
+
+    worker = _worker(1)
+    job = worker.submit(refused)
+    with pytest.raises(RequestError, match="it was deleted"):
+        await job.next()
+    ok = worker.submit(lambda: FakeSpeech([np.zeros(3, np.int16)]))
+    assert len((await _heard(ok))[0]) == 3
     worker.stop()
 
 
 @pytest.mark.anyio
 async def test_queue_bound_and_shutdown_answer_busy():
     release = threading.Event()
-    worker = DecodeWorker(lambda: release.wait(5), max_queue=2)  # held in its warm-up
-    worker.start()
-    waiting = [worker.submit(lambda: [np.zeros(1)]) for _ in range(2)]
+    worker = _worker(1, max_queue=2, start=lambda: (release.wait(5), FakeScheduler(1))[1])
+    waiting = [worker.submit(lambda: FakeSpeech([np.zeros(1)])) for _ in range(2)]
     assert worker.depth == 2
     assert not worker.ready
     busy = r"Expected at most 2 requests waiting for the decoder \(--max-queue\)"
     with pytest.raises(BusyError, match=busy) as caught:
-        worker.submit(lambda: [np.zeros(1)])
-    assert caught.value.retry_after >= 3  # two waiting and one running, at 1 s each
+        worker.submit(lambda: FakeSpeech([np.zeros(1)]))
+    assert caught.value.retry_after >= 3  # two waiting, one slot, at 1 s each
     worker.stop(timeout=0)  # still in its warm-up: the waiting jobs are answered now
     release.set()
     for job in waiting:
         with pytest.raises(BusyError, match="it shut down before this request was decoded"):
             await job.next()
     with pytest.raises(BusyError, match="while it shuts down"):
-        worker.submit(lambda: [np.zeros(1)])
+        worker.submit(lambda: FakeSpeech([np.zeros(1)]))
 
 
 @pytest.mark.anyio
 async def test_a_failed_warm_up_is_reported_and_answers_busy():
-    def warm_up():
+    def start():
         raise MemoryError("no room for the programs")
 
-    worker = DecodeWorker(warm_up, max_queue=2)
-    worker.start()
-    job = worker.submit(lambda: [np.zeros(1)])
+    worker = _worker(1, start=start)
+    job = worker.submit(lambda: FakeSpeech([np.zeros(1)]))
     with pytest.raises(BusyError, match=r"its warm-up failed \(MemoryError: no room"):
         await job.next()
     assert worker.failure == "MemoryError: no room for the programs"

@@ -1,6 +1,7 @@
 """xtts_serve: a speech server for xtts runs. `Engine` loads a text-to-mel run and its
 vocoder once, compiles every decoding program before the first request and speaks (whole
-or streamed) exactly what `xtts-train synthesize` writes; `create_app` puts the OpenAI
+or streamed) what `xtts-train synthesize` writes, requests decoded together in decoder
+slots (`SlotScheduler`), each exactly as it would be alone; `create_app` puts the OpenAI
 speech API, voice uploads, a health check and Prometheus metrics on it (Starlette, run by
 uvicorn: the `xtts-serve` console script).
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
         UnknownVoiceError,
         XttsServeError,
     )
+    from xtts_serve.speech import SerialScheduler, SlotScheduler, Speech
     from xtts_serve.voices import Voice, VoiceStore
     from xtts_serve.worker import DecodeWorker
 
@@ -36,7 +38,10 @@ __all__ = [
     "Engine",
     "EngineConfig",
     "RequestError",
+    "SerialScheduler",
     "ServerConfig",
+    "SlotScheduler",
+    "Speech",
     "TooLargeError",
     "UnknownVoiceError",
     "Utterance",
@@ -57,6 +62,7 @@ __getattr__, __dir__ = lazy_exports(
              "UnknownVoiceError", "XttsServeError"],
             "errors",
         ),
+        **dict.fromkeys(["SerialScheduler", "SlotScheduler", "Speech"], "speech"),
         **dict.fromkeys(["Voice", "VoiceStore"], "voices"),
         "DecodeWorker": "worker",
     },

@@ -15,6 +15,7 @@ client can get wrong, the API key and body limits, and the metrics.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator
 from importlib import resources
 
@@ -32,6 +33,7 @@ from xtts_serve.errors import BusyError, RequestError
 from xtts_serve.metrics import CONTENT_TYPE, ServeMetrics
 from xtts_serve.middleware import ApiKey, BodyLimit, CountRequests, error_body
 from xtts_serve.routes import delete_voice, list_voices, speech, upload_voice
+from xtts_serve.speech import Scheduler
 from xtts_serve.speech_request import MODEL_ALIAS
 from xtts_serve.worker import DecodeWorker
 
@@ -50,7 +52,8 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
         config: the server's limits and API key; None: `ServerConfig()`'s.
     """
     config = ServerConfig() if config is None else config
-    worker = DecodeWorker(engine.warm_up, max_queue=config.max_queue)
+    worker = DecodeWorker(functools.partial(_start, engine), max_queue=config.max_queue,
+                          slots=engine.slots)  # fmt: skip
     metrics = ServeMetrics(worker)
     routes = [
         Route("/", _page, methods=["GET"]),
@@ -74,6 +77,12 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
     app.state.engine, app.state.worker, app.state.metrics = engine, worker, metrics
     app.state.models = (engine.config.run.resolve().name, MODEL_ALIAS)
     return app
+
+
+def _start(engine: Engine) -> Scheduler:
+    """The decoding thread's first task: the warm-up; then it drives the scheduler."""
+    engine.warm_up()
+    return engine.scheduler
 
 
 @contextlib.asynccontextmanager
@@ -105,6 +114,7 @@ async def _healthz(request: Request) -> Response:
         return JSONResponse({"status": "warming up"}, status_code=503)
     return JSONResponse({"status": "ready", "programs": engine.programs,
                          "max_frames": engine.max_frames, "max_symbols": engine.max_symbols,
+                         "slots": engine.slots,
                          "streams": engine.stream_refusal is None})  # fmt: skip
 
 

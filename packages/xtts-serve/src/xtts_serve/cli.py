@@ -38,8 +38,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve a text-to-mel run with the OpenAI speech API (POST "
         "/v1/audio/speech, whole or streamed), voices from uploaded clips (POST /v1/voices), "
         "GET /healthz, GET /metrics and a web page at GET /. Every decoding program is "
-        "compiled at start-up; GET /healthz answers 503 until then. One thread decodes, one "
-        "request at a time; the others wait in a bounded queue. Uploaded voices live in "
+        "compiled at start-up; GET /healthz answers 503 until then. One thread decodes: "
+        "up to --slots requests side by side, each joining at the next decoder step; the "
+        "others wait in a bounded queue. Uploaded voices live in "
         "memory: a restart forgets them. On SIGTERM, requests in flight get up to "
         f"{SHUTDOWN_SECONDS} s to finish.",
     )  # fmt: skip
@@ -55,8 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     parser.add_argument(
+        "--slots", type=int, default=_DEFAULTS.slots, metavar="N",
+        help="requests decoded side by side, each in a row of one batch compiled at "
+        "start-up; each hears what it would alone. A decoding that cannot stream (a "
+        "postfilter that needs the whole utterance) needs 1: one request at a time "
+        f"(default: {_DEFAULTS.slots})",
+    )  # fmt: skip
+    parser.add_argument(
         "--max-queue", type=int, default=_SERVER.max_queue, metavar="N",
-        help="requests waiting for the decoder besides the one it decodes; one more is "
+        help="requests waiting for a free slot besides those decoding; one more is "
         f"answered 503 with Retry-After (default: {_SERVER.max_queue})",
     )  # fmt: skip
     parser.add_argument(
@@ -108,7 +116,7 @@ def _serve(args: argparse.Namespace) -> int:
                           api_key=key)  # fmt: skip
     config = EngineConfig(run=args.run, vocoder=args.vocoder, max_chars=args.max_chars,
                           voices=args.voices, max_voices=args.max_voices,
-                          max_clip_seconds=args.max_clip_seconds,
+                          max_clip_seconds=args.max_clip_seconds, slots=args.slots,
                           overrides=tuple(args.set))  # fmt: skip
     # Imported once the flags are checked: a bad one is refused before TensorFlow loads
     # (seconds), and `--help` never loads it. Not a cycle.

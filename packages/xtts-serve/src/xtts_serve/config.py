@@ -32,6 +32,8 @@ class EngineConfig:
             sample rate).
         overrides: `decode.KEY=VALUE` settings of the run's decoding, as
             `xtts-train synthesize --set` takes them.
+        slots: requests decoded side by side, each in a row of one compiled batch
+            (1: one at a time).
     """
 
     run: Path
@@ -41,6 +43,7 @@ class EngineConfig:
     max_voices: int = 64
     max_clip_seconds: float = 30.0
     overrides: tuple[str, ...] = ()
+    slots: int = 4
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", Path(self.run))
@@ -51,6 +54,7 @@ class EngineConfig:
         object.__setattr__(self, "overrides", tuple(self.overrides))
         _check_int("max_chars", self.max_chars)
         _check_int("max_voices", self.max_voices)
+        _check_int("slots", self.slots)
         _check_positive("max_clip_seconds", self.max_clip_seconds)
 
 
@@ -59,7 +63,7 @@ class ServerConfig:
     """The HTTP server's limits around an engine.
 
     Attributes:
-        max_queue: requests waiting for the decoder (the one being decoded not counted);
+        max_queue: requests waiting for a free decoder slot (those decoding not counted);
             one more is answered 503 with `Retry-After`.
         max_upload_mb: the largest body of `POST /v1/voices`, in MiB.
         api_key: every request but `GET /` and `GET /healthz` must send

@@ -1,15 +1,22 @@
 """`Engine`: a run (and a vocoder) loaded once, every decoding program compiled before the
-first request, then texts spoken whole or streamed, through the code `xtts-train
-synthesize` runs.
+first request, then texts spoken whole or streamed, requests decoded together in slots.
 
-A request's audio is the audio `xtts-train synthesize` writes for the same run, text,
-voice and decoding settings, given the engine's buffer (`--max-frames`, `Engine.max_frames`):
-the same `text_pieces`, `Decoding` of `piece_batch` rows, `speak_pieces` and `Waveforms`
-for a whole text; `Streaming`, `stream_pieces` and `Waveforms.stream` with
-`CHUNK_FRAMES`-frame chunks for a stream. What changes is when things compile: the
-engine decodes every piece in one buffer, sized for the longest piece it accepts, so the
-programs are a short list known at start-up (one per text bucket and piece batch, and the
-streaming ones), all compiled by `warm_up`; a program traced after it is a `RetraceError`.
+The decoder runs in `EngineConfig.slots` slots (`xtts_train.SlotDecoding`): one static
+batch whose rows decode different requests side by side, each joining at any step and
+leaving at its stop. A request's text is read as `xtts-train synthesize` reads it
+(`text_pieces`), its pieces decoded in turn in one slot and joined with their pauses
+(`PieceMels`); a stream's chunks are vocoded as they come (`Waveforms.pushed`, the
+vocoding of `synthesize --stream`), a whole request's mel at its end (`Waveforms`). A
+request's audio is exactly what it gets alone from the same engine, in any slot beside
+any others; against `synthesize --max-frames <max_frames>` it differs by float rounding
+(the slots pad every text to the longest piece's bucket, and batched arithmetic rounds
+differently from one row's). A decoding that cannot stream (a postfilter that needs the
+whole utterance) has no slots: requests are decoded one at a time, whole, by
+`synthesize`'s own programs (`Decoding`, `speak_pieces`), the same bytes.
+
+Every program is known at start-up (the slots' four, or one per text bucket and piece
+batch, and the vocoder's window) and compiled by `warm_up`; a program traced after it is
+a `RetraceError`.
 
 An `Engine` is used by one thread at a time (the server's decoding thread); `prepare`,
 which only reads the text and the voices, may run in any.
@@ -26,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from xtts_audio import pcm16
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
+from xtts_serve.speech import Scheduler, SerialScheduler, SlotScheduler, Speech
 from xtts_serve.voices import Voice, VoiceStore, builtin_voices, check_name, upload_reference
 from xtts_train import (
     CHUNK_FRAMES,
@@ -37,14 +44,15 @@ from xtts_train import (
     Decoding,
     Encoded,
     RetraceError,
-    Streaming,
+    SlotDecoding,
+    Slots,
     Waveforms,
     XttsTrainError,
     check_buffer_frames,
+    check_streamable,
     load_run,
     piece_batch,
     speak_pieces,
-    stream_pieces,
     text_buffer_frames,
     text_pieces,
 )
@@ -97,12 +105,15 @@ class Engine:
         stream_refusal: why this engine cannot stream (no vocoder, or a postfilter that
             needs the whole utterance); None: it can.
         voices: the voices it speaks in (`VoiceStore`).
+        scheduler: what decodes the requests (`SlotScheduler`, or `SerialScheduler`
+            without slots), once warm; driven by one thread.
 
     Raises:
         XttsTrainError: not a run, no checkpoint, a vocoder of other audio settings, an
             override of a setting other than `decode.*` (as `synthesize` refuses them).
         ConfigError: a buffer past `MAX_BUFFER_SECONDS` for the longest piece, a run with
-            no saved reference and no `voices` folder, or a folder clip refused.
+            no saved reference and no `voices` folder, a folder clip refused, or more
+            than one slot for a decoding that cannot stream.
     """
 
     def __init__(self, config: EngineConfig) -> None:
@@ -125,23 +136,27 @@ class Engine:
         except XttsTrainError as error:
             raise ConfigError(f"{error} (the longest piece: {self.max_symbols} symbols; lower "
                               f"--max-chars or set decode.split_symbols)") from None  # fmt: skip
-        self._buckets = list(range(TEXT_BUCKET, -(-self._max_ids // TEXT_BUCKET) * TEXT_BUCKET
-                                   + 1, TEXT_BUCKET))  # fmt: skip
-        batches = {piece_batch(n) for n in range(1, MAX_PIECE_BATCH + 1)}
-        if not stack.decode.split_symbols:
-            batches = {1}
         common = dict(decode=stack.decode, cond_frames=stack.reference_frames,
                       max_frames=self.max_frames, compiler=stack.train.compiler)  # fmt: skip
-        self._decodings = {b: Decoding(model, batch_size=b, **common) for b in sorted(batches)}
-        self._streaming, self.stream_refusal = None, GRIFFIN_LIM_STREAM
-        if config.vocoder is not None:
-            try:
-                self._streaming = Streaming(model, chunk_frames=CHUNK_FRAMES, **common)
-                self.stream_refusal = None
-            except TrainConfigError as error:  # a postfilter needs the whole utterance
-                self.stream_refusal = str(error)
+        self.stream_refusal = GRIFFIN_LIM_STREAM if config.vocoder is None else None
+        self._slot_decoding, self._decodings = None, {}
+        try:
+            check_streamable(model, stack.decode)
+        except TrainConfigError as error:  # a postfilter needs the whole utterance
+            if config.slots > 1:
+                raise ConfigError(f"Expected --slots 1 for a decoding that cannot stream, "
+                                  f"received: --slots {config.slots} (decoder slots decode a "
+                                  f"text a chunk at a time; {error}); serve it with --slots "
+                                  f"1, one request at a time, decoded whole") from None  # fmt: skip
+            self.stream_refusal = self.stream_refusal or str(error)
+            self._decodings = {b: Decoding(model, batch_size=b, **common)
+                               for b in _piece_batches(stack)}  # fmt: skip
+        else:
+            self._slot_decoding = SlotDecoding(model, text_len=self._max_ids, slots=config.slots,
+                                               chunk_frames=CHUNK_FRAMES, **common)  # fmt: skip
         self.voices = VoiceStore(builtin_voices(config, stack), max_uploads=config.max_voices)
         self._workspace = tempfile.TemporaryDirectory(prefix="xtts-serve-")
+        self.scheduler: Scheduler | None = None  # after the warm-up
         self._traces: dict[str, int] | None = None  # after the warm-up
 
     @property
@@ -150,14 +165,19 @@ class Engine:
         return self._traces is not None
 
     @property
+    def slots(self) -> int:
+        """Requests decoded side by side (1 without slots: one at a time, whole)."""
+        return 1 if self._slot_decoding is None else self._slot_decoding.slots
+
+    @property
     def programs(self) -> int:
         """Programs traced so far (after `warm_up`: every one the engine will run)."""
         return sum(self._trace_counts().values())
 
     def warm_up(self) -> float:
-        """Compile (and run once) every decoding and vocoding program: one per text bucket
-        and piece batch, the streaming ones, the vocoder's windows. Once; later calls
-        return at once.
+        """Compile (and run once) every decoding and vocoding program: the slots' four (or
+        one per text bucket and piece batch, without slots) and the vocoder's window.
+        Once; later calls return at once.
 
         Returns:
             Seconds it took (0 when already warm).
@@ -165,22 +185,19 @@ class Engine:
         if self._traces is not None:
             return 0.0
         started = time.perf_counter()
-        voices, audio = self.voices.list(), self.stack.audio
-        reference = (voices[0].reference if voices else
-                     np.zeros([self.stack.reference_frames, audio.n_mels], np.float32))  # fmt: skip
-        for text in self._buckets:
-            row = [_EOS] * text
-            for decoding in self._decodings.values():
-                decoding([row], reference)
-            if self._streaming is not None:
-                self._streaming(row, reference)  # compiles and runs each program once
+        if self._slot_decoding is not None:
+            self.scheduler = SlotScheduler(Slots(self._slot_decoding))  # compiles them
+        else:
+            self._warm_decodings()
+            self.scheduler = SerialScheduler(self._speak_whole)
         for waveforms in (self._waveforms, self._stream_waveforms):
             if waveforms is not None:
                 waveforms.warm_up()
         self._traces = self._trace_counts()
         seconds = time.perf_counter() - started
-        _log.info("warm: %d programs for pieces of up to %d symbols in a %d-frame buffer, in "
-                  "%.1f s", self.programs, self.max_symbols, self.max_frames, seconds)  # fmt: skip
+        _log.info("warm: %d programs for %d slots, pieces of up to %d symbols in a %d-frame "
+                  "buffer, in %.1f s", self.programs, self.slots, self.max_symbols,
+                  self.max_frames, seconds)  # fmt: skip
         return seconds
 
     def prepare(self, text: str, *, voice: str | None = None,
@@ -231,13 +248,25 @@ class Engine:
         (`prepare`'s arguments and errors; `stream_refusal` raised as a RequestError)."""
         return self.stream_prepared(self.prepare(text, voice=voice, language=language))
 
+    def speech(self, utterance: Utterance, *, stream: bool) -> Speech:
+        """A request's decoding, for `scheduler` to admit: its audio in int16 chunks
+        (`stream`) or whole, float32 [samples] in [-1, 1].
+
+        Raises:
+            RequestError: `stream` and `stream_refusal`.
+        """
+        if stream and self.stream_refusal is not None:
+            raise RequestError(self.stream_refusal)
+        if stream:
+            return Speech(utterance, audio=self.stack.audio, max_frames=self.max_frames,
+                          pushed=self._stream_waveforms.pushed())  # fmt: skip
+        return Speech(utterance, audio=self.stack.audio, max_frames=self.max_frames,
+                      whole=lambda features: self._waveforms(features).numpy())  # fmt: skip
+
     def speak_prepared(self, utterance: Utterance) -> np.ndarray:
         """`speak` of a prepared utterance."""
         self.warm_up()
-        decoding = self._decodings[piece_batch(len(utterance.pieces))]
-        spoken = speak_pieces(decoding, utterance.pieces, utterance.reference, self.stack.audio)
-        wave = self._waveforms(spoken.features).numpy()
-        self._check_traces()
+        (wave,) = self._alone(self.speech(utterance, stream=False))
         return wave
 
     def stream_prepared(self, utterance: Utterance) -> Iterator[np.ndarray]:
@@ -246,10 +275,9 @@ class Engine:
         Raises:
             RequestError: `stream_refusal`, when the call is made.
         """
-        if self.stream_refusal is not None:
-            raise RequestError(self.stream_refusal)
+        speech = self.speech(utterance, stream=True)
         self.warm_up()
-        return self._stream(utterance)
+        return self._alone(speech)
 
     def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice:
         """A voice from an uploaded clip (WAV, FLAC or OGG bytes), its conditioning computed
@@ -265,12 +293,35 @@ class Engine:
                                      workspace=Path(self._workspace.name))  # fmt: skip
         return self.voices.add(reference, name=name)
 
-    def _stream(self, utterance: Utterance) -> Iterator[np.ndarray]:
-        mel = stream_pieces(self._streaming, utterance.pieces, utterance.reference,
-                            self.stack.audio, [])  # fmt: skip
-        for chunk in self._stream_waveforms.stream(mel):
-            yield pcm16(chunk)
+    def _alone(self, speech: Speech) -> Iterator[np.ndarray]:
+        """`speech`'s audio, decoded alone by `scheduler` (no other request in it)."""
+        self.scheduler.admit(speech)
+        try:
+            while not speech.finished:
+                for _, heard in self.scheduler.step():
+                    if isinstance(heard, Exception):
+                        raise heard
+                    yield from heard
+        finally:
+            if not speech.finished:  # the caller stopped reading
+                self.scheduler.cancel(speech)
         self._check_traces()
+
+    def _speak_whole(self, utterance: Utterance) -> np.ndarray:
+        """Without slots: `synthesize`'s decoding, its pieces side by side, and its audio."""
+        decoding = self._decodings[piece_batch(len(utterance.pieces))]
+        spoken = speak_pieces(decoding, utterance.pieces, utterance.reference, self.stack.audio)
+        return self._waveforms(spoken.features).numpy()
+
+    def _warm_decodings(self) -> None:
+        """Without slots: each `Decoding` compiled (and run) for every text bucket."""
+        voices, audio = self.voices.list(), self.stack.audio
+        reference = (voices[0].reference if voices else
+                     np.zeros([self.stack.reference_frames, audio.n_mels], np.float32))  # fmt: skip
+        for text in range(TEXT_BUCKET, -(-self._max_ids // TEXT_BUCKET) * TEXT_BUCKET + 1,
+                          TEXT_BUCKET):  # fmt: skip
+            for decoding in self._decodings.values():
+                decoding([[_EOS] * text], reference)
 
     def _voice_id(self, voice: str | None) -> str:
         if voice is not None:
@@ -283,8 +334,8 @@ class Engine:
 
     def _trace_counts(self) -> dict[str, int]:
         counts = {f"decode x{b}": d.programs for b, d in self._decodings.items()}
-        if self._streaming is not None:
-            counts |= {f"stream {k}": v for k, v in self._streaming.traces.items()}
+        if self._slot_decoding is not None:
+            counts |= {f"slots {k}": v for k, v in self._slot_decoding.traces.items()}
         return counts
 
     def _check_traces(self) -> None:
@@ -293,3 +344,10 @@ class Engine:
         if now != self._traces:
             raise RetraceError(f"Expected no program traced after the warm-up, received: "
                                f"{now} (at the warm-up: {self._traces})")  # fmt: skip
+
+
+def _piece_batches(stack) -> list[int]:
+    """Rows of the `Decoding`s a text's pieces need: 1, 2 and 4 (1 without splitting)."""
+    if not stack.decode.split_symbols:
+        return [1]
+    return sorted({piece_batch(n) for n in range(1, MAX_PIECE_BATCH + 1)})

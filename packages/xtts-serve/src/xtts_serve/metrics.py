@@ -2,13 +2,14 @@
 
 - `xtts_serve_requests_total{route, status}`: requests answered, by route template (so
   voice ids do not become labels) and HTTP status.
-- `xtts_serve_queue_depth`, `xtts_serve_ready`: requests waiting for the decoder; 1 once
-  the warm-up is done.
+- `xtts_serve_queue_depth`, `xtts_serve_slots_busy`, `xtts_serve_ready`: requests
+  waiting for the decoder; requests being decoded (a slot each); 1 once the warm-up is done.
 - `xtts_serve_time_to_first_audio_seconds`: request received -> its first audio ready
   to send (a stream's first chunk; the whole audio otherwise).
-- `xtts_serve_real_time_factor`: seconds of audio per second of decoding, per request
-  (above 1: faster than real time); `xtts_serve_audio_seconds_total` and
-  `xtts_serve_decode_seconds_total` give the aggregate (the ratio of their rates).
+- `xtts_serve_real_time_factor`: seconds of audio per second a request was decoding
+  (admitted to finished), per request (above 1: faster than real time); the rate of
+  `xtts_serve_audio_seconds_total` is the aggregate; `xtts_serve_decode_seconds_total` sums
+  each request's decoding time, which overlap in the slots.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class ServeMetrics:
         depth = Gauge("xtts_serve_queue_depth", "Requests waiting for the decoder",
                       registry=registry)  # fmt: skip
         depth.set_function(lambda: worker.depth)
+        busy = Gauge("xtts_serve_slots_busy", "Requests being decoded, a decoder slot each",
+                     registry=registry)  # fmt: skip
+        busy.set_function(lambda: worker.busy)
         ready = Gauge("xtts_serve_ready", "1 once every program is compiled", registry=registry)
         ready.set_function(lambda: float(worker.ready))
         self.first_audio = Histogram(

@@ -38,10 +38,7 @@ async def speech(request: Request) -> Response:
     utterance = engine.prepare(asked.input, voice=asked.voice, language=asked.language)
     if asked.stream and engine.stream_refusal is not None:
         raise RequestError(engine.stream_refusal)
-    if asked.stream:
-        job = worker.submit(lambda: engine.stream_prepared(utterance))
-    else:
-        job = worker.submit(lambda: [engine.speak_prepared(utterance)])
+    job = worker.submit(functools.partial(engine.speech, utterance, stream=asked.stream))
     try:
         first = await job.next()
     except Exception as error:

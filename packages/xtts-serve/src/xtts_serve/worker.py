@@ -1,15 +1,13 @@
 """`DecodeWorker`: the one thread that decodes, fed by a bounded queue of jobs.
 
-TensorFlow's programs are compiled once (`Engine.warm_up`, this thread's first task) and
-then run by this thread alone, one job at a time in arrival order; the event loop only
-parses requests and writes responses. A job is a callable that returns the audio as an
-iterable of arrays (one array for a whole text, chunks for a stream); what it yields
-reaches the request's coroutine through the event loop (`Job.next`). Past `max_queue`
-waiting jobs, `submit` raises `BusyError` (503 with `Retry-After`). A job whose client
-went away (`Job.cancel`) is skipped, or stopped at its next chunk.
-
-This is where the decoder slots go next (issue 49 item 4): a scheduler that takes the
-jobs of this queue into a fixed batch of slots, with the same `submit`/`Job` interface.
+TensorFlow's programs are compiled once (`start`, this thread's first task: the engine's
+warm-up) and then run by this thread alone; the event loop only parses requests and
+writes responses. The thread admits waiting jobs while its scheduler has room (a free
+decoder slot each), in arrival order, and steps the scheduler for all of them together:
+each step hands every admitted job its new audio, which reaches the request's coroutine
+through the event loop (`Job.next`). Past `max_queue` waiting jobs, `submit` raises
+`BusyError` (503 with `Retry-After`). A job whose client went away (`Job.cancel`) is
+skipped, or leaves its slot before the next step.
 """
 
 from __future__ import annotations
@@ -21,18 +19,19 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from xtts_serve.errors import BusyError
+from xtts_serve.speech import Scheduler, Speech
 
 __all__ = ["DecodeWorker", "Finished", "Job"]
 
 _log = logging.getLogger(__name__)
 
-Work = Callable[[], Iterable[np.ndarray]]
+Make = Callable[[], Speech]  # a request's decoding, made in the decoding thread
 
 
 class Finished(NamedTuple):
@@ -45,12 +44,12 @@ class Job:
     """One request's decoding, as the worker runs it; read by the request's coroutine.
 
     Args:
-        work: returns the audio, an iterable of arrays.
+        make: makes the request's decoding (`Engine.speech`), once admitted.
         loop: the event loop of the coroutine that reads it.
     """
 
-    def __init__(self, work: Work, loop: asyncio.AbstractEventLoop) -> None:
-        self.work, self._loop = work, loop
+    def __init__(self, make: Make, loop: asyncio.AbstractEventLoop) -> None:
+        self.make, self._loop = make, loop
         self._events: asyncio.Queue[np.ndarray | Finished | BaseException] = asyncio.Queue()
         self._cancelled = threading.Event()
 
@@ -59,7 +58,7 @@ class Job:
         return self._cancelled.is_set()
 
     def cancel(self) -> None:
-        """Nobody reads it any more: skip it, or stop it at its next chunk."""
+        """Nobody reads it any more: skip it, or free its slot before the next step."""
         self._cancelled.set()
 
     async def next(self) -> np.ndarray | Finished:
@@ -83,15 +82,19 @@ class DecodeWorker:
     """The decoding thread and its queue.
 
     Args:
-        warm_up: run first, in the thread (`Engine.warm_up`): compiles every program.
-        max_queue: jobs waiting (the one running not counted); one more is refused.
+        start: run first, in the thread: compiles every program (`Engine.warm_up`) and
+            returns the scheduler to drive (`Engine.scheduler`).
+        max_queue: jobs waiting (those admitted not counted); one more is refused.
+        slots: jobs decoded side by side (`Engine.slots`), for `Retry-After`.
     """
 
-    def __init__(self, warm_up: Callable[[], object], *, max_queue: int) -> None:
-        self._warm_up, self.max_queue = warm_up, max_queue
+    def __init__(self, start: Callable[[], Scheduler], *, max_queue: int, slots: int = 1) -> None:
+        self._start, self.max_queue, self.slots = start, max_queue, slots
         self._jobs: queue.Queue[Job | None] = queue.Queue(maxsize=max_queue)
         self._ready, self._stopping = threading.Event(), threading.Event()
         self.failure: str | None = None  # why the warm-up failed
+        self._scheduler: Scheduler | None = None
+        self._admitted: dict[Speech, tuple[Job, float]] = {}  # and when
         self._seconds = 1.0  # a job's decoding time, a running mean (Retry-After)
         self._thread = threading.Thread(target=self._serve, name="xtts-serve-decoder",
                                         daemon=True)  # fmt: skip
@@ -106,12 +109,17 @@ class DecodeWorker:
         """Jobs waiting for the decoder."""
         return self._jobs.qsize()
 
+    @property
+    def busy(self) -> int:
+        """Jobs being decoded (each in a slot)."""
+        return len(self._admitted)
+
     def start(self) -> None:
         """Start the thread: the warm-up, then the jobs."""
         self._thread.start()
 
-    def submit(self, work: Work) -> Job:
-        """Queue `work`; call from the event loop that will read the job.
+    def submit(self, make: Make) -> Job:
+        """Queue a request's decoding; call from the event loop that will read the job.
 
         Raises:
             BusyError: `max_queue` jobs are waiting already, or the server is stopping.
@@ -119,7 +127,7 @@ class DecodeWorker:
         if self._stopping.is_set():
             raise BusyError("Expected a running server, received: a request while it shuts "
                             "down; retry on its replacement", retry_after=5)  # fmt: skip
-        job = Job(work, asyncio.get_running_loop())
+        job = Job(make, asyncio.get_running_loop())
         try:
             self._jobs.put_nowait(job)
         except queue.Full:
@@ -131,13 +139,13 @@ class DecodeWorker:
         return job
 
     def retry_after(self) -> int:
-        """Whole seconds until the queue has likely drained: waiting jobs and the one
-        running, at the mean decoding time so far; at least 1."""
-        return max(1, math.ceil((self.depth + 1) * self._seconds))
+        """Whole seconds until the queue has likely drained: the waiting jobs, `slots` at
+        a time after those decoding now, at the mean decoding time so far; at least 1."""
+        return max(1, math.ceil((self.depth // self.slots + 1) * self._seconds))
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Refuse new jobs, answer the waiting ones `BusyError`, let the running one
-        finish, and end the thread (waiting at most `timeout` seconds)."""
+        """Refuse new jobs, answer the waiting ones `BusyError`, let those decoding finish,
+        and end the thread (waiting at most `timeout` seconds)."""
         self._stopping.set()
         while True:
             try:
@@ -152,34 +160,77 @@ class DecodeWorker:
 
     def _serve(self) -> None:
         try:
-            self._warm_up()
+            self._scheduler = self._start()
         except Exception as error:  # the server stays up to say so (GET /healthz)
             _log.exception("warm-up failed")
             self.failure = f"{type(error).__name__}: {error}"
         self._ready.set()
-        while (job := self._jobs.get()) is not None:
+        closing = False
+        while not closing or self._admitted:
+            try:
+                closing = self._admit(closing)
+                for speech, (job, _) in list(self._admitted.items()):
+                    if job.cancelled:
+                        self._scheduler.cancel(speech)
+                        del self._admitted[speech]
+                if self._admitted:
+                    self._step()
+            except Exception as error:  # a bug: its jobs fail, and the thread goes on
+                _log.exception("the decoding thread failed")
+                self._fail_all(error)
+
+    def _admit(self, closing: bool) -> bool:
+        """Admit waiting jobs while there is room (waiting for one when none is decoding);
+        returns whether the queue has ended (`stop`)."""
+        while not closing and (self._scheduler is None or self._scheduler.room):
+            try:
+                job = self._jobs.get(block=not self._admitted)
+            except queue.Empty:
+                break
+            if job is None:
+                return True
             if self.failure is not None:
                 job.emit(BusyError(f"Expected a warm engine, received: its warm-up failed "
                                    f"({self.failure})", retry_after=60))  # fmt: skip
             elif not job.cancelled:
-                self._run(job)
+                try:
+                    speech = job.make()
+                except Exception as error:  # this request fails alone
+                    job.emit(error)
+                    continue
+                self._scheduler.admit(speech)
+                self._admitted[speech] = (job, time.perf_counter())
+        return closing
 
-    def _run(self, job: Job) -> None:
-        started = time.perf_counter()
-        chunks = None
+    def _step(self) -> None:
+        """One step of the scheduler; each job gets its audio, or its own failure."""
         try:
-            chunks = iter(job.work())
-            for chunk in chunks:
-                job.emit(chunk)
-                if job.cancelled:
-                    break
-            seconds = time.perf_counter() - started
-            self._seconds = 0.8 * self._seconds + 0.2 * seconds
-            job.emit(Finished(seconds))
-        except Exception as error:  # this request fails alone; the thread goes on
+            events = self._scheduler.step()
+        except Exception as error:  # the slots' decoding failed: every job in them fails
             _log.exception("decoding failed")
+            self._fail_all(error)
+            return
+        ended = {}  # speech -> its failure, or None: finished (in the order they ended)
+        for speech, heard in events:
+            job, _ = self._admitted[speech]
+            if isinstance(heard, Exception):  # logged by the scheduler
+                job.emit(heard)
+                ended[speech] = heard
+                continue
+            for audio in heard:
+                job.emit(audio)
+            if speech.finished:
+                ended.setdefault(speech, None)
+        for speech, failure in ended.items():
+            job, started = self._admitted.pop(speech)
+            if failure is None:
+                seconds = time.perf_counter() - started
+                self._seconds = 0.8 * self._seconds + 0.2 * seconds
+                job.emit(Finished(seconds))
+
+    def _fail_all(self, error: Exception) -> None:
+        """Every job decoding now ends with `error`; their slots are free."""
+        for speech, (job, _) in self._admitted.items():
+            self._scheduler.cancel(speech)
             job.emit(error)
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
+        self._admitted.clear()

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     )
     from xtts_train.models.text_to_mel.losses import masked_l1, stop_loss, total_loss
     from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
-    from xtts_train.models.text_to_mel.postfilters import decode_frames
+    from xtts_train.models.text_to_mel.postfilters import check_streamable, decode_frames
     from xtts_train.models.text_to_mel.slots import SlotDecoding, Slots, SlotStream
     from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES, Streaming
     from xtts_train.models.vocoder.losses import vocoder_losses
@@ -126,6 +126,7 @@ __all__ = [
     "build_steps",
     "chain",
     "check_buffer_frames",
+    "check_streamable",
     "clip_by_global_norm",
     "decode_frames",
     "dtw_distance",
@@ -188,7 +189,7 @@ __getattr__, __dir__ = lazy_exports(
             ["MAX_PIECE_BATCH", "PieceMels", "piece_batch", "speak_pieces", "stream_pieces"],
             "inference.long_form",
         ),
-        "decode_frames": "models.text_to_mel.postfilters",
+        **dict.fromkeys(["check_streamable", "decode_frames"], "models.text_to_mel.postfilters"),
         **dict.fromkeys(["CHUNK_FRAMES", "Streaming"], "models.text_to_mel.streaming"),
         **dict.fromkeys(["SlotDecoding", "SlotStream", "Slots"], "models.text_to_mel.slots"),
         "DEMO_SETTINGS": "demo",

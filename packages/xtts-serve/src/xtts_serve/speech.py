@@ -1,0 +1,225 @@
+"""Requests decoded together: a `Speech` is one request's decoding (its text's pieces,
+each decoded in a slot in turn, the mel turned into audio as it comes), and a
+`SlotScheduler` steps the decoder slots for every request admitted, handing each its own
+audio. `SerialScheduler` is the same interface for a decoding that cannot stream (a
+postfilter that needs the whole utterance): one request at a time, decoded whole.
+
+A request's pieces take one slot at a time, in order, each as its previous one leaves (at
+the next step): so at most as many requests are admitted as there are slots, and an
+admitted request never waits for a slot. What a request hears does not depend on its
+neighbours: a slot computes what it would alone (`xtts_train.Slots`).
+
+Used by one thread at a time (the server's decoding thread, or `Engine.speak`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+import xtts_audio as xa
+from xtts_audio import pcm16
+from xtts_serve.errors import RequestError
+from xtts_train import PieceMels, Slots, SlotStream, VocoderStream
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["Heard", "Scheduler", "SerialScheduler", "SlotScheduler", "Speech"]
+
+# What a step hands a request: its audio arrays, or the exception its audio raised.
+Heard = list[np.ndarray] | Exception
+
+
+class Speech:
+    """One request's decoding through the slots: its pieces in turn, its audio as it comes.
+
+    Args:
+        utterance: the request's text and voice, prepared (`Engine.prepare`).
+        audio: the run's recipe (pauses between pieces, silence).
+        max_frames: each piece's decoding buffer.
+        whole: turns the whole mel into audio at the end (float32 [samples]); None for a
+            stream.
+        pushed: a stream's vocoding, fed each chunk as it comes (int16 chunks out); None
+            for a whole request.
+
+    Attributes:
+        finished: its last audio was handed out.
+    """
+
+    def __init__(self, utterance, *, audio: xa.MelConfig, max_frames: int,
+                 whole: Callable[[np.ndarray], np.ndarray] | None = None,
+                 pushed: VocoderStream | None = None) -> None:  # fmt: skip
+        if (whole is None) == (pushed is None):
+            raise ValueError("Expected one of whole and pushed")
+        self.utterance = utterance
+        self._mels = PieceMels(utterance.pieces, audio, max_frames=max_frames)
+        self._whole, self._pushed = whole, pushed
+        self.stream: SlotStream | None = None  # the piece decoding now
+        self.finished = False
+
+    @property
+    def waiting(self) -> bool:
+        """Its next piece waits to join a slot."""
+        return not self.finished and self.stream is None
+
+    def join(self, slots: Slots) -> None:
+        """Its next piece joins a free slot of `slots`."""
+        i = self._mels.piece
+        self.stream = slots.join(self._mels.pieces[i].ids, self.utterance.reference,
+                                 min_frames=self._mels.floors[i])  # fmt: skip
+
+    def take(self, chunk: np.ndarray | None) -> list[np.ndarray]:
+        """Its audio from the next chunk of the piece decoding now (None: the piece ended).
+
+        Returns:
+            A stream's int16 chunks made final; a whole request's float32 [samples] once
+            its last piece ended; else nothing.
+        """
+        if chunk is not None:
+            return self._audio([self._mels.add(chunk)])
+        audio = self._audio(self._mels.end_piece(self.stream.ending))
+        self.stream = None
+        if self._mels.piece < len(self._mels.pieces):
+            return audio
+        self.finished = True
+        if self._pushed is not None:
+            return [*audio, *[pcm16(c) for c in self._pushed.end()]]
+        return [self._whole(self._mels.spoken().features)]
+
+    def _audio(self, mels: list[np.ndarray]) -> list[np.ndarray]:
+        if self._pushed is None:
+            return []
+        return [pcm16(c) for mel in mels for c in self._pushed.push(mel)]
+
+
+class Scheduler(Protocol):
+    """What the decoding thread drives: requests admitted while there is `room`, then
+    `step` after `step` until each is finished."""
+
+    @property
+    def room(self) -> bool: ...
+
+    @property
+    def busy(self) -> int: ...
+
+    def admit(self, speech: Speech) -> None: ...
+
+    def step(self) -> list[tuple[Speech, Heard]]: ...
+
+    def cancel(self, speech: Speech) -> None: ...
+
+
+class SlotScheduler:
+    """The decoder slots, stepped for every request admitted.
+
+    Args:
+        slots: the compiled slots (`xtts_train.Slots`).
+    """
+
+    def __init__(self, slots: Slots) -> None:
+        self.slots = slots
+        self._speeches: list[Speech] = []
+
+    @property
+    def room(self) -> bool:
+        """One more request can be admitted: it will have a slot at the next step."""
+        return len(self._speeches) < self.slots.decoding.slots
+
+    @property
+    def busy(self) -> int:
+        """Requests admitted and not finished (each holds a slot)."""
+        return len(self._speeches)
+
+    def admit(self, speech: Speech) -> None:
+        """`speech`'s first piece joins a slot at the next `step`.
+
+        Raises:
+            RequestError: no room (call only while `room`).
+        """
+        if not self.room:
+            raise RequestError("Expected a free slot, received: every slot busy")
+        self._speeches.append(speech)
+
+    def step(self) -> list[tuple[Speech, Heard]]:
+        """Join the waiting pieces, step the slots once (as far as the nearest chunk
+        needs), and hand out each request's audio.
+
+        Returns:
+            (speech, its audio) for each request that got a chunk or ended a piece, in
+            order, or (speech, the exception) for one whose audio failed (it is cancelled:
+            the others go on); a finished one is no longer admitted.
+
+        Raises:
+            Exception: the slots' decoding itself failed (every request in them with it).
+        """
+        for speech in self._speeches:
+            if speech.waiting:
+                speech.join(self.slots)
+        owners = {id(s.stream): s for s in self._speeches}
+        out = []
+        for stream, chunk in self.slots.step():
+            speech = owners[id(stream)]
+            if not speech.finished:  # not failed at an earlier chunk of this step
+                out.append((speech, _heard(speech.take, chunk)))
+                if isinstance(out[-1][1], Exception):
+                    self.cancel(speech)
+        self._speeches = [s for s in self._speeches if not s.finished]
+        return out
+
+    def cancel(self, speech: Speech) -> None:
+        """Stop decoding `speech` now (its client went away): its slot is free."""
+        if speech.stream is not None:
+            self.slots.leave(speech.stream)
+            speech.stream = None
+        speech.finished = True
+        self._speeches = [s for s in self._speeches if s is not speech]
+
+
+class SerialScheduler:
+    """One request at a time, decoded whole at its one step (a decoding that cannot
+    stream has no slots).
+
+    Args:
+        decode: a prepared utterance → float32 [samples], its whole audio.
+    """
+
+    def __init__(self, decode: Callable[[object], np.ndarray]) -> None:
+        self._decode = decode
+        self._speech: Speech | None = None
+
+    @property
+    def room(self) -> bool:
+        return self._speech is None
+
+    @property
+    def busy(self) -> int:
+        return int(self._speech is not None)
+
+    def admit(self, speech: Speech) -> None:
+        if not self.room:
+            raise RequestError("Expected a free decoder, received: it is busy")
+        self._speech = speech
+
+    def step(self) -> list[tuple[Speech, Heard]]:
+        speech, self._speech = self._speech, None
+        if speech is None:
+            return []
+        speech.finished = True
+        return [(speech, _heard(lambda u: [self._decode(u)], speech.utterance))]
+
+    def cancel(self, speech: Speech) -> None:
+        speech.finished = True
+        if self._speech is speech:
+            self._speech = None
+
+
+def _heard(take: Callable, *args) -> Heard:
+    """`take(*args)`, or the exception it raised (logged): one request's failure."""
+    try:
+        return take(*args)
+    except Exception as error:
+        _log.exception("a request's audio failed")
+        return error
