@@ -17,6 +17,7 @@ from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_bench.errors import SettingsError, XttsBenchError
+from xtts_bench.serve import ServeBenchConfig
 from xtts_bench.settings import (
     SPEAKER_ENCODERS,
     AudioBenchConfig,
@@ -100,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_attention(commands)
     _add_speakers(commands)
     _add_wer(commands)
+    _add_serve(commands)
     _add_vocoder(commands)
     _add_peers(commands)
     _add_gate(commands)
@@ -353,6 +355,37 @@ def _add_startup(commands) -> None:
                          help="train.compiler of every run (default: auto, the graph "
                          "executor on a CPU)")  # fmt: skip
     startup.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def _add_serve(commands) -> None:
+    d = {f.name: f.default for f in dataclasses.fields(ServeBenchConfig)}
+    p = commands.add_parser(
+        "serve",
+        parents=[verbose_flag()],
+        help="xtts-serve from the client's side: time to first audio, 1-16 clients beside "
+        "a one-slot server, start-up",
+        description=(
+            "Start xtts-serve (the console script) on 127.0.0.1 with RUN and VOC: once on an "
+            "empty compile cache and once on the filled one (start-up: launch to GET /healthz "
+            "200), then for each level of concurrent streaming clients (threads of this "
+            "process, one connection each, held-out sentences in turn, raw PCM) for "
+            "--seconds: time to first audio p50/p95, aggregate real-time factor, requests/s "
+            "and 503s. The same levels again on a server with --slots 1 (one request "
+            "decoded at a time)."
+        ),
+    )
+    p.add_argument("--run", type=pathlib.Path, required=True, help="the text-to-mel run")
+    p.add_argument("--vocoder", type=pathlib.Path, required=True, metavar="VOC",
+                   help="a vocoder run of the run's audio settings")  # fmt: skip
+    p.add_argument("--clients", type=int, action="append",
+                   help=f"a level of concurrent clients (repeatable; default: "
+                   f"{' '.join(map(str, d['clients']))})")  # fmt: skip
+    p.add_argument("--seconds", type=float, default=d["seconds"],
+                   help=f"seconds each level runs (default: {d['seconds']:g})")  # fmt: skip
+    p.add_argument("--slots", type=int, default=d["slots"],
+                   help=f"the measured server's --slots; the baseline has 1 (default: "
+                   f"{d['slots']})")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -711,6 +744,16 @@ def _run_startup(args) -> str | dict:
     return results if args.json else format_startup_table(results)
 
 
+def _run_serve(args) -> str | dict:
+    from xtts_bench.serve import format_serve_table, run_serve_benchmark
+
+    clients = {} if args.clients is None else {"clients": tuple(args.clients)}
+    bench = ServeBenchConfig(run=args.run, vocoder=args.vocoder, seconds=args.seconds,
+                             slots=args.slots, **clients)  # fmt: skip
+    results = run_serve_benchmark(bench)
+    return results if args.json else format_serve_table(results)
+
+
 def _run_learning(args) -> str | dict:
     from xtts_bench.learning import format_learning_table, run_learning_benchmark
 
@@ -810,7 +853,7 @@ _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "startup": _run_startup, "learning": _run_learning,
              "decode": _run_decode, "attention": _run_attention,
              "speakers": _run_speakers, "wer": _run_wer,
-             "vocoder": _run_vocoder,
+             "vocoder": _run_vocoder, "serve": _run_serve,
              "peers": _run_peers}  # fmt: skip
 
 

@@ -1,0 +1,248 @@
+"""`xtts-bench serve`: xtts-serve measured from the client's side, side by side with the
+same server forced to one slot (one request decoded at a time: how the anchors serve).
+
+Each server is a new `xtts-serve` process (the console script) on localhost with the run
+and the vocoder; the clients are threads of this process, one HTTP connection each,
+speaking held-out sentences (`SENTENCES`, none of them a training text) as streams of raw
+PCM (`response_format: pcm`), one request after another for `seconds` per level. Per
+level of concurrent clients:
+
+- time to first audio: the request sent → its first PCM byte read, p50 and p95;
+- aggregate real-time factor: seconds of audio received per second of the level;
+- requests/s completed, and 503s (counted; the client moves on to its next sentence);
+- start-up: the launch of each server → `GET /healthz` 200, with an empty compile cache
+  (cold) and again on the cache the first filled (warm).
+
+Standard library only (and tqdm): nothing here imports TensorFlow, so the clients do not
+share the server's process, and `--help` is fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+import tqdm
+
+from xtts_bench.errors import SettingsError
+
+__all__ = ["SENTENCES", "ServeBenchConfig", "format_serve_table", "run_serve_benchmark"]
+
+# Held-out sentences (Harvard sentences, lists 1-2): what the clients speak, in turn.
+SENTENCES = (
+    "The birch canoe slid on the smooth planks.",
+    "Glue the sheet to the dark blue background.",
+    "It's easy to tell the depth of a well.",
+    "These days a chicken leg is a rare dish.",
+    "Rice is often served in round bowls.",
+    "The juice of lemons makes fine punch.",
+    "The box was thrown beside the parked truck.",
+    "The hogs were fed chopped corn and garbage.",
+    "Four hours of steady work faced us.",
+    "A large size in stockings is hard to sell.",
+    "The boy was there when the sun rose.",
+    "A rod is used to catch pink salmon.",
+)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServeBenchConfig:
+    """Settings of `xtts-bench serve`.
+
+    Attributes:
+        run: a text-to-mel run (`xtts-train fit`).
+        vocoder: a vocoder run trained on the run's audio settings (streams need one).
+        clients: the levels of concurrent streaming clients.
+        seconds: how long each level runs (a request in flight at its end is finished).
+        slots: the measured server's `--slots`; the baseline has 1.
+        max_queue: both servers' `--max-queue`.
+        port: the first port tried on 127.0.0.1 (the next free one is used).
+    """
+
+    run: pathlib.Path
+    vocoder: pathlib.Path
+    clients: tuple[int, ...] = (1, 2, 4, 8, 16)
+    seconds: float = 20.0
+    slots: int = 8
+    max_queue: int = 64
+    port: int = 8750
+
+    def __post_init__(self) -> None:
+        for name in ("run", "vocoder"):
+            path = pathlib.Path(getattr(self, name))
+            if not (path / "config.yaml").is_file():
+                raise SettingsError(f"ServeBenchConfig.{name}: expected a run folder (with "
+                                    f"config.yaml), received: {name}={str(path)!r}")  # fmt: skip
+            object.__setattr__(self, name, path)
+        if not self.clients or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
+                                   for c in self.clients):  # fmt: skip
+            raise SettingsError(f"ServeBenchConfig.clients: expected ints >= 1, received: "
+                                f"clients={self.clients!r}")  # fmt: skip
+        for name in ("slots", "max_queue", "port"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingsError(f"ServeBenchConfig.{name}: expected an int >= 1, "
+                                    f"received: {name}={value!r}")  # fmt: skip
+        if not self.seconds > 0:
+            raise SettingsError(f"ServeBenchConfig.seconds: expected a number > 0, received: "
+                                f"seconds={self.seconds!r}")  # fmt: skip
+
+
+def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> dict:
+    """Start-up (cold, warm) and the client levels, for `bench.slots` slots and for one."""
+    results: dict = {"cores": len(os.sched_getaffinity(0)), "slots": bench.slots,
+                     "seconds_per_level": bench.seconds, "servers": {}}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="xtts-bench-serve-") as tmp:
+        cache = pathlib.Path(tmp) / "xla"
+        with _Server(bench, bench.slots, cache) as cold:
+            results["startup_cold_s"] = cold.ready_seconds
+        for slots in (bench.slots, 1):
+            with _Server(bench, slots, cache) as server:
+                if slots == bench.slots:
+                    results["startup_warm_s"] = server.ready_seconds
+                levels = {}
+                for clients in tqdm.tqdm(bench.clients, desc=f"{slots} slot(s)",
+                                         disable=not progress):  # fmt: skip
+                    levels[clients] = _level(server.port, clients, bench.seconds)
+                results["servers"][f"{slots} slots" if slots > 1 else "1 slot"] = levels
+    return results
+
+
+def format_serve_table(results: dict) -> str:
+    """The figures as a text table: one row per server and level."""
+    lines = [f"xtts-serve, {results['cores']} cores, {results['seconds_per_level']:g} s a "
+             f"level; start-up {results['startup_cold_s']:.1f} s cold, "
+             f"{results['startup_warm_s']:.1f} s warm (launch → /healthz 200)",
+             f"{'server':<10}{'clients':>8}{'TTFA p50':>10}{'p95 ms':>8}{'RTF':>8}"
+             f"{'req/s':>8}{'503s':>6}{'done':>6}"]  # fmt: skip
+    for server, levels in results["servers"].items():
+        for clients, f in levels.items():
+            ttfa = f"{f['ttfa_p50_ms']:>10.0f}{f['ttfa_p95_ms']:>8.0f}"
+            rest = f"{f['requests_per_s']:>8.2f}{f['busy']:>6}{f['requests']:>6}"
+            lines.append(f"{server:<10}{clients:>8}{ttfa}{f['real_time_factor']:>8.2f}{rest}")
+    return "\n".join(lines)
+
+
+class _Server:
+    """An `xtts-serve` process on 127.0.0.1, ready (its `/healthz` 200) when entered."""
+
+    def __init__(self, bench: ServeBenchConfig, slots: int, cache: pathlib.Path) -> None:
+        self.bench, self.slots, self.cache = bench, slots, cache
+        self.port = _free_port(bench.port)
+
+    def __enter__(self) -> _Server:
+        command = [_console_script(), "--run", str(self.bench.run), "--vocoder",
+                   str(self.bench.vocoder), "--port", str(self.port), "--slots",
+                   str(self.slots), "--max-queue", str(self.bench.max_queue),
+                   "--max-chars", "400"]  # fmt: skip
+        env = {**os.environ, "XTTS_COMPILE_CACHE": str(self.cache)}
+        started = time.perf_counter()
+        self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.PIPE)  # fmt: skip
+        while _health(self.port) != 200:
+            if self._process.poll() is not None:
+                raise SettingsError(f"Expected xtts-serve to start, received: exit "
+                                    f"{self._process.returncode}: "
+                                    f"{self._process.stderr.read().decode()[-500:]}")  # fmt: skip
+            time.sleep(0.05)
+        self.ready_seconds = time.perf_counter() - started
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._process.terminate()
+        self._process.wait(60)
+
+
+def _level(port: int, clients: int, seconds: float) -> dict:
+    """`clients` threads speaking `SENTENCES` in turn for `seconds`."""
+    records: list[dict] = []
+    lock, deadline = threading.Lock(), time.perf_counter() + seconds
+
+    def client(index: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        turn = index
+        while time.perf_counter() < deadline:
+            record = _speak(connection, SENTENCES[turn % len(SENTENCES)])
+            with lock:
+                records.append(record)
+            turn += clients
+        connection.close()
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    done = [r for r in records if r["status"] == 200]
+    firsts = sorted(r["ttfa"] for r in done)
+    return {
+        "requests": len(done), "busy": sum(r["status"] == 503 for r in records),
+        "errors": sum(r["status"] not in (200, 503) for r in records),
+        "ttfa_p50_ms": 1000 * _quantile(firsts, 0.5), "ttfa_p95_ms": 1000 * _quantile(firsts, 0.95),
+        "real_time_factor": sum(r["audio_s"] for r in done) / wall,
+        "requests_per_s": len(done) / wall, "wall_s": wall,
+    }  # fmt: skip
+
+
+def _speak(connection: http.client.HTTPConnection, text: str) -> dict:
+    """One streamed request: its status, time to its first PCM byte, and audio seconds."""
+    body = json.dumps({"model": "xtts", "input": text, "response_format": "pcm",
+                       "stream": True}).encode()  # fmt: skip
+    sent = time.perf_counter()
+    connection.request("POST", "/v1/audio/speech", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    if response.status != 200:
+        response.read()
+        return {"status": response.status}
+    first, received = None, 0
+    while chunk := response.read1(65536):
+        first = first or time.perf_counter() - sent
+        received += len(chunk)
+    rate = int(response.headers["X-Sample-Rate"])
+    return {"status": 200, "ttfa": first, "audio_s": received / 2 / rate}
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    """The `q` quantile of sorted `values` (nearest rank); NaN for none."""
+    if not values:
+        return float("nan")
+    return values[min(len(values) - 1, max(0, round(q * len(values)) - 1))]
+
+
+def _health(port: int) -> int | None:
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        connection.request("GET", "/healthz")
+        status = connection.getresponse().status
+        connection.close()
+        return status
+    except OSError:
+        return None
+
+
+def _free_port(first: int) -> int:
+    """The first port from `first` that nothing listens on."""
+    for port in range(first, first + 100):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise SettingsError(f"Expected a free port from {first}, received: 100 ports in use")
+
+
+def _console_script() -> str:
+    """The `xtts-serve` script beside this Python (its environment's)."""
+    script = pathlib.Path(sys.executable).with_name("xtts-serve")
+    return str(script) if script.exists() else (shutil.which("xtts-serve") or "xtts-serve")
