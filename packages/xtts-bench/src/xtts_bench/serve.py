@@ -100,7 +100,12 @@ class ServeBenchConfig:
 
 
 def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> dict:
-    """Start-up (cold, warm) and the client levels, for `bench.slots` slots and for one."""
+    """Start-up (cold, warm) and the client levels, for `bench.slots` slots and for one.
+
+    Raises:
+        SettingsError: no `xtts-serve` script, or a server that exits before it is ready.
+    """
+    _console_script()  # before anything starts
     results: dict = {"cores": len(os.sched_getaffinity(0)), "slots": bench.slots,
                      "seconds_per_level": bench.seconds, "servers": {}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="xtts-bench-serve-") as tmp:
@@ -243,6 +248,15 @@ def _free_port(first: int) -> int:
 
 
 def _console_script() -> str:
-    """The `xtts-serve` script beside this Python (its environment's)."""
+    """The `xtts-serve` script beside this Python (its environment's), else on PATH.
+
+    Raises:
+        SettingsError: no such script (xtts-bench does not require xtts-serve).
+    """
     script = pathlib.Path(sys.executable).with_name("xtts-serve")
-    return str(script) if script.exists() else (shutil.which("xtts-serve") or "xtts-serve")
+    found = str(script) if script.exists() else shutil.which("xtts-serve")
+    if found is None:
+        raise SettingsError("Expected the xtts-serve console script, received: none installed "
+                            "beside this Python or on PATH; pip install ./packages/xtts-serve "
+                            "(the hatch environment has it)")  # fmt: skip
+    return found

@@ -58,11 +58,15 @@ from xtts_train import (
 )
 from xtts_train import ConfigError as TrainConfigError
 
-__all__ = ["GRIFFIN_LIM_STREAM", "Engine", "Utterance"]
+__all__ = ["GRIFFIN_LIM_STREAM", "MIN_STEPS", "Engine", "Utterance"]
 
 _log = logging.getLogger(__name__)
 
 _EOS = 1  # the tokenizer's `<eos>` id: the warm-up's rows are made of it
+# Decoder steps a step of the slots runs at least: each call copies every row's state, so
+# in-process on 2 cores, 8 clients got 13.9 s of audio a second at 8 against 9.9 at 1, and
+# one client's first audio came sooner (p95 68 ms against 92) (docs/bench/serve.md).
+MIN_STEPS = 8
 GRIFFIN_LIM_STREAM = (
     "Expected stream=false from a server without a vocoder, received: stream=true; it "
     "speaks through Griffin-Lim, which reconstructs the phases of the whole mel at once "
@@ -186,7 +190,8 @@ class Engine:
             return 0.0
         started = time.perf_counter()
         if self._slot_decoding is not None:
-            self.scheduler = SlotScheduler(Slots(self._slot_decoding))  # compiles them
+            slots = Slots(self._slot_decoding, min_steps=MIN_STEPS)  # compiles them
+            self.scheduler = SlotScheduler(slots)
         else:
             self._warm_decodings()
             self.scheduler = SerialScheduler(self._speak_whole)

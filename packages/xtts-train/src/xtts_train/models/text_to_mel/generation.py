@@ -176,14 +176,11 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeC
     Returns:
         The `State` after the last step run.
     """
-    r = config.reduction_factor
-    steps = state.attention.shape[1]
-    window = _window(decode, context.memory_mask, text_len)
-    gate = _stop_gate(decode, context.memory_mask, text_len)
+    r, steps = config.reduction_factor, state.attention.shape[1]
+    guides = _guides(decode, context, text_len)
 
     def step(s: State) -> State:
-        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, window, gate,
-                                               text_len)  # fmt: skip
+        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, guides)
         return State(
             t=s.t + 1, frame=group[:, -1:],
             frames=dynamic_update_slice(s.frames, group, [0, s.t * r, 0]),
@@ -216,14 +213,11 @@ def advance_rows(decoder: Decoder, heads: Heads, config: ModelConfig, decode: De
     Returns:
         The `State` after the last step run.
     """
-    r = config.reduction_factor
-    steps = state.attention.shape[1]
-    window = _window(decode, context.memory_mask, text_len)
-    gate = _stop_gate(decode, context.memory_mask, text_len)
+    r, steps = config.reduction_factor, state.attention.shape[1]
+    guides = _guides(decode, context, text_len)
 
     def step(s: State) -> State:
-        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, window, gate,
-                                               text_len)  # fmt: skip
+        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, guides)
         live = ~s.done  # (B,)
         t = s.t + tf.cast(live, tf.int32)
         stopped = tf.reduce_any(prob > 0.5, axis=1) | (t >= steps)
@@ -261,12 +255,26 @@ def stop_lengths(probs: tf.Tensor, max_frames: int) -> tf.Tensor:
     return tf.where(tf.reduce_any(stopped, axis=1), first + 1, max_frames)
 
 
+class _Guides(NamedTuple):
+    """What steers each step of a decoding (`DecodeConfig`): the inference window and the
+    stop gate (each None when off), and T, the memory's text symbols."""
+
+    window: Callable[[tf.Tensor], tf.Tensor] | None
+    gate: Callable[[tf.Tensor], tf.Tensor] | None
+    text_len: int
+
+
+def _guides(decode: DecodeConfig, context: Context, text_len: int) -> _Guides:
+    return _Guides(_window(decode, context.memory_mask, text_len),
+                   _stop_gate(decode, context.memory_mask, text_len), text_len)  # fmt: skip
+
+
 def _step(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context, s: State,
-          window: Callable | None, gate: Callable | None,
-          text_len: int) -> tuple[tf.Tensor, ...]:  # fmt: skip
+          guides: _Guides) -> tuple[tf.Tensor, ...]:  # fmt: skip
     """One decoder step from `s`: the group of frames (B, r, M), its stop probabilities
     (B, r) (held by the stop gate), the alignment row float32 (B, 1, S), the caches with
     the step written, and the row's alignment peak int32 (B,)."""
+    window, gate, text_len = guides
     mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
     hidden, row, caches = decoder.step(s.frame, s.t, s.caches, context.memory_kvs, mask,
                                        context.pitch_term)  # fmt: skip

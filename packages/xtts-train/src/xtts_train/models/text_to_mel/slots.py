@@ -208,10 +208,16 @@ class Slots:
 
     Args:
         decoding: the compiled slots (compiled now if they are not yet).
+        min_steps: decoder steps a `step` runs at least (while a row is live): a call of
+            `advance` copies every row's state, so a few steps a call cost less than one;
+            a text joining waits at most that many steps.
     """
 
-    def __init__(self, decoding: SlotDecoding) -> None:
-        self.decoding = decoding
+    def __init__(self, decoding: SlotDecoding, *, min_steps: int = 1) -> None:
+        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 1:
+            raise XttsTrainError(f"Expected min_steps an int >= 1, received: "
+                                 f"min_steps={min_steps!r}")  # fmt: skip
+        self.decoding, self.min_steps = decoding, min_steps
         self._programs = decoding.programs()
         self._context, self._state = decoding.empty()
         self._rows: list[SlotStream | None] = [None] * decoding.slots
@@ -260,8 +266,8 @@ class Slots:
         self._rows[stream.row], stream.row = None, None
 
     def step(self) -> list[tuple[SlotStream, np.ndarray | None]]:
-        """Decode every live row as far as the nearest next chunk needs, and hand out the
-        chunks now final.
+        """Decode every live row as far as the nearest next chunk needs (at least
+        `min_steps` steps), and hand out the chunks now final.
 
         Returns:
             (stream, chunk float32 [<= chunk_frames, n_mels]) in order, and (stream, None)
@@ -272,8 +278,8 @@ class Slots:
         if decoding:
             needs = [groups(self._target(s), self._r) - groups(s.decoded, self._r)
                      for s in decoding]  # fmt: skip
-            self._state = self._programs.advance(self._context, self._state,
-                                                 tf.constant(max(1, min(needs))))  # fmt: skip
+            count = tf.constant(max(self.min_steps, min(needs)))
+            self._state = self._programs.advance(self._context, self._state, count)
             t, done = self._state.t.numpy(), self._state.done.numpy()
             for s in decoding:
                 self._ended(s, int(t[s.row]), bool(done[s.row]))
