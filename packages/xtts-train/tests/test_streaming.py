@@ -286,5 +286,7 @@ def test_a_text_that_leaves_frees_its_slot_and_ends_its_chunks():
     assert (second.ending.length, third.ending.length) == (MAX_FRAMES, MAX_FRAMES)
     with pytest.raises(XttsTrainError, match="at most 32 tokens"):
         slots.join(*text(3, symbols=33))
-    with pytest.raises(XttsTrainError, match="Expected min_steps an int >= 1, received: min_steps=0"):
+    with pytest.raises(
+        XttsTrainError, match="Expected min_steps an int >= 1, received: min_steps=0"
+    ):
         Slots(slots.decoding, min_steps=0)
