@@ -258,6 +258,14 @@ class Ending:
     alignment: float
 
 
+def check_sizes(**sizes: object) -> None:
+    """Raises XttsTrainError for a size (a buffer's frames, rows, a chunk) that is not an
+    int >= 1, naming it; the decodings' one check of their sizes."""
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+
+
 def ending(result: Mapping[str, np.ndarray], i: int, symbols: int) -> Ending:
     """Row `i` of a decoding's `lengths` int32 [B], `stop_probs` float32 [B, F] and
     `attention` float32 [B, F, T] (`free_running.infer`'s), its text `symbols` tokens long."""
@@ -311,10 +319,7 @@ class Decoding:
     def __init__(self, model: TextToMel, *, decode: DecodeConfig, cond_frames: int,
                  max_frames: int, batch_size: int = 1,
                  compiler: str = "auto") -> None:  # fmt: skip
-        for name, value in (("max_frames", max_frames), ("batch_size", batch_size),
-                            ("cond_frames", cond_frames)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        check_sizes(max_frames=max_frames, batch_size=batch_size, cond_frames=cond_frames)
         check_decoding_memory(model.config, max_frames, batch_size)
         postfilters(model, decode)  # checked before any compile
         self.model, self.decode, self.cond_frames = model, decode, cond_frames

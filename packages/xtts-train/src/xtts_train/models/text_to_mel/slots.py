@@ -30,19 +30,23 @@ from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.config import DecodeConfig
 from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, Ending, decoding_inputs, ending
+from xtts_train.models.text_to_mel.decoding import (
+    TEXT_BUCKET,
+    Ending,
+    check_sizes,
+    decoding_inputs,
+)
 from xtts_train.models.text_to_mel.frames import groups
 from xtts_train.models.text_to_mel.free_running import mel_window, stream_start
-from xtts_train.models.text_to_mel.generation import (
-    Context,
-    State,
-    advance_rows,
-    finish,
-    stop_lengths,
-)
+from xtts_train.models.text_to_mel.generation import Context, State, advance_rows
 from xtts_train.models.text_to_mel.model import TextToMel
 from xtts_train.models.text_to_mel.postfilters import check_streamable
-from xtts_train.models.text_to_mel.streaming import CHUNK_FRAMES
+from xtts_train.models.text_to_mel.streaming import (
+    CHUNK_FRAMES,
+    chunk_stop,
+    stream_end,
+    stream_ending,
+)
 
 __all__ = ["SlotDecoding", "SlotStream", "Slots"]
 
@@ -79,11 +83,8 @@ class SlotDecoding:
     def __init__(self, model: TextToMel, *, decode: DecodeConfig, cond_frames: int,
                  max_frames: int, text_len: int, slots: int,
                  chunk_frames: int = CHUNK_FRAMES, compiler: str = "auto") -> None:  # fmt: skip
-        sizes = dict(cond_frames=cond_frames, max_frames=max_frames, text_len=text_len,
-                     slots=slots, chunk_frames=chunk_frames)  # fmt: skip
-        for name, value in sizes.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        check_sizes(cond_frames=cond_frames, max_frames=max_frames, text_len=text_len,
+                    slots=slots, chunk_frames=chunk_frames)  # fmt: skip
         self.text_len = -(-text_len // TEXT_BUCKET) * TEXT_BUCKET
         check_decoding_memory(model.config, max_frames, slots, text_len=self.text_len)
         check_streamable(model, decode)
@@ -214,9 +215,7 @@ class Slots:
     """
 
     def __init__(self, decoding: SlotDecoding, *, min_steps: int = 1) -> None:
-        if isinstance(min_steps, bool) or not isinstance(min_steps, int) or min_steps < 1:
-            raise XttsTrainError(f"Expected min_steps an int >= 1, received: "
-                                 f"min_steps={min_steps!r}")  # fmt: skip
+        check_sizes(min_steps=min_steps)
         self.decoding, self.min_steps = decoding, min_steps
         self._programs = decoding.programs()
         self._context, self._state = decoding.empty()
@@ -301,9 +300,8 @@ class Slots:
         max_frames = self.decoding.max_frames
         s.decoded = min(t * self._r, max_frames)
         if done or s.decoded == max_frames:
-            probs = self._state.probs[s.row : s.row + 1, :max_frames]
-            s.lengths = stop_lengths(probs, max_frames)
-            s.end = max(int(s.lengths[0]), s.min_frames)
+            probs = self._state.probs[s.row : s.row + 1]
+            s.lengths, s.end = stream_end(probs, max_frames, s.min_frames)
 
     def _chunks(self, s: SlotStream) -> list[np.ndarray]:
         """The chunks of `s` now final, by `MelStream`'s rule."""
@@ -311,7 +309,7 @@ class Slots:
         while True:
             if s.end is None and s.decoded < self._target(s):
                 return chunks
-            stop = s.first + chunk if s.end is None else min(s.first + chunk, s.end)
+            stop = chunk_stop(s.first, chunk, s.end)
             if stop <= s.first:
                 return chunks
             row, first = tf.constant(s.row), tf.constant(s.first)
@@ -322,7 +320,5 @@ class Slots:
 
     def _ending(self, s: SlotStream) -> Ending:
         row = tf.nest.map_structure(lambda x: x[s.row : s.row + 1], self._state)
-        _, probs, attention = finish(row, self.decoding.model.config, self.decoding.max_frames)
-        result = {"lengths": s.lengths.numpy(), "stop_probs": probs.numpy(),
-                  "attention": attention.numpy()}  # fmt: skip
-        return ending(result, 0, s.symbols)
+        return stream_ending(row, self.decoding.model.config, self.decoding.max_frames,
+                             s.lengths, s.symbols)  # fmt: skip

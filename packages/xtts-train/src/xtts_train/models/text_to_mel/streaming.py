@@ -23,16 +23,15 @@ import tensorflow as tf
 from xtts_train.compile import compile_cache
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
-from xtts_train.config import DecodeConfig
-from xtts_train.errors import XttsTrainError
-from xtts_train.models.text_to_mel.decoding import Ending, decoding_inputs, ending
+from xtts_train.config import DecodeConfig, ModelConfig
+from xtts_train.models.text_to_mel.decoding import Ending, check_sizes, decoding_inputs, ending
 from xtts_train.models.text_to_mel.frames import groups
 from xtts_train.models.text_to_mel.free_running import mel_window, stream_advance, stream_start
 from xtts_train.models.text_to_mel.generation import Context, State, finish, stop_lengths
 from xtts_train.models.text_to_mel.model import TextToMel
 from xtts_train.models.text_to_mel.postfilters import check_streamable
 
-__all__ = ["CHUNK_FRAMES", "MelStream", "Streaming"]
+__all__ = ["CHUNK_FRAMES", "MelStream", "Streaming", "chunk_stop", "stream_end", "stream_ending"]
 
 CHUNK_FRAMES = 32  # frames a streamed chunk holds unless told
 
@@ -70,10 +69,7 @@ class Streaming:
     def __init__(self, model: TextToMel, *, decode: DecodeConfig, cond_frames: int,
                  max_frames: int, chunk_frames: int = CHUNK_FRAMES,
                  compiler: str = "auto") -> None:  # fmt: skip
-        for name, value in (("cond_frames", cond_frames), ("max_frames", max_frames),
-                            ("chunk_frames", chunk_frames)):  # fmt: skip
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise XttsTrainError(f"Expected {name} an int >= 1, received: {name}={value!r}")
+        check_sizes(cond_frames=cond_frames, max_frames=max_frames, chunk_frames=chunk_frames)
         check_decoding_memory(model.config, max_frames)
         check_streamable(model, decode)
         self.model, self.cond_frames = model, cond_frames
@@ -180,17 +176,15 @@ class MelStream:
             if end is None:
                 state = self._advance(context, state, first + self._chunk + self._reach)
                 end = self._end(state)
-            stop = first + self._chunk if end is None else min(first + self._chunk, end)
+            stop = chunk_stop(first, self._chunk, end)
             if stop <= first:
                 break
             mel = self._programs.mel(state.frames, context.stats, self._lengths,
                                      tf.constant(first))  # fmt: skip
             yield mel[0, : stop - first].numpy()
             first = stop
-        _, probs, attention = finish(state, self._config, self._max_frames)
-        result = {"lengths": self._lengths.numpy(), "stop_probs": probs.numpy(),
-                  "attention": attention.numpy()}  # fmt: skip
-        self.ending = ending(result, 0, self._symbols)
+        self.ending = stream_ending(state, self._config, self._max_frames, self._lengths,
+                                    self._symbols)  # fmt: skip
 
     def _advance(self, context: Context, state: State, needed: int) -> State:
         """`state` decoded up to frame `needed` (at most the buffer), if it is not yet."""
@@ -208,5 +202,29 @@ class MelStream:
         the buffer is full), else None; sets the stop length the postnet masks from."""
         if not (bool(state.done[0]) or self.decoded == self._max_frames):
             return None
-        self._lengths = stop_lengths(state.probs[:, : self._max_frames], self._max_frames)
-        return max(int(self._lengths[0]), self._min_frames)
+        self._lengths, end = stream_end(state.probs, self._max_frames, self._min_frames)
+        return end
+
+
+def chunk_stop(first: int, chunk: int, end: int | None) -> int:
+    """The frame after the chunk that starts at `first`: `chunk` frames on, or the
+    stream's `end` (its last frame + 1) once known, if sooner."""
+    return first + chunk if end is None else min(first + chunk, end)
+
+
+def stream_end(probs: tf.Tensor, max_frames: int, min_frames: int) -> tuple[tf.Tensor, int]:
+    """A streamed decoding that ended (it stopped or filled its buffer), from its stop
+    probabilities float32 [1, >= max_frames]: the stop length int32 [1] the postnet masks
+    from (`stop_lengths`), and the last frame + 1 to stream (at least `min_frames`)."""
+    lengths = stop_lengths(probs[:, :max_frames], max_frames)
+    return lengths, max(int(lengths[0]), min_frames)
+
+
+def stream_ending(state: State, config: ModelConfig, max_frames: int, lengths: tf.Tensor,
+                  symbols: int) -> Ending:  # fmt: skip
+    """How a streamed decoding of one row (`state`, batch 1) ended, its stop `lengths`
+    int32 [1] from `stream_end` and its text `symbols` tokens long."""
+    _, probs, attention = finish(state, config, max_frames)
+    result = {"lengths": lengths.numpy(), "stop_probs": probs.numpy(),
+              "attention": attention.numpy()}  # fmt: skip
+    return ending(result, 0, symbols)
