@@ -96,3 +96,26 @@ async def test_concurrent_http_requests_get_the_audio_they_get_alone(engine, ton
         assert (mine.status_code, solo.status_code) == (200, 200)
         assert mine.content == solo.content
     assert len({r.content for r in together}) == len(TEXTS)
+
+
+def test_a_failed_vocoder_batch_fails_its_streams_alone(engine, monkeypatch):
+    """The streams' windows of a step run as one vocoder batch: when it fails, each stream
+    in it gets the failure once and leaves; a whole request beside them is unharmed."""
+    scheduler = engine.scheduler
+    monkeypatch.setattr(scheduler, "_vocode", lambda windows: 1 / 0)
+    streams = [engine.speech(engine.prepare(t), stream=True) for t in TEXTS[:2]]
+    whole = engine.speech(engine.prepare(TEXTS[2]), stream=False)
+    for speech in [*streams, whole]:
+        scheduler.admit(speech)
+    heard = {id(s): [] for s in [*streams, whole]}
+    while scheduler.busy:
+        for speech, audio in scheduler.step():
+            heard[id(speech)].append(audio)
+    for stream in streams:  # no audio, then the failure, once
+        *before, failure = heard[id(stream)]
+        assert before == [[]] * len(before)
+        assert isinstance(failure, ZeroDivisionError)
+        assert stream.finished
+    monkeypatch.undo()
+    (audio,) = [a for h in heard[id(whole)] for a in h]
+    np.testing.assert_array_equal(audio, engine.speak_prepared(whole.utterance))

@@ -18,7 +18,7 @@ from xtts_audio import MelConfig
 from xtts_train import DecodeConfig, ModelConfig, Streaming, TextToMel, dummy_batch
 from xtts_train.cli import main
 from xtts_train.config import VocoderConfig
-from xtts_train.errors import XttsTrainError
+from xtts_train.errors import ConfigError, XttsTrainError
 from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, decoding_inputs
 from xtts_train.models.text_to_mel.frames import groups
@@ -150,8 +150,8 @@ def test_streamed_audio_joins_into_the_whole_vocoding(frames, pieces):
     assert vocoding.width == 8 + 2 * 17
     mel = np.random.default_rng(0).uniform(-10.0, 1.0, (frames, 80)).astype(np.float32)
     silence, arrived, runs = -11.5, [0], []
-    window = vocoding._window
-    vocoding._window = lambda x: runs.append(arrived[-1]) or window(x)  # frames arrived
+    window = vocoding._programs[1]
+    vocoding._programs[1] = lambda x: runs.append(arrived[-1]) or window(x)  # frames arrived
 
     def arriving():
         for start, size in zip(np.cumsum([0, *pieces[:-1]]), pieces, strict=True):
@@ -171,6 +171,53 @@ def test_streamed_audio_joins_into_the_whole_vocoding(frames, pieces):
         needed = 8 * (k + 1) + vocoding.context
         if needed <= frames:
             assert needed <= at < needed + max(pieces)
+
+
+@pytest.mark.parametrize("compiler", ["graph", "xla"])
+def test_windows_vocoded_together_are_each_what_it_is_alone(compiler):
+    # A server's streams: their windows of a step in one batch (at the smallest compiled
+    # size that holds them), each window's samples those of the same window in other
+    # batches with other neighbours, and joined per stream the stream's audio up to float
+    # rounding. The warm-up keeps the sizes whose rows round as the largest's.
+    keras.utils.set_random_seed(0)
+    vocoder = Vocoder(VocoderConfig.from_preset("tiny"))
+    vocoder(np.zeros([1, 42, 80], np.float32))  # built: a program's first run creates nothing
+    together = Vocoding(vocoder, chunk_frames=8, compiler=compiler, batches=(2, 4, 8))
+    together.warm_up()
+    assert together.batches[-1] == 8
+    assert set(together.batches) <= {2, 4, 8}
+    rng = np.random.default_rng(1)
+    mels = [rng.uniform(-10.0, 1.0, (n, 80)).astype(np.float32) for n in (30, 41, 17)]
+    streams = [together.pushed(silence=-11.5) for _ in mels]
+    windows = [s.push(m) + s.end() for s, m in zip(streams, mels, strict=True)]
+    flat = [w for ws in windows for w in ws]
+    assert len(flat) == 4 + 6 + 3
+    alone = [together.vocode([w])[0] for w in flat]  # each window alone in its batch
+    order = rng.permutation(len(flat))
+    mixed = dict(zip(order, together.vocode([flat[i] for i in order]), strict=True))
+    for i, samples in enumerate(alone):  # batches of 8 and 5, in another order
+        np.testing.assert_array_equal(mixed[i], samples)
+    single = Vocoding(vocoder, chunk_frames=8, compiler=compiler)  # batch 1: `stream`'s
+    first = 0
+    for mel, ws in zip(mels, windows, strict=True):
+        joined = np.concatenate(alone[first : first + len(ws)])
+        np.testing.assert_allclose(joined, single(mel, silence=-11.5), atol=1e-5)
+        first += len(ws)
+    assert together.traces == {"vocoder x1": 1, "vocoder x2": 1, "vocoder x4": 1,
+                               "vocoder x8": 1}  # fmt: skip
+
+
+def test_a_vocoder_whose_rows_depend_on_the_batch_vocodes_each_window_alone(caplog):
+    keras.utils.set_random_seed(0)
+    vocoding = Vocoding(Vocoder(VocoderConfig.from_preset("tiny")), chunk_frames=8,
+                        compiler="graph", batches=(2, 4))  # fmt: skip
+    batched = vocoding._programs[4]
+    vocoding._programs[4] = lambda mel: batched(mel) + tf.reduce_mean(mel[0])  # row 0 heard by all
+    vocoding.warm_up()
+    assert vocoding.batches == (1,)
+    assert "rows depend on their neighbours here: every window runs alone" in caplog.text
+    with pytest.raises(ConfigError, match="Expected batches: positive ints"):
+        Vocoding(vocoding.model, batches=(0,))
 
 
 def _wav(path) -> np.ndarray:

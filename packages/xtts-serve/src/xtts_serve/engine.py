@@ -6,17 +6,18 @@ batch whose rows decode different requests side by side, each joining at any ste
 leaving at its stop. A request's text is read as `xtts-train synthesize` reads it
 (`text_pieces`), its pieces decoded in turn in one slot and joined with their pauses
 (`PieceMels`); a stream's chunks are vocoded as they come (`Waveforms.pushed`, the
-vocoding of `synthesize --stream`), a whole request's mel at its end (`Waveforms`). A
-request's audio is exactly what it gets alone from the same engine, in any slot beside
-any others; against `synthesize --max-frames <max_frames>` it differs by float rounding
-(the slots pad every text to the longest piece's bucket, and batched arithmetic rounds
-differently from one row's). A decoding that cannot stream (a postfilter that needs the
+windows of `synthesize --stream`), the new windows of all streams at a step in one batch
+(`Waveforms.vocode`), a whole request's mel at its end (`Waveforms`). A request's audio is
+exactly what it gets alone from the same engine, in any slot beside any others; against
+`synthesize --max-frames <max_frames>` it differs by float rounding (the slots pad every
+text to the longest piece's bucket, and batched arithmetic rounds differently from one
+row's). A decoding that cannot stream (a postfilter that needs the
 whole utterance) has no slots: requests are decoded one at a time, whole, by
 `synthesize`'s own programs (`Decoding`, `speak_pieces`), the same bytes.
 
 Every program is known at start-up (the slots' four, or one per text bucket and piece
-batch, and the vocoder's window) and compiled by `warm_up`; a program traced after it is
-a `RetraceError`.
+batch, and the vocoder's window at each batch size, `vocoder_batches`) and compiled by
+`warm_up`; a program traced after it is a `RetraceError`.
 
 An `Engine` is used by one thread at a time (the server's decoding thread); `prepare`,
 which only reads the text and the voices, may run in any.
@@ -58,7 +59,7 @@ from xtts_train import (
 )
 from xtts_train import ConfigError as TrainConfigError
 
-__all__ = ["GRIFFIN_LIM_STREAM", "MIN_STEPS", "Engine", "Utterance"]
+__all__ = ["GRIFFIN_LIM_STREAM", "MIN_STEPS", "Engine", "Utterance", "vocoder_batches"]
 
 _log = logging.getLogger(__name__)
 
@@ -130,7 +131,8 @@ class Engine:
         self._stream_waveforms = None
         if config.vocoder is not None:  # a stream is vocoded in CHUNK_FRAMES windows
             self._stream_waveforms = Waveforms(run, stack, vocoder=config.vocoder,
-                                               chunk_frames=CHUNK_FRAMES)  # fmt: skip
+                                               chunk_frames=CHUNK_FRAMES,
+                                               batches=vocoder_batches(config.slots))  # fmt: skip
         self.max_symbols = stack.decode.split_symbols or config.max_chars
         language = 1 if self._tokenizer.language_tokens else 0
         self._max_ids = self.max_symbols + 1 + language  # <eos> and the language's token
@@ -180,7 +182,7 @@ class Engine:
 
     def warm_up(self) -> float:
         """Compile (and run once) every decoding and vocoding program: the slots' four (or
-        one per text bucket and piece batch, without slots) and the vocoder's window.
+        one per text bucket and piece batch, without slots) and the vocoder's windows.
         Once; later calls return at once.
 
         Returns:
@@ -191,7 +193,8 @@ class Engine:
         started = time.perf_counter()
         if self._slot_decoding is not None:
             slots = Slots(self._slot_decoding, min_steps=MIN_STEPS)  # compiles them
-            self.scheduler = SlotScheduler(slots)
+            vocode = None if self._stream_waveforms is None else self._stream_waveforms.vocode
+            self.scheduler = SlotScheduler(slots, vocode=vocode)
         else:
             self._warm_decodings()
             self.scheduler = SerialScheduler(self._speak_whole)
@@ -200,9 +203,10 @@ class Engine:
                 waveforms.warm_up()
         self._traces = self._trace_counts()
         seconds = time.perf_counter() - started
-        _log.info("warm: %d programs for %d slots, pieces of up to %d symbols in a %d-frame "
-                  "buffer, in %.1f s", self.programs, self.slots, self.max_symbols,
-                  self.max_frames, seconds)  # fmt: skip
+        batches = () if self._stream_waveforms is None else self._stream_waveforms.batches
+        _log.info("warm: %d programs for %d slots (streams vocoded in batches of %s), pieces "
+                  "of up to %d symbols in a %d-frame buffer, in %.1f s", self.programs,
+                  self.slots, batches or "-", self.max_symbols, self.max_frames, seconds)  # fmt: skip
         return seconds
 
     def prepare(self, text: str, *, voice: str | None = None,
@@ -341,6 +345,9 @@ class Engine:
         counts = {f"decode x{b}": d.programs for b, d in self._decodings.items()}
         if self._slot_decoding is not None:
             counts |= {f"slots {k}": v for k, v in self._slot_decoding.traces.items()}
+        for name, waveforms in (("whole", self._waveforms), ("stream", self._stream_waveforms)):
+            if waveforms is not None:
+                counts |= {f"{k} ({name})": v for k, v in waveforms.traces.items()}
         return counts
 
     def _check_traces(self) -> None:
@@ -349,6 +356,16 @@ class Engine:
         if now != self._traces:
             raise RetraceError(f"Expected no program traced after the warm-up, received: "
                                f"{now} (at the warm-up: {self._traces})")  # fmt: skip
+
+
+def vocoder_batches(slots: int) -> tuple[int, ...]:
+    """The vocoder window's batch sizes for `slots` streams vocoded together: 2, 4, ... up
+    to the first power of two that holds them all (a lone window runs at 2, so that its
+    samples are those it gets beside others); 1 for one slot, whose windows are its own.
+    """
+    if slots == 1:
+        return (1,)
+    return tuple(2**k for k in range(1, (slots - 1).bit_length() + 1))
 
 
 def _piece_batches(stack) -> list[int]:

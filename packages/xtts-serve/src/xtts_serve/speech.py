@@ -1,13 +1,15 @@
 """Requests decoded together: a `Speech` is one request's decoding (its text's pieces,
 each decoded in a slot in turn, the mel turned into audio as it comes), and a
-`SlotScheduler` steps the decoder slots for every request admitted, handing each its own
-audio. `SerialScheduler` is the same interface for a decoding that cannot stream (a
+`SlotScheduler` steps the decoder slots for every request admitted, vocodes the streams'
+new chunks of the step together (one batch of vocoder windows), and hands each request
+its own audio. `SerialScheduler` is the same interface for a decoding that cannot stream (a
 postfilter that needs the whole utterance): one request at a time, decoded whole.
 
 A request's pieces take one slot at a time, in order, each as its previous one leaves (at
 the next step): so at most as many requests are admitted as there are slots, and an
 admitted request never waits for a slot. What a request hears does not depend on its
-neighbours: a slot computes what it would alone (`xtts_train.Slots`).
+neighbours: a slot computes what it would alone (`xtts_train.Slots`), and so does a row of
+the vocoder's batch (`xtts_train.Vocoding.vocode`, checked at its warm-up).
 
 Used by one thread at a time (the server's decoding thread, or `Engine.speak`).
 """
@@ -23,7 +25,7 @@ import numpy as np
 import xtts_audio as xa
 from xtts_audio import pcm16
 from xtts_serve.errors import RequestError
-from xtts_train import PieceMels, Slots, SlotStream, VocoderStream
+from xtts_train import PieceMels, Slots, SlotStream, VocoderStream, Window
 
 _log = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ __all__ = ["Heard", "Scheduler", "SerialScheduler", "SlotScheduler", "Speech"]
 
 # What a step hands a request: its audio arrays, or the exception its audio raised.
 Heard = list[np.ndarray] | Exception
+# A stream's windows of the step, vocoded together: `Window`s → float32 samples each.
+Vocode = Callable[[list[Window]], list[np.ndarray]]
 
 
 class Speech:
@@ -42,8 +46,8 @@ class Speech:
         max_frames: each piece's decoding buffer.
         whole: turns the whole mel into audio at the end (float32 [samples]); None for a
             stream.
-        pushed: a stream's vocoding, fed each chunk as it comes (int16 chunks out); None
-            for a whole request.
+        pushed: a stream's vocoder windows, cut from each chunk as it comes (vocoded by
+            the scheduler with the other streams'); None for a whole request.
 
     Attributes:
         finished: its last audio was handed out.
@@ -71,12 +75,12 @@ class Speech:
         self.stream = slots.join(self._mels.pieces[i].ids, self.utterance.reference,
                                  min_frames=self._mels.floors[i])  # fmt: skip
 
-    def take(self, chunk: np.ndarray | None) -> list[np.ndarray]:
+    def take(self, chunk: np.ndarray | None) -> list[np.ndarray | Window]:
         """Its audio from the next chunk of the piece decoding now (None: the piece ended).
 
         Returns:
-            A stream's int16 chunks made final; a whole request's float32 [samples] once
-            its last piece ended; else nothing.
+            A stream's vocoder windows made final (their samples are its audio chunks); a
+            whole request's float32 [samples] once its last piece ended; else nothing.
         """
         if chunk is not None:
             return self._audio([self._mels.add(chunk)])
@@ -86,13 +90,13 @@ class Speech:
             return audio
         self.finished = True
         if self._pushed is not None:
-            return [*audio, *[pcm16(c) for c in self._pushed.end()]]
+            return [*audio, *self._pushed.end()]
         return [self._whole(self._mels.spoken().features)]
 
-    def _audio(self, mels: list[np.ndarray]) -> list[np.ndarray]:
+    def _audio(self, mels: list[np.ndarray]) -> list[Window]:
         if self._pushed is None:
             return []
-        return [pcm16(c) for mel in mels for c in self._pushed.push(mel)]
+        return [w for mel in mels for w in self._pushed.push(mel)]
 
 
 class Scheduler(Protocol):
@@ -117,10 +121,12 @@ class SlotScheduler:
 
     Args:
         slots: the compiled slots (`xtts_train.Slots`).
+        vocode: the streams' windows of a step → their samples (`Waveforms.vocode`);
+            None: no request streams.
     """
 
-    def __init__(self, slots: Slots) -> None:
-        self.slots = slots
+    def __init__(self, slots: Slots, *, vocode: Vocode | None = None) -> None:
+        self.slots, self._vocode = slots, vocode
         self._speeches: list[Speech] = []
 
     @property
@@ -145,12 +151,14 @@ class SlotScheduler:
 
     def step(self) -> list[tuple[Speech, Heard]]:
         """Join the waiting pieces, step the slots once (as far as the nearest chunk
-        needs), and hand out each request's audio.
+        needs), vocode the streams' new windows together, and hand out each request's
+        audio.
 
         Returns:
             (speech, its audio) for each request that got a chunk or ended a piece, in
-            order, or (speech, the exception) for one whose audio failed (it is cancelled:
-            the others go on); a finished one is no longer admitted.
+            order (a stream's: int16 chunks), or (speech, the exception) for one whose
+            audio failed (it is cancelled: the others go on; a failed vocoder batch fails
+            the streams in it); a finished one is no longer admitted.
 
         Raises:
             Exception: the slots' decoding itself failed (every request in them with it).
@@ -166,8 +174,34 @@ class SlotScheduler:
                 out.append((speech, _heard(speech.take, chunk)))
                 if isinstance(out[-1][1], Exception):
                     self.cancel(speech)
+        out = self._vocoded(out)
         self._speeches = [s for s in self._speeches if not s.finished]
         return out
+
+    def _vocoded(self, out: list[tuple[Speech, Heard]]) -> list[tuple[Speech, Heard]]:
+        """`out` with every stream's windows replaced by their int16 chunks, the windows
+        of all streams vocoded in one call; where that call fails, each stream in it gets
+        the failure once (and is cancelled), the others their audio."""
+        windows = [a for _, heard in out if _windowed(heard) for a in heard
+                   if isinstance(a, Window)]  # fmt: skip
+        if not windows:
+            return out
+        samples = _heard(self._vocode, windows)
+        if isinstance(samples, Exception):
+            failed = {speech for speech, heard in out if _windowed(heard)}
+            for speech in failed:
+                self.cancel(speech)
+            result = []
+            for speech, heard in out:
+                if speech not in failed:
+                    result.append((speech, heard))
+                elif all(s is not speech for s, _ in result):
+                    result.append((speech, samples))
+            return result
+        chunks = iter([pcm16(c) for c in samples])
+        return [(s, h if isinstance(h, Exception) else
+                 [next(chunks) if isinstance(a, Window) else a for a in h])
+                for s, h in out]  # fmt: skip
 
     def cancel(self, speech: Speech) -> None:
         """Stop decoding `speech` now (its client went away): its slot is free."""
@@ -214,6 +248,11 @@ class SerialScheduler:
         speech.finished = True
         if self._speech is speech:
             self._speech = None
+
+
+def _windowed(heard: Heard) -> bool:
+    """`heard` holds vocoder windows still to vocode."""
+    return not isinstance(heard, Exception) and any(isinstance(a, Window) for a in heard)
 
 
 def _heard(take: Callable, *args) -> Heard:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         speak_pieces,
         stream_pieces,
     )
-    from xtts_train.inference.vocoding import VocoderStream, Vocoding, Waveforms
+    from xtts_train.inference.vocoding import VocoderStream, Vocoding, Waveforms, Window
     from xtts_train.models.text_to_mel.decoding import (
         TEXT_BUCKET,
         Decoding,
@@ -120,6 +120,7 @@ __all__ = [
     "VocoderTask",
     "Vocoding",
     "Waveforms",
+    "Window",
     "XttsTrainError",
     "accumulated_gradients",
     "adamw",
@@ -208,7 +209,7 @@ __getattr__, __dir__ = lazy_exports(
         "VocoderTask": "tasks.vocoder",
         **dict.fromkeys(["build_steps", "fit", "register_task", "task_class"], "tasks.registry"),
         **dict.fromkeys(["VocodeReport", "vocode"], "vocode"),
-        **dict.fromkeys(["VocoderStream", "Vocoding", "Waveforms"], "inference.vocoding"),
+        **dict.fromkeys(["VocoderStream", "Vocoding", "Waveforms", "Window"], "inference.vocoding"),
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",

@@ -11,15 +11,17 @@ the frames it hears have arrived.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 
 from xtts_train.compile.compiler import resolve
 from xtts_train.config import StackConfig
-from xtts_train.errors import XttsTrainError
+from xtts_train.errors import ConfigError, XttsTrainError
 from xtts_train.models.vocoder.model import AUTO_COMPILERS, Vocoder, vocode_chunks, window_start
 from xtts_train.runs.loading import load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature, to_waveform
@@ -29,9 +31,12 @@ __all__ = [
     "VocoderStream",
     "Vocoding",
     "Waveforms",
+    "Window",
     "check_same_audio",
     "check_vocoder",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 def check_same_audio(vocoder: Path, vocoder_stack: StackConfig, run: Path,
@@ -78,6 +83,18 @@ STREAM_NEEDS_VOCODER = (
 )
 
 
+class Window(NamedTuple):
+    """One window of `Vocoding`'s compiled program and the samples of it a chunk keeps.
+
+    Attributes:
+        mel: float32 [width, n_mels], the frames the window hears.
+        keep: the chunk's own samples of the window's `width * hop_length`.
+    """
+
+    mel: np.ndarray
+    keep: slice
+
+
 class Vocoding:
     """A vocoder compiled once for utterances of any length.
 
@@ -91,16 +108,35 @@ class Vocoding:
         model: a built vocoder.
         chunk_frames: frames each window contributes.
         compiler: `train.compiler` (`auto`, `xla` or `graph`), resolved for decoding.
+        batches: the window program's batch sizes for `vocode` (each compiled once; a
+            whole mel always runs at 1): windows vocoded together run at the smallest
+            that holds them, a lone one at `batches[0]`.
+
+    Raises:
+        ConfigError: a batch size that is not a positive int.
     """
 
-    def __init__(self, model: Vocoder, *, chunk_frames: int = 128, compiler: str = "auto"):
+    def __init__(self, model: Vocoder, *, chunk_frames: int = 128, compiler: str = "auto",
+                 batches: tuple[int, ...] = (1,)) -> None:  # fmt: skip
+        if not batches or any(isinstance(b, bool) or not isinstance(b, int) or b < 1
+                              for b in batches):  # fmt: skip
+            raise ConfigError(f"Expected batches: positive ints, received: {batches!r}")
         self.model, self.chunk = model, chunk_frames
         self.context = model.receptive_frames
         self.width = chunk_frames + 2 * self.context
-        spec = tf.TensorSpec([1, self.width, model.config.n_mels], tf.float32)
+        self.batches = tuple(sorted(set(batches)))
         xla = resolve(compiler, "decode", table=AUTO_COMPILERS) == "xla"
-        self._window = tf.function(lambda mel: model(mel), input_signature=[spec],
-                                   jit_compile=xla)  # fmt: skip
+        self._programs = {
+            b: tf.function(lambda mel: model(mel), jit_compile=xla, input_signature=[
+                tf.TensorSpec([b, self.width, model.config.n_mels], tf.float32)])
+            for b in sorted({1, *self.batches})
+        }  # fmt: skip
+
+    @property
+    def traces(self) -> dict[str, int]:
+        """Times each window program was traced (batch size → count)."""
+        return {f"vocoder x{b}": f.experimental_get_tracing_count()
+                for b, f in self._programs.items()}  # fmt: skip
 
     def __call__(self, mel: np.ndarray, *, silence: float) -> np.ndarray:
         """Samples of a mel.
@@ -116,7 +152,7 @@ class Vocoding:
         padded = np.full([max(frames, self.width), mel.shape[1]], silence, np.float32)
         padded[:frames] = mel
         audio = vocode_chunks(self.model, padded[None], chunk_frames=self.chunk,
-                              context_frames=self.context, window=self._window)  # fmt: skip
+                              context_frames=self.context, window=self._programs[1])  # fmt: skip
         return audio[0, : frames * self.model.config.hop_length].numpy()
 
     def stream(self, pieces: Iterable[np.ndarray], *, silence: float) -> Iterator[np.ndarray]:
@@ -138,36 +174,74 @@ class Vocoding:
         """
         stream = self.pushed(silence=silence)
         for piece in pieces:
-            yield from stream.push(piece)
-        yield from stream.end()
+            yield from self.vocode(stream.push(piece))
+        yield from self.vocode(stream.end())
 
     def pushed(self, *, silence: float) -> VocoderStream:
-        """`stream`'s vocoding for a mel its caller hands over piece by piece
-        (`VocoderStream.push`, then `VocoderStream.end`): a server's, whose pieces come
-        from decoder slots."""
+        """`stream`'s windows for a mel its caller hands over piece by piece
+        (`VocoderStream.push`, then `VocoderStream.end`), vocoded by `vocode`: a server's,
+        whose pieces come from decoder slots and whose streams' windows run together."""
         return VocoderStream(self, silence=silence)
 
-    def warm_up(self) -> None:
-        """Runs the window program once (XLA compiles it at its first run), e.g. before
-        timing a stream."""
-        self._window(tf.zeros([1, self.width, self.model.config.n_mels]))
-
-    def samples(self, mel: np.ndarray, start: int, *, silence: float,
-               frames: int | None = None) -> np.ndarray:  # fmt: skip
-        """float32 samples of frames `start .. start + chunk - 1` of `mel` (frames arrived
-        so far; `frames`: the whole mel's length, None while it is still arriving), from
-        one window of the compiled program: a chunk of `stream`."""
+    def window(self, mel: np.ndarray, start: int, *, silence: float,
+               frames: int | None = None) -> Window:  # fmt: skip
+        """The window that vocodes frames `start .. start + chunk - 1` of `mel` (float32
+        [arrived, n_mels], the frames arrived so far; `frames`: the whole mel's length,
+        None while it is still arriving): `stream`'s rule."""
         first = window_start(start, width=self.width, context=self.context, frames=frames)
         window = np.full([self.width, mel.shape[1]], silence, np.float32)
         arrived = mel[first : first + self.width]
         window[: len(arrived)] = arrived
         hop, stop = self.model.config.hop_length, min(start + self.chunk, len(mel))
-        audio = self._window(tf.constant(window[None]))[0]  # (width * hop,)
-        return audio[(start - first) * hop : (stop - first) * hop].numpy()
+        return Window(window, slice((start - first) * hop, (stop - first) * hop))
+
+    def vocode(self, windows: Sequence[Window]) -> list[np.ndarray]:
+        """Each window's kept samples (float32), the windows run together: in batches of
+        the smallest size in `batches` that holds the rest (filled with zeros, never kept),
+        else the largest. A window's samples are the same in any batch beside any others as
+        long as the program's rows do not depend on each other or on the batch size, which
+        `warm_up` checks."""
+        out, left = [], list(windows)
+        while left:
+            size = next((b for b in self.batches if b >= len(left)), self.batches[-1])
+            batch, left = left[:size], left[size:]
+            mels = np.zeros([size, self.width, self.model.config.n_mels], np.float32)
+            for row, window in enumerate(batch):
+                mels[row] = window.mel
+            audio = self._programs[size](tf.constant(mels)).numpy()  # (size, width * hop)
+            out += [audio[row, w.keep] for row, w in enumerate(batch)]
+        return out
+
+    def warm_up(self) -> None:
+        """Runs each window program once (XLA compiles at its first run) and checks that a
+        window's samples do not depend on its batch, so that a stream's audio never
+        depends on the streams beside it: at the largest size, rows of other order or
+        other neighbours must give the same samples (else every window runs alone), and
+        each smaller size must give the largest's (else it is not used; logged). On these
+        CPUs the kernels of some small batches round differently from larger ones."""
+        top = self.batches[-1]
+        rng = np.random.default_rng(0)
+        mels = rng.uniform(-4.0, 1.0, [top, self.width, self.model.config.n_mels])
+        mels = tf.constant(mels.astype(np.float32))
+        ref = self._programs[top](mels).numpy()
+        alone = tf.concat([mels[:1], tf.zeros_like(mels[1:])], axis=0)
+        program = self._programs[top]
+        rows_apart = (np.array_equal(program(mels[::-1]).numpy(), ref[::-1])
+                      and np.array_equal(program(alone).numpy()[0], ref[0]))  # fmt: skip
+        agree = [b for b, program in self._programs.items()
+                 if np.array_equal(program(mels[:b]).numpy(), ref[:b])]  # fmt: skip
+        if not rows_apart:
+            _log.warning("the vocoder's rows depend on their neighbours here: every window "
+                         "runs alone")  # fmt: skip
+            self.batches = (1,)
+        elif set(self.batches) - set(agree):
+            _log.warning("the vocoder's batches of %s round differently from %d's here: "
+                         "not used", sorted(set(self.batches) - set(agree)), top)  # fmt: skip
+            self.batches = tuple(b for b in self.batches if b in agree)
 
 
 class VocoderStream:
-    """A mel vocoded as it arrives, a `Vocoding` chunk at a time (`Vocoding.stream`'s rule).
+    """A mel cut into `Vocoding` windows as it arrives (`Vocoding.stream`'s rule).
 
     Args:
         vocoding: the compiled vocoder.
@@ -177,28 +251,28 @@ class VocoderStream:
     def __init__(self, vocoding: Vocoding, *, silence: float) -> None:
         self._vocoding, self._silence = vocoding, silence
         self._mel = np.zeros([0, vocoding.model.config.n_mels], np.float32)
-        self._done = 0  # frames vocoded
+        self._done = 0  # frames cut into windows
 
-    def push(self, piece: np.ndarray) -> list[np.ndarray]:
-        """The chunks `piece` (float32 [frames, n_mels], the next frames) makes final:
-        float32 [chunk_frames * hop_length] each."""
+    def push(self, piece: np.ndarray) -> list[Window]:
+        """The windows of the chunks `piece` (float32 [frames, n_mels], the next frames)
+        makes final (`Vocoding.vocode` gives their float32 [chunk_frames * hop_length])."""
         v = self._vocoding
         self._mel = np.concatenate([self._mel, np.asarray(piece, np.float32)])
-        chunks = []
+        windows = []
         while len(self._mel) >= self._done + v.chunk + v.context:
-            chunks.append(v.samples(self._mel, self._done, silence=self._silence))
+            windows.append(v.window(self._mel, self._done, silence=self._silence))
             self._done += v.chunk
-        return chunks
+        return windows
 
-    def end(self) -> list[np.ndarray]:
+    def end(self) -> list[Window]:
         """The rest, now that the mel's end is known (the windows shift inward); the last
-        chunk has its own frames' samples."""
-        v, chunks = self._vocoding, []
+        chunk keeps its own frames' samples."""
+        v, windows = self._vocoding, []
         while self._done < len(self._mel):
-            chunks.append(v.samples(self._mel, self._done, silence=self._silence,
-                                   frames=len(self._mel)))  # fmt: skip
+            windows.append(v.window(self._mel, self._done, silence=self._silence,
+                                    frames=len(self._mel)))  # fmt: skip
             self._done += v.chunk
-        return chunks
+        return windows
 
 
 class Waveforms:
@@ -213,6 +287,8 @@ class Waveforms:
         griffin_lim_iters: iterations when there is no vocoder.
         chunk_frames: frames each vocoder window contributes (`Vocoding`'s; None: its
             default); a stream's audio comes a chunk at a time.
+        batches: the vocoder window's batch sizes for streams vocoded together
+            (`Vocoding`'s).
 
     Raises:
         XttsTrainError: `vocoder` is not a vocoder run, has no checkpoint, or was trained
@@ -220,7 +296,8 @@ class Waveforms:
     """
 
     def __init__(self, run: Path, stack: StackConfig, *, vocoder: str | Path | None = None,
-                 griffin_lim_iters: int = 32, chunk_frames: int | None = None) -> None:  # fmt: skip
+                 griffin_lim_iters: int = 32, chunk_frames: int | None = None,
+                 batches: tuple[int, ...] = (1,)) -> None:  # fmt: skip
         self.audio, self.griffin_lim_iters = stack.audio, griffin_lim_iters
         self.vocoder = None if vocoder is None else Path(vocoder)
         self._vocoding = None
@@ -228,7 +305,8 @@ class Waveforms:
             check_vocoder(self.vocoder, Path(run), stack)
             _, network = load_vocoder(self.vocoder)
             chunk = {} if chunk_frames is None else {"chunk_frames": chunk_frames}
-            self._vocoding = Vocoding(network, compiler=stack.train.compiler, **chunk)
+            self._vocoding = Vocoding(network, compiler=stack.train.compiler, batches=batches,
+                                      **chunk)  # fmt: skip
             self._silence = silence_feature(stack.audio)
 
     def __call__(self, features: np.ndarray) -> tf.Tensor:
@@ -256,8 +334,8 @@ class Waveforms:
         return (np.clip(chunk, -1.0, 1.0) for chunk in chunks)
 
     def pushed(self) -> VocoderStream:
-        """`stream`'s vocoding for features handed over piece by piece
-        (`VocoderStream.push`, then `end`); its chunks are not yet clipped to [-1, 1].
+        """`stream`'s windows for features handed over piece by piece
+        (`VocoderStream.push`, then `end`), for `vocode`.
 
         Raises:
             XttsTrainError: no vocoder (Griffin-Lim needs the whole mel).
@@ -265,6 +343,28 @@ class Waveforms:
         if self._vocoding is None:
             raise XttsTrainError(STREAM_NEEDS_VOCODER)
         return self._vocoding.pushed(silence=self._silence)
+
+    def vocode(self, windows: Sequence[Window]) -> list[np.ndarray]:
+        """The audio of `pushed` streams' windows, run together (`Vocoding.vocode`):
+        float32 in [-1, 1] each.
+
+        Raises:
+            XttsTrainError: no vocoder.
+        """
+        if self._vocoding is None:
+            raise XttsTrainError(STREAM_NEEDS_VOCODER)
+        return [np.clip(audio, -1.0, 1.0) for audio in self._vocoding.vocode(windows)]
+
+    @property
+    def batches(self) -> tuple[int, ...]:
+        """The window batch sizes `vocode` runs (after `warm_up`'s check); () for
+        Griffin-Lim."""
+        return () if self._vocoding is None else self._vocoding.batches
+
+    @property
+    def traces(self) -> dict[str, int]:
+        """Times each vocoder program was traced (none for Griffin-Lim)."""
+        return {} if self._vocoding is None else self._vocoding.traces
 
     def warm_up(self) -> None:
         """Compiles the vocoder's program now (e.g. before timing a stream); nothing to do
