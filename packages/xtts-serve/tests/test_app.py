@@ -5,6 +5,7 @@ queue bound, the API key, the health check and the metrics."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 import time
@@ -12,9 +13,10 @@ import time
 import httpx2
 import numpy as np
 import pytest
+import soundfile
 from starlette.testclient import TestClient
 
-from xtts_audio import pcm16, stream_wav_header, wav_bytes
+from xtts_audio import pcm16, resample, stream_wav_header, wav_bytes
 from xtts_serve import ServerConfig, create_app
 
 SPEECH = "/v1/audio/speech"
@@ -62,6 +64,32 @@ def test_speech_is_the_engines_audio(client, engine, text, response_format, stre
         assert response.content == pcm16(engine.speak(text)).astype("<i2").tobytes()
 
 
+@pytest.mark.parametrize(("response_format", "media_type", "rate", "least_snr_db"),
+                         [("flac", "audio/flac", 22050, None), ("mp3", "audio/mpeg", 22050, 10.0),
+                          ("opus", "audio/ogg", 48000, 10.0)])  # fmt: skip
+def test_compressed_formats_hold_the_engines_audio(client, engine, response_format, media_type,
+                                                   rate, least_snr_db):  # fmt: skip
+    """FLAC holds the WAV's 16-bit samples exactly; MP3 and Opus (at 48 kHz, Opus's own)
+    the same audio as far as a lossy codec keeps it: same length, SNR above a floor."""
+    response = client.post(SPEECH, json={"input": "Fine day.", "response_format": response_format})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == media_type
+    assert response.headers["x-sample-rate"] == str(rate)
+    decoded, decoded_rate = soundfile.read(io.BytesIO(response.content), dtype="float32")
+    assert decoded_rate == rate
+    wave = engine.speak("Fine day.")
+    if least_snr_db is None:
+        np.testing.assert_array_equal(pcm16(decoded), pcm16(wave))
+        return
+    if rate != engine.sample_rate:
+        wave = resample(wave, orig_sr=engine.sample_rate, target_sr=rate).numpy()
+    assert abs(len(decoded) - len(wave)) <= rate // 100
+    n = min(len(decoded), len(wave))
+    noise = np.sum((decoded[:n] - wave[:n]) ** 2)
+    snr = 10 * np.log10(np.sum(wave[:n] ** 2) / max(noise, 1e-12))
+    assert snr >= least_snr_db, snr
+
+
 def test_the_run_name_is_a_model(client, run):
     response = client.post(SPEECH, json={"model": run.name, "input": "Fine day."})
     assert response.status_code == 200
@@ -76,7 +104,8 @@ BAD_SPEECH = [
     ({"input": "x" * 201}, 400, "Expected input of at most 200 characters (--max-chars)"),
     ({"input": "hi", "voice": "alloy"}, 400, "Expected voice one of ['run']"),
     ({"input": "hi", "instructions": "x"}, 400, "received: unknown field(s) ['instructions']"),
-    ({"input": "hi", "response_format": "mp3"}, 400, "Expected response_format one of ['wav', 'pcm'], received: 'mp3'"),
+    ({"input": "hi", "response_format": "aac"}, 400, "Expected response_format one of ['wav', 'pcm', 'flac', 'mp3', 'opus'], received: 'aac'"),
+    ({"input": "hi", "response_format": "mp3", "stream": True}, 400, "Expected response_format one of ['wav', 'pcm'] with stream=true, received: 'mp3'"),
     ({"input": "hi", "speed": 1.25}, 400, "Expected speed 1.0, received: 1.25"),
     ({"input": "hi", "speed": True}, 400, "Expected speed a number, received: true"),
     ({"input": "hi", "model": "tts-1"}, 400, "Expected model one of"),
@@ -241,7 +270,7 @@ def test_healthz_is_503_until_the_warm_up_is_done(engine):
         while (after := client.get("/healthz")).status_code == 503 and time.monotonic() < deadline:
             time.sleep(0.05)
     assert after.status_code == 200
-    assert after.json() == {"status": "ready", "programs": 4, "max_frames": engine.max_frames,
+    assert after.json() == {"status": "ready", "programs": 8, "max_frames": engine.max_frames,
                             "max_symbols": 20, "slots": 4, "streams": True}  # fmt: skip
 
 

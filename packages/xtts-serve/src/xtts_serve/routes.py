@@ -15,17 +15,17 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from xtts_audio import pcm16, stream_wav_header, wav_bytes
+from xtts_audio import stream_wav_header
 from xtts_serve.errors import BusyError, RequestError
+from xtts_serve.formats import MEDIA_TYPES, encode
 from xtts_serve.middleware import error_body
 from xtts_serve.speech_request import parse_speech
 from xtts_serve.worker import Finished, Job
 
-__all__ = ["MEDIA_TYPES", "delete_voice", "list_voices", "speech", "upload_voice"]
+__all__ = ["delete_voice", "list_voices", "speech", "upload_voice"]
 
 _log = logging.getLogger(__name__)
 
-MEDIA_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm"}
 _UPLOAD_FIELDS = ("file", "name")
 
 
@@ -60,10 +60,9 @@ async def speech(request: Request) -> Response:
         return _server_error(error)
     state.metrics.spoken(audio_seconds=len(first) / engine.sample_rate,
                          decode_seconds=done.seconds)  # fmt: skip
-    if asked.response_format == "wav":
-        body = wav_bytes(first, engine.sample_rate)
-    else:
-        body = pcm16(first).tobytes()
+    coded = functools.partial(encode, first, engine.sample_rate, asked.response_format)
+    body, rate = await anyio.to_thread.run_sync(coded)  # MP3 and Opus take a while
+    headers["X-Sample-Rate"] = str(rate)
     return Response(body, media_type=media_type, headers=headers)
 
 

@@ -8,10 +8,11 @@ import json
 from collections.abc import Sequence
 
 from xtts_serve.errors import RequestError
+from xtts_serve.formats import MEDIA_TYPES, STREAM_FORMATS
 
 __all__ = ["FIELDS", "FORMATS", "MODEL_ALIAS", "SpeechRequest", "parse_speech"]
 
-FORMATS = ("wav", "pcm")  # 16-bit mono: a WAV file, or its raw little-endian samples
+FORMATS = tuple(MEDIA_TYPES)  # wav, pcm (16-bit mono), flac, mp3, opus
 FIELDS = ("model", "input", "voice", "response_format", "speed", "stream", "language")
 MODEL_ALIAS = "xtts"  # a model name every server answers to, besides its run's
 
@@ -24,7 +25,7 @@ class SpeechRequest:
         input: the text (its length and content are the engine's to check).
         voice: a voice id; None: the run's own.
         response_format: one of `FORMATS`.
-        stream: chunked, as the audio is decoded.
+        stream: chunked, as the audio is decoded (`STREAM_FORMATS` only).
         language: the text's language (BCP-47) for a multilingual run; None: the run's.
     """
 
@@ -44,8 +45,8 @@ def parse_speech(body: bytes, *, models: Sequence[str]) -> SpeechRequest:
 
     Raises:
         RequestError: malformed JSON, not an object, an unknown field, a field of the
-            wrong type, another model, a format other than `FORMATS`, a speed other than
-            1.0 (each naming what was expected).
+            wrong type, another model, a format other than `FORMATS` (or one that cannot
+            stream, with `stream`), a speed other than 1.0 (each naming what was expected).
     """
     try:
         data = json.loads(body)
@@ -73,10 +74,15 @@ def parse_speech(body: bytes, *, models: Sequence[str]) -> SpeechRequest:
     if speed != 1.0:
         raise RequestError(f"Expected speed 1.0, received: {speed!r}; the model speaks at the "
                            f"pace it learned and cannot honour another")  # fmt: skip
+    stream = _typed(fields, "stream", bool, False)
+    if stream and response_format not in STREAM_FORMATS:
+        raise RequestError(f"Expected response_format one of {list(STREAM_FORMATS)} with "
+                           f"stream=true, received: {response_format!r}, whose encoder "
+                           f"finishes its header only at the end; ask for it whole "
+                           f"(stream=false)")  # fmt: skip
     return SpeechRequest(input=_typed(fields, "input", str, ""),
                          voice=_typed(fields, "voice", str, None),
-                         response_format=response_format,
-                         stream=_typed(fields, "stream", bool, False),
+                         response_format=response_format, stream=stream,
                          language=_typed(fields, "language", str, None))  # fmt: skip
 
 
