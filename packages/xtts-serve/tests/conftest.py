@@ -68,8 +68,9 @@ def vocoder_run(corpus, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def engine(run, vocoder_run) -> Engine:
     """An engine with the vocoder, warm: pieces of 20 symbols, so texts of up to 200
-    characters decode in batches of 1, 2 or 4 pieces."""
-    engine = Engine(EngineConfig(run=run, vocoder=vocoder_run, max_chars=200, overrides=DECODE))
+    characters decode in batches of 1, 2 or 4 pieces; streams vocoded in batches."""
+    engine = Engine(EngineConfig(run=run, vocoder=vocoder_run, max_chars=200, overrides=DECODE,
+                                 vocoder_batching="on"))  # fmt: skip
     engine.warm_up()
     return engine
 

@@ -8,7 +8,7 @@ import pytest
 
 from xtts_audio import WAV_HEADER_BYTES, pcm16, wav_bytes
 from xtts_serve import ConfigError, Engine, EngineConfig, RequestError
-from xtts_serve.engine import GRIFFIN_LIM_STREAM
+from xtts_serve.engine import GRIFFIN_LIM_STREAM, _batches, vocoder_batches
 from xtts_train.synthesize import synthesize
 
 # Of 32768: the slots' rounding (their mel within 1e-5 of synthesize's; Griffin-Lim's 32
@@ -129,6 +129,7 @@ def test_unknown_voice_names_the_known_ones(engine):
         ({"max_voices": True}, "Expected max_voices an int >= 1, received: max_voices=True"),
         ({"max_clip_seconds": float("nan")}, "Expected max_clip_seconds a number > 0"),
         ({"slots": 0}, "Expected slots an int >= 1, received: slots=0"),
+        ({"vocoder_batching": "yes"}, r"Expected vocoder_batching one of \['auto', 'on', 'off'\]"),
     ],
 )
 def test_engine_config_refuses_bad_limits(settings, message):
@@ -139,3 +140,11 @@ def test_engine_config_refuses_bad_limits(settings, message):
 def test_engine_config_keeps_the_decode_overrides(engine):
     overrides = engine.config.overrides
     assert EngineConfig(run="r", overrides=list(overrides)).overrides == overrides
+
+
+def test_streams_are_vocoded_in_batches_up_to_the_slots_when_on_and_alone_on_a_cpu():
+    assert [vocoder_batches(n) for n in (1, 2, 3, 4, 5, 8, 9)] == [
+        (1,), (2,), (2, 4), (2, 4), (2, 4, 8), (2, 4, 8), (2, 4, 8, 16)]  # fmt: skip
+    assert _batches(EngineConfig(run="r", slots=8)) == (1,)  # auto, on this CPU
+    assert _batches(EngineConfig(run="r", slots=8, vocoder_batching="on")) == (2, 4, 8)
+    assert _batches(EngineConfig(run="r", slots=8, vocoder_batching="off")) == (1,)

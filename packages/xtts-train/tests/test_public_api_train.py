@@ -26,7 +26,7 @@ EXPECTED = {
     "check_buffer_frames", "piece_batch", "speak_pieces", "stream_pieces", "text_buffer_frames",
     "text_pieces",
     # decoder slots: texts decoded side by side, each joining and leaving at any step
-    "PieceMels", "SlotDecoding", "SlotStream", "Slots", "VocoderStream", "Window",
+    "PieceMels", "SlotDecoding", "SlotStream", "Slots", "VocoderStream", "Window", "device_kind",
     "check_streamable",
 }  # fmt: skip
 

@@ -19,7 +19,7 @@ from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
-from xtts_serve.config import ENV_API_KEY, EngineConfig, ServerConfig
+from xtts_serve.config import ENV_API_KEY, VOCODER_BATCHING, EngineConfig, ServerConfig
 from xtts_serve.errors import XttsServeError
 from xtts_train import XttsTrainError
 from xtts_train.compile import compile_cache
@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         "start-up; each hears what it would alone. A decoding that cannot stream (a "
         "postfilter that needs the whole utterance) needs 1: one request at a time "
         f"(default: {_DEFAULTS.slots})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--vocoder-batching", choices=VOCODER_BATCHING, default=_DEFAULTS.vocoder_batching,
+        help="on: the streams' vocoder windows of a decoder step run as one batch (a lone "
+        "one at 2, so it rounds as beside others); off: each window alone; auto: on with "
+        "a GPU, off on a CPU, where batching saved little and slowed a lone stream "
+        f"(default: {_DEFAULTS.vocoder_batching})",
     )  # fmt: skip
     parser.add_argument(
         "--max-queue", type=int, default=_SERVER.max_queue, metavar="N",
@@ -117,6 +124,7 @@ def _serve(args: argparse.Namespace) -> int:
     config = EngineConfig(run=args.run, vocoder=args.vocoder, max_chars=args.max_chars,
                           voices=args.voices, max_voices=args.max_voices,
                           max_clip_seconds=args.max_clip_seconds, slots=args.slots,
+                          vocoder_batching=args.vocoder_batching,
                           overrides=tuple(args.set))  # fmt: skip
     # Imported once the flags are checked: a bad one is refused before TensorFlow loads
     # (seconds), and `--help` never loads it. Not a cycle.

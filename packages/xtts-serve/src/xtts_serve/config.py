@@ -11,9 +11,10 @@ from pathlib import Path
 
 from xtts_serve.errors import ConfigError
 
-__all__ = ["ENV_API_KEY", "EngineConfig", "ServerConfig", "json_body_limit"]
+__all__ = ["ENV_API_KEY", "VOCODER_BATCHING", "EngineConfig", "ServerConfig", "json_body_limit"]
 
 ENV_API_KEY = "XTTS_SERVE_API_KEY"  # the API key's environment variable (`--api-key`)
+VOCODER_BATCHING = ("auto", "on", "off")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,6 +35,10 @@ class EngineConfig:
             `xtts-train synthesize --set` takes them.
         slots: requests decoded side by side, each in a row of one compiled batch
             (1: one at a time).
+        vocoder_batching: `on`: the streams' vocoder windows of a decoder step run as one
+            batch (a lone window at batch 2, so that it rounds as it does beside others);
+            `off`: each window alone; `auto`: on with a GPU, off on a CPU, where batching
+            saved little and slowed a lone stream (docs/bench/serve.md).
     """
 
     run: Path
@@ -44,6 +49,7 @@ class EngineConfig:
     max_clip_seconds: float = 30.0
     overrides: tuple[str, ...] = ()
     slots: int = 4
+    vocoder_batching: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", Path(self.run))
@@ -56,6 +62,9 @@ class EngineConfig:
         _check_int("max_voices", self.max_voices)
         _check_int("slots", self.slots)
         _check_positive("max_clip_seconds", self.max_clip_seconds)
+        if self.vocoder_batching not in VOCODER_BATCHING:
+            raise ConfigError(f"Expected vocoder_batching one of {list(VOCODER_BATCHING)}, "
+                              f"received: {self.vocoder_batching!r}")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

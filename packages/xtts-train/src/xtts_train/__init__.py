@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
+    from xtts_train.compile.compiler import device_kind
     from xtts_train.compile.process import measuring_pool
     from xtts_train.config import (
         PRESETS,
@@ -130,6 +131,7 @@ __all__ = [
     "check_streamable",
     "clip_by_global_norm",
     "decode_frames",
+    "device_kind",
     "dtw_distance",
     "dtw_distances",
     "dummy_batch",
@@ -213,6 +215,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["AdamW", "warmup_cosine"], "training.optim"),
         "StepFunctions": "training.step_functions",
         "measuring_pool": "compile.process",
+        "device_kind": "compile.compiler",
         **dict.fromkeys(
             ["CompiledSteps", "RetraceError", "kept_dtype_policy", "timed_step"],
             "training.steps",
