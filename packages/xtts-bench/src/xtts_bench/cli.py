@@ -30,6 +30,7 @@ from xtts_bench.settings import (
     StartupBenchConfig,
     TrainBenchConfig,
 )
+from xtts_bench.soak import SoakConfig
 from xtts_data.errors import XttsDataError
 from xtts_train import XttsTrainError
 
@@ -102,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_speakers(commands)
     _add_wer(commands)
     _add_serve(commands)
+    _add_soak(commands)
     _add_vocoder(commands)
     _add_peers(commands)
     _add_gate(commands)
@@ -386,6 +388,41 @@ def _add_serve(commands) -> None:
                    help=f"the measured server's --slots; the baseline has 1 (default: "
                    f"{d['slots']})")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def _add_soak(commands) -> None:
+    d = {f.name: f.default for f in dataclasses.fields(SoakConfig)}
+    p = commands.add_parser(
+        "soak",
+        parents=[verbose_flag()],
+        help="xtts-serve under minutes of mixed traffic, every response checked against "
+        "its solo body; its memory over time",
+        description=(
+            "Start xtts-serve on 127.0.0.1 with RUN and VOC, get every request kind's body "
+            "alone (held-out sentences in the run's voice and an uploaded one; streamed WAV "
+            "and PCM, whole WAV, FLAC, MP3 and Opus), then run --clients threads for "
+            "--minutes, each sending at random such requests (each body compared byte for "
+            "byte with its solo body: mixed or lost counted), uploads of a voice spoken "
+            "with then deleted, bad inputs (status and message checked) and streams left "
+            "after their first bytes. Reports the tallies, whether the server is up with "
+            "nothing waiting and no slot busy at the end, and its resident memory after the "
+            "first minute and at the end."
+        ),
+    )
+    p.add_argument("--run", type=pathlib.Path, required=True, help="the text-to-mel run")
+    p.add_argument("--vocoder", type=pathlib.Path, required=True, metavar="VOC",
+                   help="a vocoder run of the run's audio settings")  # fmt: skip
+    p.add_argument("--minutes", type=float, default=d["minutes"],
+                   help=f"how long the mixed traffic runs (default: {d['minutes']:g})")  # fmt: skip
+    p.add_argument("--clients", type=int, default=d["clients"],
+                   help=f"concurrent client threads (default: {d['clients']})")  # fmt: skip
+    p.add_argument("--slots", type=int, default=d["slots"],
+                   help=f"the server's --slots (default: {d['slots']})")  # fmt: skip
+    p.add_argument("--seed", type=int, default=d["seed"],
+                   help=f"the clients' random choices (default: {d['seed']})")  # fmt: skip
+    p.add_argument("--json", action="store_true",
+                   help="print the figures as JSON (with the memory samples and the first "
+                   "unexpected answers)")  # fmt: skip
 
 
 def _add_overrides(parser: argparse.ArgumentParser) -> None:
@@ -754,6 +791,15 @@ def _run_serve(args) -> str | dict:
     return results if args.json else format_serve_table(results)
 
 
+def _run_soak(args) -> str | dict:
+    from xtts_bench.soak import format_soak_table, run_soak
+
+    soak = SoakConfig(run=args.run, vocoder=args.vocoder, minutes=args.minutes,
+                      clients=args.clients, slots=args.slots, seed=args.seed)  # fmt: skip
+    results = run_soak(soak)
+    return results if args.json else format_soak_table(results)
+
+
 def _run_learning(args) -> str | dict:
     from xtts_bench.learning import format_learning_table, run_learning_benchmark
 
@@ -853,7 +899,7 @@ _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "startup": _run_startup, "learning": _run_learning,
              "decode": _run_decode, "attention": _run_attention,
              "speakers": _run_speakers, "wer": _run_wer,
-             "vocoder": _run_vocoder, "serve": _run_serve,
+             "vocoder": _run_vocoder, "serve": _run_serve, "soak": _run_soak,
              "peers": _run_peers}  # fmt: skip
 
 

@@ -37,7 +37,14 @@ import tqdm
 
 from xtts_bench.errors import SettingsError
 
-__all__ = ["SENTENCES", "ServeBenchConfig", "format_serve_table", "run_serve_benchmark"]
+__all__ = [
+    "SENTENCES",
+    "ServeBenchConfig",
+    "ServeProcess",
+    "check_runs",
+    "format_serve_table",
+    "run_serve_benchmark",
+]
 
 # Held-out sentences (Harvard sentences, lists 1-2): what the clients speak, in turn.
 SENTENCES = (
@@ -79,12 +86,7 @@ class ServeBenchConfig:
     port: int = 8750
 
     def __post_init__(self) -> None:
-        for name in ("run", "vocoder"):
-            path = pathlib.Path(getattr(self, name))
-            if not (path / "config.yaml").is_file():
-                raise SettingsError(f"ServeBenchConfig.{name}: expected a run folder (with "
-                                    f"config.yaml), received: {name}={str(path)!r}")  # fmt: skip
-            object.__setattr__(self, name, path)
+        check_runs(self, ("run", "vocoder"))
         if not self.clients or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
                                    for c in self.clients):  # fmt: skip
             raise SettingsError(f"ServeBenchConfig.clients: expected ints >= 1, received: "
@@ -99,6 +101,20 @@ class ServeBenchConfig:
                                 f"seconds={self.seconds!r}")  # fmt: skip
 
 
+def check_runs(config, names: Sequence[str]) -> None:
+    """Each of `config`'s fields `names` made a Path to a run folder (with config.yaml).
+
+    Raises:
+        SettingsError: naming the field and the folder that is not a run.
+    """
+    for name in names:
+        path = pathlib.Path(getattr(config, name))
+        if not (path / "config.yaml").is_file():
+            raise SettingsError(f"{type(config).__name__}.{name}: expected a run folder (with "
+                                f"config.yaml), received: {name}={str(path)!r}")  # fmt: skip
+        object.__setattr__(config, name, path)
+
+
 def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> dict:
     """Start-up (cold, warm) and the client levels, for `bench.slots` slots and for one.
 
@@ -110,10 +126,10 @@ def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> di
                      "seconds_per_level": bench.seconds, "servers": {}}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="xtts-bench-serve-") as tmp:
         cache = pathlib.Path(tmp) / "xla"
-        with _Server(bench, bench.slots, cache) as cold:
+        with _server(bench, bench.slots, cache) as cold:
             results["startup_cold_s"] = cold.ready_seconds
         for slots in (bench.slots, 1):
-            with _Server(bench, slots, cache) as server:
+            with _server(bench, slots, cache) as server:
                 if slots == bench.slots:
                     results["startup_warm_s"] = server.ready_seconds
                 levels = {}
@@ -139,27 +155,47 @@ def format_serve_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-class _Server:
-    """An `xtts-serve` process on 127.0.0.1, ready (its `/healthz` 200) when entered."""
+def _server(bench: ServeBenchConfig, slots: int, cache: pathlib.Path) -> ServeProcess:
+    return ServeProcess(bench.run, bench.vocoder, slots=slots, port=bench.port,
+                        max_queue=bench.max_queue, cache=cache)  # fmt: skip
 
-    def __init__(self, bench: ServeBenchConfig, slots: int, cache: pathlib.Path) -> None:
-        self.bench, self.slots, self.cache = bench, slots, cache
-        self.port = _free_port(bench.port)
 
-    def __enter__(self) -> _Server:
-        command = [_console_script(), "--run", str(self.bench.run), "--vocoder",
-                   str(self.bench.vocoder), "--port", str(self.port), "--slots",
-                   str(self.slots), "--max-queue", str(self.bench.max_queue),
-                   "--max-chars", "400"]  # fmt: skip
-        env = {**os.environ, "XTTS_COMPILE_CACHE": str(self.cache)}
+class ServeProcess:
+    """An `xtts-serve` process on 127.0.0.1 (the console script), ready (its `/healthz`
+    200) when entered, terminated when left; texts of up to 400 characters.
+
+    Args:
+        run, vocoder: its `--run` and `--vocoder`.
+        slots, max_queue: its `--slots` and `--max-queue`.
+        port: the first port tried (the next free one is used).
+        cache: its compile cache (`XTTS_COMPILE_CACHE`).
+        extra: more of its flags.
+
+    Attributes:
+        ready_seconds: launch → ready, once entered.
+    """
+
+    def __init__(self, run: pathlib.Path, vocoder: pathlib.Path, *, slots: int, port: int,
+                 max_queue: int, cache: pathlib.Path,
+                 extra: Sequence[str] = ()) -> None:  # fmt: skip
+        self.port = _free_port(port)
+        self._command = [_console_script(), "--run", str(run), "--vocoder", str(vocoder),
+                         "--port", str(self.port), "--slots", str(slots), "--max-queue",
+                         str(max_queue), "--max-chars", "400", *extra]  # fmt: skip
+        self._cache = cache
+
+    def __enter__(self) -> ServeProcess:
+        env = {**os.environ, "XTTS_COMPILE_CACHE": str(self._cache)}
         started = time.perf_counter()
-        self._process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.PIPE)  # fmt: skip
+        self._log = tempfile.TemporaryFile()  # its stderr: a pipe nobody reads would fill
+        self._process = subprocess.Popen(self._command, env=env, stdout=subprocess.DEVNULL,
+                                         stderr=self._log)  # fmt: skip
         while _health(self.port) != 200:
             if self._process.poll() is not None:
+                self._log.seek(0)
                 raise SettingsError(f"Expected xtts-serve to start, received: exit "
                                     f"{self._process.returncode}: "
-                                    f"{self._process.stderr.read().decode()[-500:]}")  # fmt: skip
+                                    f"{self._log.read().decode()[-500:]}")  # fmt: skip
             time.sleep(0.05)
         self.ready_seconds = time.perf_counter() - started
         return self
@@ -167,6 +203,21 @@ class _Server:
     def __exit__(self, *exc) -> None:
         self._process.terminate()
         self._process.wait(60)
+        self._log.close()
+
+    @property
+    def alive(self) -> bool:
+        """The process runs and answers `GET /healthz` 200."""
+        return self._process.poll() is None and _health(self.port) == 200
+
+    def rss_mb(self) -> float:
+        """Its resident memory now, MB (`VmRSS` of /proc/PID/status; NaN once it ended)."""
+        try:
+            status = pathlib.Path(f"/proc/{self._process.pid}/status").read_text()
+        except OSError:
+            return float("nan")
+        kb = next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS"))
+        return int(kb) / 1024
 
 
 def _level(port: int, clients: int, seconds: float) -> dict:
