@@ -12,7 +12,7 @@ import xtts_data
 
 EXPECTED = {
     "DEMO_SENTENCES", "BadAudioError", "BatchShape", "CacheError", "ConfigError", "Corpus",
-    "CorpusError", "DataConfig", "DataPipeline", "DatasetSpec", "DemoCorpus", "DoctorReport",
+    "CorpusError", "EmptySplitError", "DataConfig", "DataPipeline", "DatasetSpec", "DemoCorpus", "DoctorReport",
     "FeatureCache", "LockError", "Piece", "PrepareResult", "Row", "SegmentPipeline", "SegmentShape",
     "SegmentSpec", "Skipped", "TextConfig", "Tokenizer", "Transcripts", "Utterance",
     "XttsDataError", "diagnose", "format_summary", "is_validation", "load_audio",
@@ -39,7 +39,7 @@ def test_every_public_name_has_a_docstring(name):
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [("ConfigError", ValueError), ("CorpusError", ValueError), ("BadAudioError", ValueError),
-     ("CacheError", RuntimeError), ("LockError", RuntimeError)],
+     ("CacheError", RuntimeError), ("LockError", RuntimeError), ("EmptySplitError", ValueError)],
 )  # fmt: skip
 def test_errors_subclass_the_package_error_and_the_builtin_they_mean(error, builtin):
     assert issubclass(getattr(xtts_data, error), xtts_data.XttsDataError)

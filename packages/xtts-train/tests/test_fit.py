@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from train_helpers import OVERRIDES, as_cli, cli_env
+from train_helpers import MICRO, OVERRIDES, as_cli, cli_env
 
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
@@ -161,6 +161,30 @@ def test_an_eval_sentence_with_no_known_symbols_is_refused_before_compiling(cach
     assert "text_to_mel.eval_sentences[1]" in err
     assert "has no symbols" in err
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_run_that_evaluates_on_an_empty_validation_split_names_both_fixes(cache, tmp_path,
+                                                                            capsys):  # fmt: skip
+    # 40 utterances, a share so small that the hash split holds none out: a run that will
+    # evaluate is refused before compiling, naming data.val_fraction and train.eval_every.
+    settings = [*OVERRIDES, *MICRO, "data.val_fraction=0.0001", "train.eval_every=5"]
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+                 "--steps", "10", *as_cli(settings)]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "no utterances left in split 'val' (0 in the split" in err
+    assert "this run evaluates every 5 steps (train.eval_every)" in err
+    assert "raise data.val_fraction" in err
+    assert "set train.eval_every=0" in err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_run_that_never_evaluates_needs_no_validation_split(cache, tmp_path):
+    # `fit --steps 2` with evaluation every 500 steps (the default) never evaluates.
+    settings = [*OVERRIDES, *MICRO, "data.val_fraction=0.0001", "train.eval_every=500"]
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+                 "--steps", "2", *as_cli(settings)]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
 
 
 def test_evals_without_a_validation_split_speak_the_eval_sentences(run):

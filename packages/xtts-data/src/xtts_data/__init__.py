@@ -23,7 +23,14 @@ if TYPE_CHECKING:
     from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
     from xtts_data.demo_corpus import DEMO_SENTENCES, DemoCorpus, speak_demo, write_demo_corpus
     from xtts_data.doctor import DoctorReport, diagnose, python_ops
-    from xtts_data.errors import CacheError, ConfigError, CorpusError, LockError, XttsDataError
+    from xtts_data.errors import (
+        CacheError,
+        ConfigError,
+        CorpusError,
+        EmptySplitError,
+        LockError,
+        XttsDataError,
+    )
     from xtts_data.manifest import FeatureCache
     from xtts_data.pipeline import DataPipeline, DatasetSpec, is_validation, make_dataset
     from xtts_data.segments import (
@@ -51,6 +58,7 @@ __all__ = [
     "DatasetSpec",
     "DemoCorpus",
     "DoctorReport",
+    "EmptySplitError",
     "FeatureCache",
     "LockError",
     "Piece",
@@ -101,7 +109,8 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"],
                         "demo_corpus"),
         **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
-        **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "LockError", "XttsDataError"],
+        **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "EmptySplitError",
+                         "LockError", "XttsDataError"],
                         "errors"),
         "FeatureCache": "manifest",
         "verify_cache": "verify",

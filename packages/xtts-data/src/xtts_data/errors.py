@@ -5,7 +5,8 @@ Bad corpus *rows* are not errors: they are skipped and reported with a reason (s
 anything useful can happen: a bad config, an unreadable corpus layout, a damaged cache.
 """
 
-__all__ = ["CacheError", "ConfigError", "CorpusError", "LockError", "XttsDataError"]
+__all__ = ["CacheError", "ConfigError", "CorpusError", "EmptySplitError", "LockError",
+           "XttsDataError"]  # fmt: skip
 
 
 class XttsDataError(Exception):
@@ -17,6 +18,11 @@ class XttsDataError(Exception):
 
 class ConfigError(XttsDataError, ValueError):
     """A configuration value is invalid: the message names the field, the value and the rule."""
+
+
+class EmptySplitError(ConfigError):
+    """A split of the corpus holds no utterance a batch can take (e.g. a small corpus whose
+    hash split held none out for validation)."""
 
 
 class CorpusError(XttsDataError, ValueError):

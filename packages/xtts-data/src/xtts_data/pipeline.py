@@ -30,7 +30,7 @@ from xtts_data import _references, _source, record
 from xtts_data.buckets import BatchShape, assign, plan_shapes
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
-from xtts_data.errors import ConfigError
+from xtts_data.errors import ConfigError, EmptySplitError
 from xtts_data.host import physical_memory
 from xtts_data.joins import JoinUtterances, TokenJoin, joined_lengths, pause_frames, silence_feature
 from xtts_data.stages import (
@@ -248,14 +248,14 @@ def _plan(src: _source.Source, config: DataConfig, split: str, *, repeat: bool) 
     """The split's utterances and batch shapes, from the lengths the source knows up front.
 
     Raises:
-        ConfigError: no utterance left in the split, or (without `repeat`) too few for one
-            complete batch of any shape.
+        EmptySplitError: no utterance left in the split.
+        ConfigError: (without `repeat`) too few for one complete batch of any shape.
     """
     keep = in_split(src.ids, split, config.val_fraction)
     fits = _fits(src.frames, src.tokens, config)
     chosen = keep & fits
     if not chosen.any():
-        raise ConfigError(
+        raise EmptySplitError(
             f"{src.path}: no utterances left in split {split!r} ({int(keep.sum())} in the "
             f"split, {int((keep & ~fits).sum())} longer than max_frames/max_text_len)"
         )

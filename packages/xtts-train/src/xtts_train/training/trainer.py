@@ -155,10 +155,10 @@ def _fit_locked(task: type[Task], stack: StackConfig, cache: str | Path, writer:
             train = task.pipeline(opened, data, "train", repeat=True)
     with clock.part("data"):
         val = None
-        if stack.train.eval_every and stack.data.val_fraction:
+        if _evaluates(stack.train) and stack.data.val_fraction:
             # Validation has buckets of its own: the frame budget sizes them.
             unshuffled = dataclasses.replace(data, shuffle_buffer=0, batch_sizes=None)
-            val = task.pipeline(opened, unshuffled, "val", repeat=True)
+            val = _val_pipeline(task, opened, unshuffled, stack)
     # Sizes too large for this machine are refused before the work dir is written to (so
     # the same command with smaller sizes may follow), as `build_steps` refuses them
     # before it compiles.
@@ -176,6 +176,32 @@ def _fit_locked(task: type[Task], stack: StackConfig, cache: str | Path, writer:
                 source.copy_into(run.task, opened.tokenizer)
         profiler = Profiler(profile_steps, writer.workdir / "tensorboard")
         return run.train(start, clock, profiler)
+
+
+def _evaluates(train) -> bool:
+    """The run reaches a step that evaluates (`train.eval_every` divides one of its steps):
+    only then does it need a validation split."""
+    return bool(train.eval_every) and train.eval_every <= train.steps
+
+
+def _val_pipeline(task: Task, opened, data, stack: StackConfig):
+    """The validation split's dataset.
+
+    Raises:
+        XttsTrainError: the split holds no utterance (a small corpus: the hash split of
+            `data.val_fraction` held none out), naming both ways out.
+    """
+    try:
+        return task.pipeline(opened, data, "val", repeat=True)
+    except xd.EmptySplitError as error:
+        train = stack.train
+        raise XttsTrainError(
+            f"{error}: this run evaluates every {train.eval_every} steps (train.eval_every) "
+            f"on a validation split of data.val_fraction={stack.data.val_fraction:g} of the "
+            f"utterances, chosen by a hash of their ids; raise data.val_fraction (a small "
+            f"corpus needs a larger share), or set train.eval_every=0 to train without "
+            f"evaluating"
+        ) from None
 
 
 def _check_profile_steps(steps: tuple[int, int] | None, total: int) -> None:
