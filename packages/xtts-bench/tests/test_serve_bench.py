@@ -9,14 +9,6 @@ from xtts_bench.errors import SettingsError
 from xtts_bench.serve import ServeBenchConfig, _quantile, format_serve_table
 
 
-@pytest.fixture
-def runs(tmp_path):
-    for name in ("run", "voc"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.yaml").write_text("{}")
-    return tmp_path / "run", tmp_path / "voc"
-
-
 @pytest.mark.parametrize(("settings", "message"), [
     ({"clients": ()}, r"clients: expected ints >= 1, received: clients=\(\)"),
     ({"clients": (1, 0)}, "clients: expected ints >= 1"),

@@ -6,18 +6,19 @@ from __future__ import annotations
 import io
 import wave
 
+import numpy as np
 import pytest
+import soundfile
 
 from xtts_bench.errors import SettingsError
-from xtts_bench.soak import BAD_REQUESTS, SoakConfig, _clip, _multipart, format_soak_table
-
-
-@pytest.fixture
-def runs(tmp_path):
-    for name in ("run", "voc"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.yaml").write_text("{}")
-    return tmp_path / "run", tmp_path / "voc"
+from xtts_bench.soak import (
+    BAD_REQUESTS,
+    SoakConfig,
+    _clip,
+    _multipart,
+    _same_audio,
+    format_soak_table,
+)
 
 
 @pytest.mark.parametrize(("settings", "message"), [
@@ -73,3 +74,18 @@ def test_the_table_has_a_row_per_action_and_the_memory_growth():
     assert lines[0].startswith("xtts-serve soak: 10 min, 8 clients, 8 slots, 2 cores; 96")
     assert [line.split()[:2] for line in lines[2:4]] == [["stream", "pcm"], ["bad", "input"]]
     assert "800 MB after the first minute, 808 MB at the end (+1.0%), peak 812 MB" in lines[-1]
+
+
+def test_opus_bodies_are_compared_by_their_samples_and_others_by_their_bytes():
+    def opus(samples):
+        out = io.BytesIO()
+        soundfile.write(out, samples, 48000, format="OGG", subtype="OPUS")
+        return out.getvalue()
+
+    tone = (0.3 * np.sin(np.arange(9600) * 2 * np.pi * 220 / 48000)).astype(np.float32)
+    first, second = opus(tone), opus(tone)
+    assert first != second  # a random serial number in each Ogg stream
+    assert _same_audio(first, second, "opus")
+    assert not _same_audio(first, opus(0.5 * tone), "opus")
+    assert not _same_audio(b"RIFF1", b"RIFF2", "wav")
+    assert _same_audio(b"RIFF1", b"RIFF1", "flac")

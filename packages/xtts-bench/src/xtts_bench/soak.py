@@ -7,7 +7,8 @@ WAV and as FLAC, MP3 or Opus) to give each its solo body. Then `clients` threads
 `minutes`, each picking at random (seeded) among:
 
 - a request of a known kind: its body must equal its solo body byte for byte (a body
-  that differs is *mixed*; one that breaks off or never comes is *lost*);
+  that differs is *mixed*; one that breaks off or never comes is *lost*); an Opus body,
+  its decoded samples (each Ogg stream gets a random serial number);
 - an upload of the same clip, a request in that new voice (equal to the first voice's
   solo body), and its deletion;
 - a bad request (each kind of bad input the server refuses): its status and message;
@@ -16,7 +17,7 @@ WAV and as FLAC, MP3 or Opus) to give each its solo body. Then `clients` threads
 The server's resident memory is read every second (`/proc/PID/status`). At the end the
 server must still be up, with no request waiting and no slot busy (`/metrics`).
 
-Standard library and NumPy only (no TensorFlow in the client's process).
+Standard library, NumPy and soundfile only (no TensorFlow in the client's process).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import time
 import wave
 
 import numpy as np
+import soundfile
 import tqdm
 
 from xtts_bench.errors import SettingsError
@@ -198,7 +200,8 @@ class _Traffic:
         elif status != 200:
             self._count(action, "other", f"{kind}: {status} {body[:200]!r}")
         else:
-            self._count(action, "ok" if body == self.solo[kind] else "mixed", str(kind))
+            same = _same_audio(body, self.solo[kind], _format(kind))
+            self._count(action, "ok" if same else "mixed", str(kind))
 
     def _known(self, rng: random.Random) -> None:
         kind = rng.choice(list(self.solo))
@@ -246,6 +249,15 @@ class _Traffic:
             self._count("disconnect mid-stream", "lost", repr(error))
         finally:
             connection.close()  # before the stream's end: the server frees its slot
+
+
+def _same_audio(body: bytes, solo: bytes, response_format: str) -> bool:
+    """`body` holds `solo`'s audio: the same bytes, or for Opus the same decoded samples
+    (libsndfile gives each Ogg stream a random serial number, so the bytes differ)."""
+    if response_format != "opus" or body == solo:
+        return body == solo
+    decoded = [soundfile.read(io.BytesIO(b), dtype="int16")[0] for b in (body, solo)]
+    return np.array_equal(*decoded)
 
 
 def _format(kind: tuple) -> str:
