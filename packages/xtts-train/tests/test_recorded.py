@@ -140,10 +140,12 @@ def test_runs_and_decoding_match_what_was_recorded(text_to_mel, vocoder_run):
             assert observed[run]["weights"] == recorded[run]["weights"], run
         assert observed["decoded"]["mel"] == recorded["decoded"]["mel"]
     else:  # another CPU or TensorFlow: the same numbers, up to rounding
-        for run in ("text_to_mel", "vocoder"):
+        # On a second CPU (AVX-512, the same TensorFlow) the text-to-mel run's figures were
+        # within 5e-7, the vocoder's within 6.1e-4 (its grad_norm; its losses 1.4e-4).
+        for run, rtol in (("text_to_mel", 1e-4), ("vocoder", 1e-3)):
             for seen, kept in zip(observed[run]["losses"], recorded[run]["losses"], strict=True):
                 assert seen.keys() == kept.keys(), run
                 np.testing.assert_allclose(list(seen.values()), list(kept.values()),
-                                           rtol=1e-4, err_msg=run)  # fmt: skip
+                                           rtol=rtol, err_msg=run)  # fmt: skip
         np.testing.assert_allclose(observed["decoded"]["first_frame"],
                                    recorded["decoded"]["first_frame"], atol=1e-3)  # fmt: skip
