@@ -11,19 +11,21 @@ from xtts_serve import ConfigError, Engine, EngineConfig, RequestError
 from xtts_serve.engine import GRIFFIN_LIM_STREAM, _batches, vocoder_batches
 from xtts_train.synthesize import synthesize
 
-# Of 32768: the slots' rounding (their mel within 1e-5 of synthesize's; Griffin-Lim's 32
-# iterations grow it most: 16 measured), not another audio.
+# Of 32768: the slots' rounding (their mel within 1e-5 of synthesize's), not another audio.
+# Griffin-Lim's 32 iterations grow it most: 16 measured, and 42 in a full suite on another
+# machine (2026-11-28).
 ROUNDING = 32
+GRIFFIN_LIM_ROUNDING = 64
 
 
 def _samples(wav: bytes) -> np.ndarray:
     return np.frombuffer(wav[WAV_HEADER_BYTES:], "<i2").astype(np.int32)
 
 
-def _close(ours: np.ndarray, theirs: np.ndarray) -> None:
+def _close(ours: np.ndarray, theirs: np.ndarray, rounding: int = ROUNDING) -> None:
     """int16 samples equal up to the slots' rounding, and not silence."""
     assert ours.shape == theirs.shape
-    assert np.abs(ours.astype(np.int32) - theirs).max() <= ROUNDING
+    assert np.abs(ours.astype(np.int32) - theirs).max() <= rounding
     assert np.abs(theirs).max() > 1000
 
 
@@ -57,7 +59,7 @@ def test_griffin_lim_engine_speaks_what_synthesize_writes_and_refuses_to_stream(
     out = tmp_path / "gl.wav"
     synthesize(run, text, out, max_frames=griffin_lim_engine.max_frames,
                overrides=["decode.split_symbols=0"])  # fmt: skip
-    _close(pcm16(griffin_lim_engine.speak(text)), _samples(out.read_bytes()))
+    _close(pcm16(griffin_lim_engine.speak(text)), _samples(out.read_bytes()), GRIFFIN_LIM_ROUNDING)
     assert griffin_lim_engine.stream_refusal == GRIFFIN_LIM_STREAM
     with pytest.raises(RequestError, match="Expected stream=false from a server without a vocoder"):
         griffin_lim_engine.stream(text)
