@@ -41,6 +41,7 @@ __all__ = [
     "SENTENCES",
     "ServeBenchConfig",
     "ServeProcess",
+    "check_counts",
     "check_runs",
     "format_serve_table",
     "run_serve_benchmark",
@@ -91,11 +92,7 @@ class ServeBenchConfig:
                                    for c in self.clients):  # fmt: skip
             raise SettingsError(f"ServeBenchConfig.clients: expected ints >= 1, received: "
                                 f"clients={self.clients!r}")  # fmt: skip
-        for name in ("slots", "max_queue", "port"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SettingsError(f"ServeBenchConfig.{name}: expected an int >= 1, "
-                                    f"received: {name}={value!r}")  # fmt: skip
+        check_counts(self, ("slots", "max_queue", "port"))
         if not self.seconds > 0:
             raise SettingsError(f"ServeBenchConfig.seconds: expected a number > 0, received: "
                                 f"seconds={self.seconds!r}")  # fmt: skip
@@ -113,6 +110,19 @@ def check_runs(config, names: Sequence[str]) -> None:
             raise SettingsError(f"{type(config).__name__}.{name}: expected a run folder (with "
                                 f"config.yaml), received: {name}={str(path)!r}")  # fmt: skip
         object.__setattr__(config, name, path)
+
+
+def check_counts(config, names: Sequence[str]) -> None:
+    """Each of `config`'s fields `names` is an int >= 1.
+
+    Raises:
+        SettingsError: naming the field and its value.
+    """
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SettingsError(f"{type(config).__name__}.{name}: expected an int >= 1, "
+                                f"received: {name}={value!r}")  # fmt: skip
 
 
 def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> dict:

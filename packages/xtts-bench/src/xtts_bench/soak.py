@@ -39,7 +39,7 @@ import soundfile
 import tqdm
 
 from xtts_bench.errors import SettingsError
-from xtts_bench.serve import SENTENCES, ServeProcess, check_runs
+from xtts_bench.serve import SENTENCES, ServeProcess, check_counts, check_runs
 
 __all__ = ["BAD_REQUESTS", "SoakConfig", "format_soak_table", "run_soak"]
 
@@ -90,11 +90,7 @@ class SoakConfig:
 
     def __post_init__(self) -> None:
         check_runs(self, ("run", "vocoder"))
-        for name in ("clients", "slots", "port"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise SettingsError(f"SoakConfig.{name}: expected an int >= 1, received: "
-                                    f"{name}={value!r}")  # fmt: skip
+        check_counts(self, ("clients", "slots", "port"))
         if not self.minutes > 0:
             raise SettingsError(f"SoakConfig.minutes: expected a number > 0, received: "
                                 f"minutes={self.minutes!r}")  # fmt: skip
