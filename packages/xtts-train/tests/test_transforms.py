@@ -16,6 +16,7 @@ from xtts_train.training.transforms import (
     adamw,
     chain,
     clip_by_global_norm,
+    per_objective,
 )
 
 NAN = float("nan")
@@ -159,3 +160,46 @@ def test_the_chain_skips_a_nan_update_whole():
     np.testing.assert_array_equal(optimizer.momentum.numpy(), [0.0, 0.0])
     assert int(optimizer.iterations) == 0
     assert int(gate.skipped) == 1
+
+
+def test_accumulated_gradients_of_two_objectives_differentiate_each_loss_by_its_own():
+    a, b = tf.Variable(2.0), tf.Variable(3.0)
+
+    def loss_fn(micro):  # both losses read both variables
+        x = micro["tokens"][0]
+        return {"loss": a * b * x, "critic": b * b + a * x}
+
+    grads, losses = accumulated_gradients(loss_fn, [("loss", [a]), ("critic", [b])],
+                                          {"tokens": tf.constant([5.0, 5.0])}, parts=2)  # fmt: skip
+    np.testing.assert_allclose([g.numpy() for g in grads], [3.0 * 5.0, 2 * 3.0])  # d/da, d/db
+    np.testing.assert_allclose([float(losses["loss"]), float(losses["critic"])], [30.0, 19.0])
+
+
+def _objectives(clip: float = 100.0):
+    a, b = tf.Variable([1.0, 1.0]), tf.Variable([1.0])
+    optimizers = AdamW([a]), AdamW([b])
+    update = chain(FiniteGate(), per_objective([
+        (1, chain(clip_by_global_norm(), adamw(optimizers[0], [a]))),
+        (1, chain(clip_by_global_norm(), adamw(optimizers[1], [b]))),
+    ]))  # fmt: skip
+    hyper = {"learning_rate": tf.constant(0.1), "weight_decay": tf.constant(0.0),
+             "clip_norm": tf.constant(clip)}  # fmt: skip
+    return update, hyper, (a, b), optimizers
+
+
+def test_each_objective_is_clipped_by_its_own_norm_and_applied_by_its_own_optimizer():
+    update, hyper, (a, b), optimizers = _objectives(clip=1.0)
+    out = update(_update([30.0, 40.0], [0.5]), hyper)  # norms 50 and 0.5: one clipped
+    np.testing.assert_allclose(_values(out)[0], [0.6, 0.8], rtol=1e-6)
+    np.testing.assert_allclose(_values(out)[1], [0.5], rtol=1e-6)
+    assert [int(o.iterations) for o in optimizers] == [1, 1]
+    np.testing.assert_allclose(a.numpy(), [0.9, 0.9], rtol=1e-5)  # Adam's first step: -lr
+    np.testing.assert_allclose(b.numpy(), [0.9], rtol=1e-5)
+
+
+def test_a_non_finite_gradient_of_one_objective_skips_every_objective():
+    update, hyper, (a, _), optimizers = _objectives()
+    out = update(_update([1.0, 1.0], [NAN]), hyper)
+    assert not bool(out.apply)
+    assert [int(o.iterations) for o in optimizers] == [0, 0]
+    np.testing.assert_array_equal(a.numpy(), [1.0, 1.0])

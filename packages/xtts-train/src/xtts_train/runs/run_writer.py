@@ -174,11 +174,12 @@ class RunWriter:
     # -- checkpoints and TensorBoard -------------------------------------------------------
 
     def open(self, *, model: object, optimizer: object, nonfinite: tf.Variable,
-             seed_states: Sequence[tf.Variable], keep: int) -> None:  # fmt: skip
+             seed_states: Sequence[tf.Variable], keep: int,
+             networks: Mapping[str, object] | None = None) -> None:  # fmt: skip
         """Open the checkpoints of these objects (`Checkpoints`) and the TensorBoard writer."""
         self.checkpoints = Checkpoints(self.workdir, model=model, optimizer=optimizer,
                                        nonfinite=nonfinite, seed_states=seed_states,
-                                       keep=keep)  # fmt: skip
+                                       keep=keep, networks=networks)  # fmt: skip
         self.tensorboard = tf.summary.create_file_writer(str(self.workdir / "tensorboard"))
 
     @property
@@ -226,32 +227,36 @@ class RunWriter:
 
 class Checkpoints:
     """`workdir/checkpoints`: the model, optimizer, step, count of skipped non-finite
-    updates and dropout seed states, the newest `keep` kept, written with finite weights
-    only.
+    updates, dropout seed states and the networks trained beside the model, the newest
+    `keep` kept, written with finite weights only.
 
     Args:
         workdir: the run's work dir.
         model: a trackable (a Keras model, a `tf.Module`); its `trainable_variables` must
             be finite for a checkpoint to be written.
-        optimizer: a trackable: its slots and iteration count.
+        optimizer: a trackable (or a dict of them): its slots and iteration count.
         nonfinite: int64 []: the count of skipped non-finite updates.
         seed_states: the dropout layers' seed states (Keras keeps them out of the model's
             checkpoint: saved beside it, a resumed run draws the dropout masks an
             uninterrupted one would).
         keep: `train.keep_checkpoints`.
+        networks: trackables trained beside the model, by name (`Task.networks`: a
+            vocoder's discriminators), their weights finite too; none by default.
     """
 
     def __init__(self, workdir: Path, *, model: object, optimizer: object,
                  nonfinite: tf.Variable, seed_states: Sequence[tf.Variable],
-                 keep: int) -> None:  # fmt: skip
-        self.workdir, self.keep, self.weights = workdir, keep, model.trainable_variables
+                 keep: int, networks: Mapping[str, object] | None = None) -> None:  # fmt: skip
+        networks = dict(networks or {})
+        self.workdir, self.keep = workdir, keep
+        self.weights = [v for m in (model, *networks.values()) for v in m.trainable_variables]
         self.seed_states = list(seed_states)
         # int64 []: the checkpoint's step, written only when a checkpoint is (the loop
         # counts in a Python int: reading a variable each step would sync)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(
             model=model, optimizer=optimizer, step=self.step, nonfinite=nonfinite,
-            seed_states=list(seed_states),
+            seed_states=list(seed_states), **networks,
         )  # fmt: skip
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, str(workdir / "checkpoints"), max_to_keep=keep

@@ -14,18 +14,20 @@ from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps
 from xtts_train.training.task import Task
 
-__all__ = ["build_task_steps", "make_optimizer"]
+__all__ = ["build_task_steps", "make_optimizers"]
 
 
-def make_optimizer(model: keras.Model) -> AdamW:
-    """AdamW for `model`'s trainable variables (the schedule and weight decay are the
-    compiled step's inputs: `CompiledSteps.hyper`)."""
-    return AdamW(model.trainable_variables)
+def make_optimizers(task: Task) -> dict[str, AdamW]:
+    """An AdamW for each of `task`'s objectives (`Task.objectives`), by name (the schedule
+    and weight decay are the compiled step's inputs: `CompiledSteps.hyper`)."""
+    return {o.name: AdamW(o.variables, beta_1=o.betas[0], beta_2=o.betas[1])
+            for o in task.objectives()}  # fmt: skip
 
 
 def build_task_steps(task: type[Task], stack: StackConfig, spec, eval_spec=None,
                      strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
-    """`task`'s model (under the run's precision policy), AdamW, and their compiled steps.
+    """`task`'s model (under the run's precision policy), an AdamW per objective, and
+    their compiled steps.
 
     Sets the global Keras dtype policy to `stack.train.precision` (callers restore it).
     With a `strategy`, the model and optimizer variables are created in its scope.
@@ -39,5 +41,5 @@ def build_task_steps(task: type[Task], stack: StackConfig, spec, eval_spec=None,
     keras.utils.set_random_seed(stack.train.seed)
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         built = task.build(stack)
-        optimizer = make_optimizer(built.model)
-    return CompiledSteps(built, optimizer, spec, stack.train, eval_spec, strategy)
+        optimizers = make_optimizers(built)
+    return CompiledSteps(built, optimizers, spec, stack.train, eval_spec, strategy)

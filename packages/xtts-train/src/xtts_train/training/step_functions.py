@@ -2,9 +2,9 @@
 once per batch shape.
 
 A train step is the task's losses (`xtts_train.training.task`), their gradients
-(`accumulated_gradients`), and the update as a chain of transforms
-(`xtts_train.training.transforms`):
-`LossScale` (float16 only) → `FiniteGate` → `clip_by_global_norm` → `adamw`.
+(`accumulated_gradients`: each objective's loss with respect to its variables), and the
+update as a chain of transforms (`xtts_train.training.transforms`):
+`LossScale` (float16 only) → `FiniteGate` → per objective: `clip_by_global_norm` → `adamw`.
 
 With a `tf.distribute` strategy of several replicas, each replica's gradients of its
 static slice of the batch are one program per device (XLA-compiled where `train.compiler`
@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import keras
 import tensorflow as tf
 
 from xtts_train.compile.compiler import resolve
 from xtts_train.config import TrainConfig
+from xtts_train.errors import ConfigError
 from xtts_train.training.distribute import local_replicas, replica_slice
 from xtts_train.training.optim import AdamW, warmup_cosine
-from xtts_train.training.task import Task
+from xtts_train.training.task import Objective, Task
 from xtts_train.training.transforms import (
     FiniteGate,
     Hyper,
@@ -35,6 +36,7 @@ from xtts_train.training.transforms import (
     adamw,
     chain,
     clip_by_global_norm,
+    per_objective,
 )
 
 __all__ = ["UPDATE_SETTINGS", "StepFunctions"]
@@ -55,6 +57,7 @@ class StepFunctions:
 
     Args:
         task: the model and its losses (`xtts_train.training.task`).
+        optimizers: an AdamW per objective of the task (`Task.objectives`), by name.
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
             or `None` for one device.
 
@@ -68,15 +71,19 @@ class StepFunctions:
             resolved for this device (`xtts_train.compile.compiler.resolve`).
     """
 
-    def __init__(self, task: Task, optimizer: AdamW, config: TrainConfig,
+    def __init__(self, task: Task, optimizers: Mapping[str, AdamW], config: TrainConfig,
                  strategy: tf.distribute.Strategy | None = None) -> None:  # fmt: skip
         self.task, self.model = task, task.model
-        self.optimizer, self.config, self.strategy = optimizer, config, strategy
+        self.optimizers, self.config, self.strategy = dict(optimizers), config, strategy
+        self.objectives = objectives = task.objectives()
+        _check_objectives(objectives, self.optimizers)
         self.replicas = local_replicas(strategy) if strategy is not None else 1
         self.loss_scale = LossScale() if config.precision == "mixed_float16" else None
         self.gate = FiniteGate()
-        pieces = (self.loss_scale, self.gate, clip_by_global_norm(),
-                  adamw(optimizer, self.model.trainable_variables))  # fmt: skip
+        branches = [(len(o.variables),
+                     chain(clip_by_global_norm(), adamw(self.optimizers[o.name], o.variables)))
+                    for o in objectives]  # fmt: skip
+        pieces = (self.loss_scale, self.gate, per_objective(branches))
         self.update = chain(*(piece for piece in pieces if piece is not None))
         self.schedule = warmup_cosine(
             peak=config.learning_rate,
@@ -108,7 +115,8 @@ class StepFunctions:
     def variables(self) -> list[tf.Variable]:
         """Every variable a step reads or writes, once each: the model's, the optimizer's,
         the gate's and the loss scale's (a stored trace's captured inputs)."""
-        modules = [self.optimizer, self.gate, *([self.loss_scale] if self.loss_scale else [])]
+        modules = [*self.task.networks().values(), *self.optimizers.values(), self.gate,
+                   *([self.loss_scale] if self.loss_scale else [])]  # fmt: skip
         found: dict[int, tf.Variable] = {}
         for variable in [*self.model.variables, *(v for m in modules for v in m.variables)]:
             found.setdefault(id(variable.handle), variable)
@@ -136,7 +144,8 @@ class StepFunctions:
         loss multiplied by `scale` before differentiation."""
         return accumulated_gradients(
             functools.partial(self.losses, hyper=hyper, training=True),
-            self.model.trainable_variables, batch, parts=self.config.grad_accum, scale=scale,
+            [(o.loss, o.variables) for o in self.objectives], batch,
+            parts=self.config.grad_accum, scale=scale,
         )  # fmt: skip
 
     def train(self, batch, apply, hyper) -> dict[str, tf.Tensor]:
@@ -180,6 +189,24 @@ class StepFunctions:
     def _finish(self, grads, losses, apply, hyper) -> dict[str, tf.Tensor]:
         """The update chain; the losses, the gradients' norm before clipping, and whether
         the update was applied (`finite`: false for a non-finite loss or gradient)."""
+        # One gate for every objective: any non-finite loss makes the sum non-finite.
+        loss = tf.add_n([losses[o.loss] for o in self.objectives])
         with tf.name_scope("update"):  # its ops apart in a profile of the step
-            update = self.update(Update(tuple(grads), losses["loss"], apply), hyper)
+            update = self.update(Update(tuple(grads), loss, apply), hyper)
         return {**losses, "grad_norm": update.grad_norm, "finite": update.apply}
+
+
+def _check_objectives(objectives: Sequence[Objective], optimizers: Mapping[str, AdamW]) -> None:
+    """Objectives need distinct names, an optimizer each, and variables of their own."""
+    names = [o.name for o in objectives]
+    if not objectives or len(set(names)) != len(names) or set(names) != set(optimizers):
+        raise ConfigError(f"Expected objectives of distinct names with an optimizer each "
+                          f"({sorted(optimizers)}), received: {names}")  # fmt: skip
+    seen: dict[int, str] = {}
+    for objective in objectives:
+        for variable in objective.variables:
+            other = seen.setdefault(id(variable), objective.name)
+            if other != objective.name:
+                raise ConfigError(f"Expected each variable in one objective, received: "
+                                  f"{variable.path} in {other!r} and "
+                                  f"{objective.name!r}")  # fmt: skip

@@ -69,6 +69,9 @@ class CompiledSteps:
 
     Args:
         task: the model and its losses (`xtts_train.training.task.Task`).
+        optimizer: an AdamW per objective of the task, by name
+            (`xtts_train.training.build.make_optimizers`); for a task of one objective, its
+            AdamW alone will do.
         spec: the batches' static shapes (`shapes`, each with a `key` and `batch_size`,
             and `signature(shape)`): an `xtts_data.DatasetSpec` or `SegmentSpec`.
         strategy: a `tf.distribute` strategy whose scope created `model` and `optimizer`,
@@ -76,6 +79,9 @@ class CompiledSteps:
 
     Attributes:
         functions: the step bodies (`StepFunctions`).
+        optimizers: {objective name: AdamW}.
+        optimizer: what a checkpoint holds of them: the AdamW of a task of one objective
+            (as runs have always been written), else `optimizers`.
         compilers: `{"train": c, "eval": c}`, each `"xla"` or `"graph"` (`train.compiler`
             resolved for this device).
         traces: Python traces of the train step per (batch, text, frames).
@@ -87,11 +93,16 @@ class CompiledSteps:
         schedule: the learning rate of a step.
     """
 
-    def __init__(self, task: Task, optimizer: AdamW, spec, config: TrainConfig,
-                 eval_spec=None, strategy: tf.distribute.Strategy | None = None):  # fmt: skip
+    def __init__(self, task: Task, optimizer: AdamW | Mapping[str, AdamW], spec,
+                 config: TrainConfig, eval_spec=None,
+                 strategy: tf.distribute.Strategy | None = None):  # fmt: skip
+        if isinstance(optimizer, AdamW):
+            optimizer = {o.name: optimizer for o in task.objectives()[:1]}
         self.functions = functions = StepFunctions(task, optimizer, config, strategy)
         self.task, self.model = task, task.model
-        self.optimizer, self.spec, self.config = optimizer, spec, config
+        self.optimizers = functions.optimizers
+        self.optimizer = next(iter(optimizer.values())) if len(optimizer) == 1 else optimizer
+        self.spec, self.config = spec, config
         self.eval_spec = eval_spec  # validation batches have shapes of their own
         self.replicas = functions.replicas
         _check_divisible(spec, self.replicas * config.grad_accum, self.replicas)

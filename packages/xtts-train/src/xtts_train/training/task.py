@@ -10,12 +10,20 @@ compiled steps their pieces: the losses of a batch (float32 scalars, `"loss"` th
 differentiated), a placeholder batch to warm a shape up with, and the loss settings the
 steps take as inputs (so changing one compiles nothing). A batch's shape key is its
 pipeline spec's (`spec.key_of(batch)`).
+
+A step applies one update per `Objective` of the task, each its own AdamW: by default one,
+the `"loss"` differentiated with respect to the model's trainable weights. A task that
+trains networks against each other (a vocoder and its discriminators) names several, and
+the networks besides the model (`networks`), which the checkpoints then hold too. Every
+objective's gradients come from the same forward pass of the step (the updates are
+simultaneous), and all are applied in the one compiled program of the batch's shape.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import keras
@@ -28,10 +36,29 @@ from xtts_train.models import dropout
 from xtts_train.runs.evals import ValidationLosses
 from xtts_train.runs.run_writer import RunWriter
 
-__all__ = ["Task", "check_task_settings"]
+__all__ = ["Objective", "Task", "check_task_settings"]
 
 Batch = Mapping[str, tf.Tensor]
 Evaluation = Callable[[int], None]  # an eval, called with the step
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """One update of a train step: `loss` (a key of the task's losses) differentiated with
+    respect to `variables`, clipped to `train.clip_norm` on its own, applied by its own
+    AdamW at the run's learning rate and weight decay.
+
+    Attributes:
+        name: names its optimizer (in checkpoints, and `CompiledSteps.optimizers`).
+        loss: the key of `Task.losses` it minimises.
+        variables: the trainable variables it updates; no two objectives share one.
+        betas: its AdamW's (beta_1, beta_2): Keras's by default; GAN recipes lower them.
+    """
+
+    name: str
+    loss: str
+    variables: Sequence[tf.Variable]
+    betas: tuple[float, float] = (0.9, 0.999)
 
 
 class Task:
@@ -98,6 +125,16 @@ class Task:
         off then, so its values only need to be finite)."""
         return {name: tf.zeros(spec.shape, spec.dtype) for name, spec in signature.items()}
 
+    def objectives(self) -> tuple[Objective, ...]:
+        """The updates of a step, applied in this order; by default one: `"loss"` with
+        respect to the model's trainable weights."""
+        return (Objective("model", "loss", tuple(self.model.trainable_variables)),)
+
+    def networks(self) -> dict[str, keras.layers.Layer]:
+        """The networks trained besides `model` (a vocoder's discriminators), by name:
+        checkpointed beside it, never loaded for inference; none by default."""
+        return {}
+
     def settings(self) -> dict[str, float]:
         """The values of `loss_settings`, from `loss_config`."""
         return {name: float(getattr(self.loss_config, name)) for name in self.loss_settings}
@@ -119,7 +156,11 @@ class Task:
     def describe(self) -> str:
         """Trainable parameters, per component where the model tells them."""
         count = sum(math.prod(w.shape) for w in self.model.trainable_weights)
-        return f"{self.name}: {count:,} trainable parameters"
+        line = f"{self.name}: {count:,} trainable parameters"
+        for name, network in self.networks().items():
+            count = sum(math.prod(w.shape) for w in network.trainable_weights)
+            line += f"; {name}: {count:,}"
+        return line
 
     def on_first_batch(self, writer: RunWriter, batch: Batch) -> None:
         """What the run keeps of its first batch (the text-to-mel task: `synthesize`'s

@@ -225,7 +225,8 @@ class _Run:
         self.task = self.steps.task
         writer.open(model=self.steps.model, optimizer=self.steps.optimizer,
                     nonfinite=self.steps.nonfinite, seed_states=self.task.seed_states(),
-                    keep=self.config.keep_checkpoints)  # fmt: skip
+                    keep=self.config.keep_checkpoints,
+                    networks=self.task.networks())  # fmt: skip
         self.evaluate = self.task.evaluation(stack, self.steps, writer, val, train, tokenizer)
         self.gpu = GpuMonitor()
 

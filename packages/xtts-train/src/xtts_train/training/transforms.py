@@ -4,10 +4,13 @@
 accumulated_gradients ─ Update(grads, loss, apply) ─ chain(
     LossScale       unscale the gradients; halve the scale on overflow, grow it after a run
     FiniteGate      close the gate on a non-finite loss or gradient norm; count the skips
-    clip_by_global_norm
-    adamw           apply the update to the variables unless the gate is closed
+    per_objective(  each objective's slice of the gradients (`Task.objectives`), in turn:
+        chain(clip_by_global_norm, adamw)   ...its own clip and its own AdamW
+    )
 )
 ```
+The gate is one for the whole step: a non-finite loss or gradient of any objective skips
+every objective's update.
 
 Each transform maps an `Update` to an `Update` inside the compiled step; the stateful ones
 are `tf.Module`s whose variables are their typed state (checkpointed with them). A closed
@@ -35,6 +38,7 @@ __all__ = [
     "adamw",
     "chain",
     "clip_by_global_norm",
+    "per_objective",
 ]
 
 Hyper = Mapping[str, tf.Tensor]
@@ -83,7 +87,7 @@ def chain(*transforms: Transform) -> Transform:
 
 def accumulated_gradients(
     loss_fn: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]],
-    variables: Sequence[tf.Variable],
+    variables: Sequence[tf.Variable] | Sequence[tuple[str, Sequence[tf.Variable]]],
     batch: Mapping[str, tf.Tensor],
     *,
     parts: int,
@@ -93,24 +97,31 @@ def accumulated_gradients(
     micro-batch has a static shape), the step's source of gradients.
 
     Args:
-        loss_fn: a micro-batch to its float scalar losses, `"loss"` the one differentiated.
+        loss_fn: a micro-batch to its float scalar losses.
+        variables: the variables `"loss"` is differentiated with respect to, or
+            (loss key, variables) pairs, one per objective: each loss with respect to its
+            own variables, all from the one forward pass.
         batch: tensors of leading dimension B, divisible by `parts`.
         scale: multiplies the loss before differentiation (float16 loss scaling), so the
             gradients come out scaled by it: `LossScale` divides them back.
 
     Returns:
-        (float32 gradients, one per variable (zeros where a variable does not reach the
-        loss), the mean losses).
+        (float32 gradients, one per variable, the pairs' in order (zeros where a variable
+        does not reach its loss), the mean losses).
     """
+    groups = list(variables)
+    if not groups or not isinstance(groups[0], tuple):
+        groups = [("loss", groups)]
     size = int(next(iter(batch.values())).shape[0]) // parts  # every field leads with B
     total_grads, total_losses = None, None
     for i in range(parts):
         micro = {name: value[i * size : (i + 1) * size] for name, value in batch.items()}
-        with tf.GradientTape() as tape:
+        with tf.GradientTape(persistent=len(groups) > 1) as tape:
             losses = loss_fn(micro)
-            scaled = tf.cast(losses["loss"], tf.float32) * scale
-        grads = [_dense(g, v) for g, v in zip(tape.gradient(scaled, variables), variables,
-                                               strict=True)]  # fmt: skip
+            scaled = [tf.cast(losses[key], tf.float32) * scale for key, _ in groups]
+        grads = [_dense(g, v)
+                 for loss, (_, group) in zip(scaled, groups, strict=True)
+                 for g, v in zip(tape.gradient(loss, group), group, strict=True)]  # fmt: skip
         if total_grads is None:
             total_grads, total_losses = grads, losses
         else:
@@ -201,6 +212,27 @@ def clip_by_global_norm() -> Transform:
         return update.replace(grads=tuple(grads))
 
     return clip
+
+
+def per_objective(branches: Sequence[tuple[int, Transform]]) -> Transform:
+    """Each objective's gradients through its own transforms: `branches` holds, in the
+    order of the update's gradients, (how many of them are the objective's, its chain).
+    A lone objective's chain reuses the norm measured before (the whole step's); with
+    several, each measures its own."""
+
+    def apply(update: Update, hyper: Hyper) -> Update:
+        shared_norm = update.grad_norm if len(branches) == 1 else None
+        grads, start = [], 0
+        for size, transform in branches:
+            part = update.replace(grads=update.grads[start : start + size], grad_norm=shared_norm)
+            grads.extend(transform(part, hyper).grads)
+            start += size
+        if start != len(update.grads):
+            raise ValueError(f"Expected {start} gradients (the objectives' variables), "
+                             f"received: {len(update.grads)}")  # fmt: skip
+        return update.replace(grads=tuple(grads))
+
+    return apply
 
 
 def adamw(optimizer: AdamW, variables: Sequence[tf.Variable]) -> Transform:
