@@ -362,9 +362,10 @@ class DecodeConfig(FrozenConfig):
 
 # Parameter counts with 80 mels are checked by the tests.
 VOCODER_PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(dim=128, intermediate=384, layers=4),  # tests and smoke runs
+    "tiny": dict(dim=128, intermediate=384, layers=4, disc_channels=4),  # tests, smoke runs
     "small": {},  # the defaults: the CPU vocoder
-    "base": dict(dim=512, intermediate=1536, layers=8),  # Vocos's own size, for a GPU
+    # Vocos's own size, and HiFi-GAN's discriminator widths: for a GPU
+    "base": dict(dim=512, intermediate=1536, layers=8, disc_channels=32),
 }
 
 
@@ -394,6 +395,16 @@ class VocoderConfig(FrozenConfig):
         phase_weight: weight of the anti-wrapping phase losses of APNet (Ai & Ling 2023):
             the head's phases against the recording's STFT phases, as instantaneous phase,
             group delay and instantaneous frequency (`models.vocoder.losses.phase_loss`).
+
+    The adversarial stage (`models.vocoder.discriminators`), trained from a vocoder trained
+    without it (`fit --init-from`):
+        adversarial: train discriminators beside the vocoder, each with its own AdamW in
+            the same compiled step, and add their losses to the vocoder's.
+        periods: the periods of HiFi-GAN's multi-period discriminator; the
+            multi-resolution one (Vocos's) judges the `stft_resolutions`.
+        disc_channels: the discriminators' width (HiFi-GAN's and Vocos's: 32).
+        adversarial_weight: weight of the generator's hinge loss.
+        feature_weight: weight of the feature-matching loss.
     """
 
     error_type = ConfigError
@@ -412,9 +423,15 @@ class VocoderConfig(FrozenConfig):
         (512, 128, 512), (1024, 256, 1024), (2048, 512, 2048),
     )  # fmt: skip
     phase_weight: float = 0.0
+    adversarial: bool = False
+    periods: tuple[int, ...] = (2, 3, 5, 7, 11)
+    disc_channels: int = 16
+    adversarial_weight: float = 1.0
+    feature_weight: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("n_mels", "hop_length", "dim", "intermediate", "layers", "kernel"):
+        for name in ("n_mels", "hop_length", "dim", "intermediate", "layers", "kernel",
+                     "disc_channels"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 self._fail(name, value, "an int >= 1")
@@ -425,9 +442,22 @@ class VocoderConfig(FrozenConfig):
         frames = not isinstance(n_fft, bool) and isinstance(n_fft, int) and n_fft >= 0
         if not frames or (n_fft and (n_fft % hop or n_fft < 2 * hop)):
             self._fail("n_fft", n_fft, f"0 or a multiple of hop_length={hop}, at least {2 * hop}")
-        for name in ("mel_weight", "stft_weight", "phase_weight"):
+        for name in ("mel_weight", "stft_weight", "phase_weight", "adversarial_weight",
+                     "feature_weight"):  # fmt: skip
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 self._fail(name, getattr(self, name), "a number >= 0")
+        if not isinstance(self.adversarial, bool):
+            self._fail("adversarial", self.adversarial, "true or false")
+        periods = self.periods
+        if not (isinstance(periods, tuple | list) and all(_is_count(p) for p in periods)):
+            self._fail("periods", periods, "a list of ints >= 1")
+        object.__setattr__(self, "periods", tuple(periods))
+        if self.adversarial and not (self.periods or self.stft_resolutions):
+            self._fail(
+                "periods",
+                periods,
+                "a period or an STFT resolution to judge (with vocoder.adversarial=true)",
+            )
         resolutions = self.stft_resolutions
         if not (isinstance(resolutions, tuple | list) and all(
             isinstance(r, tuple | list) and len(r) == 3 and all(_is_count(x) for x in r)
