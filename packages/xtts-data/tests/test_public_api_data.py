@@ -17,7 +17,7 @@ EXPECTED = {
     "SegmentSpec", "Skipped", "TextConfig", "Tokenizer", "Transcripts", "Utterance",
     "XttsDataError", "diagnose", "format_summary", "is_validation", "load_audio",
     "load_config", "make_dataset", "make_segment_dataset", "normalize_text", "normalize_texts",
-    "plan_shapes", "prepare", "python_ops", "read_corpus", "read_transcripts",
+    "plan_shapes", "prepare", "python_ops", "read_corpus", "read_transcripts", "derive_mels",
     "read_utterances", "speak_demo", "split_text", "start_dispatcher", "start_worker", "text_to_ids",
     "verify_cache", "write_demo_corpus",
 }  # fmt: skip

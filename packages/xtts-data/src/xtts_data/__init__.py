@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from xtts_data.config import DataConfig, load_config
     from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
     from xtts_data.demo_corpus import DEMO_SENTENCES, DemoCorpus, speak_demo, write_demo_corpus
+    from xtts_data.derive import derive_mels
     from xtts_data.doctor import DoctorReport, diagnose, python_ops
     from xtts_data.errors import (
         CacheError,
@@ -73,6 +74,7 @@ __all__ = [
     "Transcripts",
     "Utterance",
     "XttsDataError",
+    "derive_mels",
     "diagnose",
     "format_summary",
     "is_validation",
@@ -104,6 +106,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["Transcripts", "read_transcripts"], "_transcripts"),
         **dict.fromkeys(["BatchShape", "plan_shapes"], "buckets"),
         **dict.fromkeys(["PrepareResult", "format_summary", "prepare"], "cache"),
+        "derive_mels": "derive",
         **dict.fromkeys(["DataConfig", "load_config"], "config"),
         **dict.fromkeys(["Corpus", "Row", "Skipped", "read_corpus"], "corpus"),
         **dict.fromkeys(["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"],

@@ -35,6 +35,7 @@ __all__ = [
     "encode",
     "read_header",
     "split_bucket",
+    "with_mel",
 ]
 
 MAGIC = 0x32545458  # b"XTT2" read as a little-endian int32 (b"XTT1": no waveform word)
@@ -74,6 +75,19 @@ def encode(
             name + b"\0" * (-len(name) % 4),
         ]
     )
+
+
+def with_mel(raw: bytes, mel: np.ndarray, n_mels: int) -> bytes:
+    """The record `raw` with its mel replaced by `mel` (float32 [F, n_mels], its frames'
+    count): every other byte, the waveform's included, is kept."""
+    header = np.frombuffer(raw[: 4 * HEADER_WORDS], "<i4")
+    frames, tokens = int(header[1]), int(header[2])
+    mel = np.ascontiguousarray(mel, "<f4")
+    if mel.shape != (frames, n_mels):
+        raise ValueError(f"Expected a mel of shape {(frames, n_mels)} (the record's), "
+                         f"received: shape={mel.shape}")  # fmt: skip
+    start = 4 * (HEADER_WORDS + tokens)
+    return raw[:start] + mel.tobytes() + raw[start + mel.nbytes :]
 
 
 def _pcm(audio: np.ndarray) -> np.ndarray:

@@ -97,6 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_synthesize(commands)
     _add_evaluate(commands)
     _add_vocode(commands)
+    _add_gta(commands)
     _add_export(commands)
     _add_demo(commands)
     return parser
@@ -238,6 +239,29 @@ def _add_vocode(commands) -> None:
     p.add_argument("--griffin-lim-iters", type=int, default=60,
                    help="iterations of the Griffin-Lim baseline (default: 60)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_gta(commands) -> None:
+    p = commands.add_parser(
+        "gta", parents=_common(),
+        help="ground-truth-aligned frames: a cache a vocoder fine-tunes on",
+        description="Write a copy of a cache (built with data.keep_audio=true) whose mels are "
+        "the text-to-mel run's teacher-forced frames of them (every dropout off), each over "
+        "the same samples of its recording: fine-tune a vocoder on it with fit --task vocoder "
+        "--data OUT --init-from VOCODER_RUN. Resumes where a killed run stopped; xtts-data "
+        "verify checks it as any cache.",
+    )  # fmt: skip
+    p.add_argument("--run", type=Path, required=True, help="the text-to-mel run")
+    p.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        metavar="CACHE",
+        help="the cache to copy (the run's audio settings and symbol table)",
+    )
+    p.add_argument("--out", type=Path, required=True, metavar="CACHE", help="the copy to write")
+    p.add_argument("--step", type=int, help="the checkpoint of this step (default: the last)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -448,6 +472,15 @@ def _run_vocode(args) -> int:
     return 0
 
 
+def _run_gta(args) -> int:
+    from xtts_train.gta import write_aligned_frames
+
+    out = write_aligned_frames(args.run, args.data, args.out, step=args.step,
+                               progress=not args.quiet)  # fmt: skip
+    print(f"wrote {out}: {args.data} with the teacher-forced frames of {args.run}")
+    return 0
+
+
 def _run_export(args) -> int:
     from xtts_train.export import export
 
@@ -468,8 +501,8 @@ def _run_demo(args) -> int:
 
 
 _COMMANDS = {"fit": _run_fit, "check": _run_check, "synthesize": _run_synthesize,
-             "evaluate": _run_evaluate, "vocode": _run_vocode, "export": _run_export,
-             "demo": _run_demo}  # fmt: skip
+             "evaluate": _run_evaluate, "vocode": _run_vocode, "gta": _run_gta,
+             "export": _run_export, "demo": _run_demo}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

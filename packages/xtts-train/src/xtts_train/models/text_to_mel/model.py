@@ -160,7 +160,8 @@ class TextToMel(keras.Model):
         """Marks the model built; each sublayer creates its weights on the first call."""
         self.built = True
 
-    def call(self, batch: Mapping[str, tf.Tensor], training: bool = False) -> dict[str, tf.Tensor]:
+    def call(self, batch: Mapping[str, tf.Tensor], training: bool = False,
+             prenet_dropout: bool = True) -> dict[str, tf.Tensor]:  # fmt: skip
         """Teacher-forced prediction of every frame of `batch["mel"]` from the frames before it.
 
         Args:
@@ -168,7 +169,10 @@ class TextToMel(keras.Model):
                 [B, T], `mel` float32 [B, F, M], `cond_mel` float32 [B, C, M],
                 `cond_lengths` int32 [B], and `mel_mask` [B, F] when present (the postnet
                 then sees zeros after the real frames). Shapes must be static.
-            training: dropout on (the prenet's dropout is on in any case).
+            training: dropout on (the prenet's dropout is on in any case, unless
+                `prenet_dropout` is false).
+            prenet_dropout: false: the prenet keeps every unit, as in free-running
+                decoding (ground-truth-aligned frames, `inference.aligned`).
 
         Returns:
             `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
@@ -200,7 +204,11 @@ class TextToMel(keras.Model):
             frames = normalize_by(frames, stats)
         count, r = frames.shape[1], self.config.reduction_factor
         inputs = step_inputs(frames, r)  # (B, S, M), S = ceil(F / r)
-        keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
+        if prenet_dropout:
+            keep = self.decoder.prenet_keep(frames.shape[0], inputs.shape[1])
+        else:  # no draw: the seed states stay where they are
+            keep = tf.ones([2, frames.shape[0], inputs.shape[1], self.decoder.prenet_dim],
+                           self.decoder.compute_dtype)  # fmt: skip
         hidden, attention = self.decoder(inputs, memory, memory_mask, keep,
                                          self.decoder_pitch(pitch), training=training,
                                          start=start)  # fmt: skip
