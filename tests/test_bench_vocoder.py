@@ -51,6 +51,10 @@ def test_a_cache_as_held_out_is_a_one_line_error(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text("{}")
     assert main(["vocoder", str(tmp_path / "run"), "--held-out", str(tmp_path)]) == 2
     assert "expected --held-out to be a corpus" in capsys.readouterr().err
+    # Without the recogniser a cache is read (here: not a complete one, so vocode refuses)
+    code = main(["vocoder", str(tmp_path / "run"), "--held-out", str(tmp_path), "--no-wer"])
+    assert code == 2
+    assert "expected --held-out to be a corpus" not in capsys.readouterr().err
 
 
 def test_a_non_positive_count_is_a_one_line_error(tmp_path, capsys):

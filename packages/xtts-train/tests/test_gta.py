@@ -4,14 +4,19 @@ the recorded ones (every dropout off), whatever the padding of the compiled prog
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
+from train_helpers import VOCODER
 
 import xtts_data as xd
 from xtts_train.cli import main
+from xtts_train.config import load_stack_config
 from xtts_train.inference.aligned import padded_length
 from xtts_train.runs.loading import load_run
+from xtts_train.vocode import vocode
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +74,22 @@ def test_a_vocoder_run_is_refused_in_one_line(vocoder_run, audio_cache, tmp_path
                  str(tmp_path / "out"), "--quiet"]) == 2  # fmt: skip
     assert "vocoder" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_vocode_reads_a_cache_of_other_text_settings_through_its_frames(
+    vocoder_run, audio_cache, gta, tmp_path
+):
+    """A vocoder reads no text: a held-out cache spelled with the run's symbols (other
+    `data.text` settings than the vocoder's) copy-synthesises, and a `gta` cache's frames,
+    not its recordings' mels, are what the vocoder hears."""
+    _, vocoder = vocoder_run
+    symbols = xd.FeatureCache.open(audio_cache).tokenizer.to_dict()["symbols"]
+    stack = load_stack_config(None, [*VOCODER, f"data.text.symbols={json.dumps(symbols)}"])
+    spelled = tmp_path / "spelled"
+    xd.prepare(audio_cache.parent / "corpus", spelled, audio=stack.audio, data=stack.data)
+    distances = {}
+    for name, data in (("spelled", spelled), ("recorded", audio_cache), ("gta", gta)):
+        report = vocode(vocoder, data, tmp_path / name, split="all", n=2)
+        distances[name] = report.summary["vocoder_mean"]
+    assert distances["spelled"] == pytest.approx(distances["recorded"], rel=1e-5)
+    assert abs(distances["gta"] - distances["recorded"]) > 1e-3

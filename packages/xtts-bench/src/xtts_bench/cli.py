@@ -596,7 +596,7 @@ def _add_vocoder(commands) -> None:
         "vocoder", parents=[verbose_flag()],
         help="a vocoder's copy synthesis scored: PESQ, STOI, log-mel distance, WER vs GL",
         description=(
-            "Copy-synthesise --n recordings of the corpus --held-out (xtts-train vocode "
+            "Copy-synthesise --n recordings of --held-out (xtts-train vocode "
             "--split all: each recording's own mel through the vocoder RUN and through "
             "Griffin-Lim) and score both re-syntheses against the recording: wide-band PESQ "
             "(at 16 kHz), STOI, log-mel distance, and pocketsphinx's word error rate of the "
@@ -607,7 +607,10 @@ def _add_vocoder(commands) -> None:
     )  # fmt: skip
     p.add_argument("run", type=pathlib.Path, metavar="RUN", help="the vocoder run")
     p.add_argument("--held-out", type=pathlib.Path, required=True, metavar="CORPUS",
-                   help="a corpus the vocoder never trained on")  # fmt: skip
+                   help="a corpus the vocoder never trained on; with --no-wer also a cache "
+                   "with waveforms, e.g. xtts-train gta's: its frames, not the recordings' "
+                   "mels, go through the vocoder (ground-truth-aligned copy "
+                   "synthesis)")  # fmt: skip
     p.add_argument("--n", type=int, default=None, help="recordings (default: all)")
     p.add_argument("--step", type=int, default=None, help="checkpoint step (default: the last)")
     p.add_argument("--griffin-lim-iters", type=int, default=60,

@@ -104,7 +104,11 @@ def vocode(run: str | Path, data: str | Path, out: str | Path, *, split: str = "
             f"{run} held no utterances out of training (data.val_fraction=0): copy-synthesise "
             f"a corpus it never saw with --split all"
         )
-    utterances = xd.read_utterances(data, stack.data, split, audio=stack.audio, limit=n,
+    config = stack.data
+    if xd.FeatureCache.is_cache(data):  # a vocoder reads no text: the cache's settings do
+        text = xd.FeatureCache.open(data).manifest.settings.data["text"]
+        config = dataclasses.replace(config, text=xd.TextConfig.from_dict(text))
+    utterances = xd.read_utterances(data, config, split, audio=stack.audio, limit=n,
                                     with_audio=True)  # fmt: skip
     if not utterances:
         raise XttsTrainError(f"{data}: no utterances in split {split!r} to copy-synthesise")
