@@ -183,3 +183,14 @@ def test_readme_install_command_gives_working_console_scripts(readme_venv, folde
     for name, path in zip(modules, imported, strict=True):
         assert pathlib.Path(path).parent.name == name, (name, path)
         assert_imported_from_venv(path, site_packages, folder / "venv")
+    # Phonemes with no system espeak-ng: the phonemes extra's wheel ships the library.
+    corpus, cache = folder / "phoneme-corpus", folder / "phoneme-cache"
+    env = {**clean_env(), "XTTS_ESPEAK": "wheel"}
+    for args in (["demo-corpus", str(corpus), "--n", "4"],
+                 ["prepare", str(corpus), "--out", str(cache), "--set", "data.text.phonemes=true",
+                  "--quiet"]):  # fmt: skip
+        done = subprocess.run([bin_dir / "xtts-data", *args], capture_output=True, text=True,
+                              cwd=folder, env=env)  # fmt: skip
+        assert done.returncode == 0, (args[0], done.stderr[-2000:])
+    symbols = (cache / "tokenizer.json").read_text(encoding="utf-8")
+    assert "ˈ" in symbols  # IPA stress marks: the texts were phonemized

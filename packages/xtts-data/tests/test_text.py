@@ -434,3 +434,61 @@ def test_phonemizing_from_many_threads_matches_one_thread():
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         together = list(pool.map(lambda t: normalize_text(t, config), texts * 3))
     assert together == alone * 3
+
+
+@pytest.fixture
+def espeak_choice(monkeypatch):
+    """Set `XTTS_ESPEAK` for one test: phonemizer is pointed at the choice afresh."""
+    from xtts_data import _espeak_library
+
+    def choose(value: str | None) -> None:
+        if value is None:
+            monkeypatch.delenv(_espeak_library.ENV, raising=False)
+        else:
+            monkeypatch.setenv(_espeak_library.ENV, value)
+        _espeak_library.forget_choice()
+
+    yield choose
+    _espeak_library.forget_choice()  # the next use picks the default again
+
+
+def test_phonemes_come_from_the_wheel_with_no_system_espeak(espeak_choice):
+    pytest.importorskip("phonemizer")
+    pytest.importorskip("espeakng_loader")
+    from xtts_data._espeak_library import phonemizer_library
+
+    espeak_choice("wheel")
+    config = TextConfig(phonemes=True, symbols=None)
+    assert normalize_text("Hello world.", config) == "həlˈoʊ wˈɜːld."
+    assert phonemizer_library().source == "wheel"
+    persian = TextConfig(phonemes=True, symbols=None, language="fa")
+    assert normalize_text("سلام دنیا", persian) == "salˈɑm dˈonjɑ"
+
+
+def test_the_wheel_and_the_system_espeak_give_the_same_phonemes(espeak_choice):
+    pytest.importorskip("phonemizer")
+    pytest.importorskip("espeakng_loader")
+    import ctypes.util
+
+    if ctypes.util.find_library("espeak-ng") is None:
+        pytest.skip("no system espeak-ng to compare with")
+    texts = ["Hello world, this is a test.", "In 1776 the bridge was quiet."]
+    heard = {}
+    for choice in ("wheel", "system"):
+        espeak_choice(choice)
+        heard[choice] = [normalize_text(t, TextConfig(phonemes=True, symbols=None)) for t in texts]
+    assert heard["wheel"] == heard["system"]
+
+
+def test_an_espeak_choice_that_cannot_be_met_names_the_fix(espeak_choice, monkeypatch):
+    pytest.importorskip("phonemizer")
+    import ctypes.util
+
+    espeak_choice("bundled")
+    with pytest.raises(ConfigError, match=r"XTTS_ESPEAK: expected one of \('auto', 'system', "):
+        normalize_text("hi", TextConfig(phonemes=True))
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.delenv("PHONEMIZER_ESPEAK_LIBRARY", raising=False)
+    espeak_choice("system")
+    with pytest.raises(ConfigError, match=r"XTTS_ESPEAK=system: .*found none; install espeak-ng"):
+        normalize_text("hi", TextConfig(phonemes=True))

@@ -27,6 +27,7 @@ from xtts_data._cleaners import (
     espeak_voice,
     is_known_language,
 )
+from xtts_data._espeak_library import phonemizer_library
 from xtts_data.errors import ConfigError
 
 __all__ = [
@@ -57,7 +58,8 @@ IPA_SYMBOLS = _PUNCTUATION + "".join(_IPA_GROUPS)
 
 _PAD, _EOS = "<pad>", "<eos>"
 _PHONEMES_HINT = (
-    'pip install "xtts-data[phonemes]" and install espeak-ng (e.g. apt-get install espeak-ng)'
+    'pip install "xtts-data[phonemes]" (phonemizer, and espeak-ng in the espeakng-loader '
+    "wheel; a system espeak-ng is used where present: XTTS_ESPEAK=auto|system|wheel)"
 )
 
 
@@ -117,8 +119,8 @@ class TextConfig(FrozenConfig):
         ascii_fold: strip accents ("é" → "e") and drop characters with no ASCII form
             (full/basic); `None`: on for English, off for every other language.
         phonemes: after cleaning, convert to IPA with `phonemizer`'s espeak backend, in
-            the row language's voice (optional extra: `pip install "xtts-data[phonemes]"`
-            plus espeak-ng).
+            the row language's voice (optional extra: `pip install "xtts-data[phonemes]"`,
+            espeak-ng included; `XTTS_ESPEAK=auto|system|wheel` picks the library).
         symbols: the vocabulary, one character per symbol, ids in string order;
             `"auto"` builds it at `prepare` from the cleaned training text (stored with
             the cache and the run, then frozen); `None` picks `IPA_SYMBOLS` with
@@ -213,6 +215,7 @@ def _phonemize(texts: list[str], language: str) -> list[str]:
     """IPA for each of `texts` from espeak in `language`'s voice, punctuation kept,
     stress marked (one espeak session for all of them)."""
     phonemizer = _import_phonemizer()
+    phonemizer_library()  # the system's espeak-ng, or the wheel's (`XTTS_ESPEAK`)
     voice = espeak_voice(language)
     spoken = [i for i, text in enumerate(texts) if text]
     if not spoken:
