@@ -111,3 +111,16 @@ REPORT_KEYS = frozenset(
         "python_ops",
     }
 )
+
+
+def espeak_speaks() -> bool:
+    """espeak-ng can speak here: its program on PATH, or its library (the phonemes extra's
+    wheel, or the system's)."""
+    from xtts_data._demo_espeak import find_espeak
+    from xtts_data.errors import XttsDataError
+
+    try:
+        find_espeak("en")
+    except XttsDataError:
+        return False
+    return True

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile
+from data_helpers import espeak_speaks
 
 import xtts_audio as xa
 from xtts_data import _demo_espeak, demo_corpus
@@ -22,7 +23,7 @@ from xtts_data.text import TextConfig, Tokenizer, normalize_text
 
 SHORT = {"min_seconds": 0.5, "max_seconds": 2.0}  # keeps every corpus here fast
 SENTENCE_BOUNDS = {"min_seconds": 1.0, "max_seconds": 4.0}  # one or two short sentences
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="no espeak-ng")
+needs_espeak = pytest.mark.skipif(not espeak_speaks(), reason="no espeak-ng, program or library")
 
 
 def _rows(root: Path) -> list[list[str]]:
@@ -229,7 +230,13 @@ def test_accepts_an_existing_empty_directory(tmp_path):
 
 
 def test_espeak_missing_says_how_to_fix(tmp_path, monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    import ctypes.util
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no program,
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)  # no system library,
+    monkeypatch.setenv("XTTS_ESPEAK", "system")  # and the wheel's not wanted
+    monkeypatch.delenv("PHONEMIZER_ESPEAK_LIBRARY", raising=False)
+    _demo_espeak._speech_library.cache_clear()
 
     with pytest.raises(XttsDataError, match=r"apt-get install espeak-ng.*engine='synth'"):
         write_demo_corpus(tmp_path / "c", n=1, engine="espeak")

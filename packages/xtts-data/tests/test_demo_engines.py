@@ -7,6 +7,7 @@ import tempfile
 
 import numpy as np
 import pytest
+from data_helpers import espeak_speaks
 
 from xtts_data._demo_engine import Bounds, Speech, voice
 from xtts_data._demo_espeak import (
@@ -22,7 +23,7 @@ from xtts_data._demo_synth import SynthEngine, speak
 from xtts_data.text import TextConfig, normalize_text
 
 SR = 16000
-needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="no espeak-ng")
+needs_espeak = pytest.mark.skipif(not espeak_speaks(), reason="no espeak-ng, program or library")
 
 
 def _bounds(min_seconds: float, target_seconds: float, max_seconds: float, sr: int) -> Bounds:
@@ -192,3 +193,36 @@ def test_espeak_speaks_one_long_sentence(tmp_path):
     assert len(sentences(speech.raw)) == 1
     assert len(speech.raw.split()) > 15  # far past one of the corpus's 4-12-word sentences
     assert bounds.fewest <= len(speech.pcm) <= bounds.most
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="no espeak-ng program to compare")
+def test_the_library_speaks_what_the_program_writes(tmp_path, monkeypatch):
+    """The same install's program and library (`XTTS_ESPEAK=system`), the same voice,
+    pitch and rate: the same samples. (The wheel's library is of its own version.)"""
+    from xtts_data import _demo_espeak
+
+    monkeypatch.setenv("XTTS_ESPEAK", "system")
+    _demo_espeak._speech_library.cache_clear()
+    try:
+        for voice_name in ("en-us", "en-us+f3", "fa"):
+            args = dict(voice=voice_name, pitch=40, speed=150)
+            program = espeak_speak(Espeak(binary=shutil.which("espeak-ng"), **args),
+                                   "The garden was quiet.", tmp_path / "p.wav")  # fmt: skip
+            library = espeak_speak(Espeak(binary=None, **args), "The garden was quiet.",
+                                   tmp_path / "l.wav")  # fmt: skip
+            np.testing.assert_array_equal(library, program, err_msg=voice_name)
+    finally:
+        _demo_espeak._speech_library.cache_clear()
+
+
+def test_the_library_speaks_each_text_as_a_fresh_process_would():
+    """A loaded espeak-ng library carries state between texts; each is spoken by a fresh
+    copy, so the same text gives the same samples whatever came before."""
+    if not espeak_speaks():
+        pytest.skip("no espeak-ng, program or library")
+    speaker = Espeak(binary=None, voice="en-us+f3", pitch=50, speed=165)
+    first = espeak_speak(speaker, "Hello world, this is a test.", None)
+    espeak_speak(speaker, "Something else entirely, and longer.", None)
+    again = espeak_speak(speaker, "Hello world, this is a test.", None)
+    assert len(first) > ESPEAK_RATE  # over a second of speech
+    np.testing.assert_array_equal(again, first)

@@ -4,11 +4,10 @@ corpus vocabulary, language tokens, and what cleaning drops (counted, never sile
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import soundfile
-from data_helpers import AUDIO, _tone
+from data_helpers import AUDIO, _tone, espeak_speaks
 
 from xtts_data import (
     ConfigError,
@@ -230,7 +229,7 @@ def test_prepare_takes_the_language_on_the_command_line(tmp_path, capsys):
     assert "language='klingon'" in err[0]
 
 
-@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+@pytest.mark.skipif(not espeak_speaks(), reason="no espeak-ng, program or library")
 def test_an_espeak_persian_corpus_prepares_with_nothing_skipped_or_unknown(tmp_path):
     corpus = write_demo_corpus(tmp_path / "fa", n=4, engine="espeak", language="fa",
                                min_seconds=0.5, max_seconds=4.0).path  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import os
 import shutil
 import subprocess
 import tempfile
@@ -24,7 +25,9 @@ import numpy as np
 from xtts_data._cleaners import espeak_voice
 from xtts_data._demo_engine import Bounds, Speech, Voice
 from xtts_data._demo_sentences import SENTENCES, join_sentences, join_words, words
-from xtts_data.errors import XttsDataError
+from xtts_data._espeak_library import ENV, EspeakLibrary, espeak_library
+from xtts_data._espeak_synth import library_has_voice, library_speak
+from xtts_data.errors import ConfigError, XttsDataError
 from xtts_data.text import TextConfig, normalize_text
 
 __all__ = [
@@ -61,13 +64,14 @@ class Espeak:
     """One espeak-ng voice at one pitch and speed.
 
     Attributes:
-        binary: path of the espeak-ng program.
+        binary: path of the espeak-ng program; None: espeak-ng's library
+            (`_espeak_library.espeak_library`: the system's or the phonemes extra's wheel).
         voice: espeak-ng voice name, e.g. "en-us", "fa", "cmn".
         pitch: espeak-ng pitch, 0–99.
         speed: words per minute (rounded when passed to espeak-ng).
     """
 
-    binary: str
+    binary: str | None
     voice: str
     pitch: int
     speed: float
@@ -78,12 +82,12 @@ class EspeakEngine:
     """espeak-ng as a `DemoEngine`: English words, or built-in sentences of `language`.
 
     Attributes:
-        binary: path of the espeak-ng program (`find_espeak`).
+        binary: path of the espeak-ng program, None for its library (`find_espeak`).
         language: "en" or a language of `xtts_data._demo_sentences.SENTENCES`.
         one_sentence: English texts are one sentence each (`_demo_sentences.words`).
     """
 
-    binary: str
+    binary: str | None
     language: str
     one_sentence: bool = False
 
@@ -121,20 +125,29 @@ def voice_name(language: str, voice: Voice) -> str:
     return f"{name}+{VARIANTS[(voice.index - 1) % len(VARIANTS)]}"
 
 
-def find_espeak(language: str) -> str:
-    """The espeak-ng program, checked to have the voice of `language`.
+def find_espeak(language: str) -> str | None:
+    """The espeak-ng program on PATH, or None for espeak-ng's library (where no program is,
+    or with `XTTS_ESPEAK=wheel`), checked to have the voice of `language`.
 
     Raises:
-        XttsDataError: espeak-ng is not on PATH, or it has no such voice.
+        XttsDataError: neither a program nor a library, or no such voice.
     """
-    binary = shutil.which("espeak-ng")
-    if binary is None:
-        raise XttsDataError(
-            "Expected the espeak-ng program on PATH for engine='espeak', found none. "
-            "Install espeak-ng (e.g. `apt-get install espeak-ng`) or use the default "
-            "engine='synth', which needs no external tool."
-        )
+    binary = shutil.which("espeak-ng") if os.environ.get(ENV) != "wheel" else None
     voice = espeak_voice(language)
+    if binary is None:
+        try:
+            library = _speech_library()
+        except ConfigError as error:
+            raise XttsDataError(
+                f"Expected espeak-ng for engine='espeak' (the program on PATH or its "
+                f"library), found none: {error}. Or use the default engine='synth', which "
+                f"needs no external tool."
+            ) from None
+        if not library_has_voice(library, voice):
+            raise XttsDataError(f"Expected espeak-ng's {library.source} library to have the "
+                                f"voice {voice!r} for language={language!r}; choose another "
+                                f"language")  # fmt: skip
+        return None
     done = subprocess.run([binary, "-q", "-v", voice, "a"], capture_output=True, text=True)
     if done.returncode != 0:
         raise XttsDataError(
@@ -145,8 +158,17 @@ def find_espeak(language: str) -> str:
     return binary
 
 
+@functools.cache
+def _speech_library() -> EspeakLibrary:
+    return espeak_library()  # looked up once: finding a system library runs ldconfig
+
+
 def speak(espeak: Espeak, text: str, path: Path) -> np.ndarray:
-    """Speak `text` into `path` with espeak-ng; returns its int16 [samples]."""
+    """Speak `text` with espeak-ng (the program writes `path`); returns its int16
+    [samples]."""
+    if espeak.binary is None:
+        return library_speak(_speech_library(), text, voice=espeak.voice, pitch=espeak.pitch,
+                             speed=round(espeak.speed))  # fmt: skip
     command = [espeak.binary, "-w", str(path), "-v", espeak.voice, "-p", str(espeak.pitch)]
     command += ["-s", str(round(espeak.speed))]
     # Text on stdin, so a text starting with "-" is never read as an option.

@@ -157,7 +157,8 @@ def _add_demo_corpus(commands) -> None:
         "synthesised language where each character has a sound and a duration. "
         "--engine espeak uses espeak-ng for real synthesised speech instead, in English "
         "or, with --language, from built-in sentences of another language (numbers "
-        "written in digits included).",
+        "written in digits included): the espeak-ng program on PATH, else its library "
+        "(the phonemes extra's wheel; XTTS_ESPEAK=wheel prefers it).",
     )
     p.add_argument("out", type=Path, help="new (or empty) folder")
     p.add_argument("--n", type=_positive, default=200, help="utterances (default: 200)")
