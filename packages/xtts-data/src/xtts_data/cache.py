@@ -345,20 +345,12 @@ def _load_row(build: _Build, row: Row):
 
 def _write_tfrecord(path: Path, samples: list[dict], tokens: list[list[int]], mels,
                     waves) -> None:  # fmt: skip
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     buckets = record.split_bucket([s["id"] for s in samples]).numpy() if samples else []
-    try:
-        with tf.io.TFRecordWriter(str(tmp)) as writer:
-            for sample, ids, mel, wave, bucket in zip(samples, tokens, mels, waves, buckets,
-                                                      strict=True):  # fmt: skip
-                writer.write(record.encode(sample["id"], sample["speaker"], ids, mel,
-                                           int(bucket), wave))  # fmt: skip
-        with open(tmp, "rb+") as file:  # the rename below must never expose unsynced bytes
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk must not stay full of a partial shard
-        raise
+    record.write_shard(path, (
+        record.encode(sample["id"], sample["speaker"], ids, mel, int(bucket), wave)
+        for sample, ids, mel, wave, bucket in zip(samples, tokens, mels, waves, buckets,
+                                                  strict=True)
+    ))  # fmt: skip
 
 
 def _finish(build: _Build, corpus: Corpus, sidecars: list[dict]) -> PrepareResult:

@@ -15,7 +15,6 @@ manifest.json is written last (the source's, with the new shards' sizes and chec
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -152,7 +151,7 @@ def _shard(source: Path, out: Path, entry: ShardEntry, reader: _Reader,
         for utterance, raw, mel in zip(utterances, chunk, mels, strict=True):
             written.append(record.with_mel(raw, _checked(utterance, mel), reader.n_mels))
         bar.update(len(chunk))
-    _write(path, written)
+    record.write_shard(path, written)
     derived = ShardEntry(file=entry.file, bytes=path.stat().st_size, sha256=sha256_file(path),
                          samples=len(written))  # fmt: skip
     write_json_atomic(sidecar, dataclasses.asdict(derived))
@@ -175,18 +174,3 @@ def _checked(utterance: Utterance, mel: np.ndarray) -> np.ndarray:
             f"mel's), received: shape={mel.shape}, finite={bool(np.isfinite(mel).all())}"
         )
     return mel
-
-
-def _write(path: Path, raws: list[bytes]) -> None:
-    """`raws` as a TFRecord file at `path`: a temp file, synced, renamed."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tf.io.TFRecordWriter(str(tmp)) as writer:
-            for raw in raws:
-                writer.write(raw)
-        with open(tmp, "rb+") as file:
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

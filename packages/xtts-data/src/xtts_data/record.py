@@ -23,6 +23,10 @@ hashing strings while training.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
 import numpy as np
 import tensorflow as tf
 
@@ -36,6 +40,7 @@ __all__ = [
     "read_header",
     "split_bucket",
     "with_mel",
+    "write_shard",
 ]
 
 MAGIC = 0x32545458  # b"XTT2" read as a little-endian int32 (b"XTT1": no waveform word)
@@ -88,6 +93,22 @@ def with_mel(raw: bytes, mel: np.ndarray, n_mels: int) -> bytes:
                          f"received: shape={mel.shape}")  # fmt: skip
     start = 4 * (HEADER_WORDS + tokens)
     return raw[:start] + mel.tobytes() + raw[start + mel.nbytes :]
+
+
+def write_shard(path: Path, records: Iterable[bytes]) -> None:
+    """`records` as the TFRecord file `path`, atomically: a temp file beside it, synced,
+    renamed (a killed or failed writer leaves no partial shard under the name)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tf.io.TFRecordWriter(str(tmp)) as writer:
+            for raw in records:
+                writer.write(raw)
+        with open(tmp, "rb+") as file:  # the rename below must never expose unsynced bytes
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not stay full of a partial shard
+        raise
 
 
 def _pcm(audio: np.ndarray) -> np.ndarray:
