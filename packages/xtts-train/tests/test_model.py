@@ -553,6 +553,17 @@ def test_loss_weights_are_checked(kwargs, match):
         total_loss(outputs, batch, **kwargs)
 
 
+def test_a_batch_without_a_frame_mask_is_all_real_frames():
+    # Keras once took the postnet's mask, passed by position as None, for its own.
+    model = tiny_model(text_layers=1, decoder_layers=1, cond_layers=1, postnet_layers=1)
+    batch = make_batch(model.config)
+    model(batch)
+    unmasked = {k: v for k, v in batch.items() if k != "mel_mask"}
+    real = {**batch, "mel_mask": tf.ones(batch["mel"].shape[:2])}
+    np.testing.assert_array_equal(model(unmasked, prenet_dropout=False)["mel_after"],
+                                  model(real, prenet_dropout=False)["mel_after"])  # fmt: skip
+
+
 # --- compiled training and inference --------------------------------------------------
 
 

@@ -360,11 +360,12 @@ class Postnet(LazyLayer):
                                        dtype="float32")  # fmt: skip
         self.drop = Dropout(config.dropout)
 
-    def call(self, x, mask=None, training=False):
-        """x: (B, F, M); mask: (B, F) real frames or None. With a mask, every conv sees
+    def call(self, x, frame_mask=None, training=False):
+        """x: (B, F, M); frame_mask: (B, F) real frames or None. With one, every conv sees
         zeros after the real frames (as at the end of the buffer), so the output at real
-        frames does not depend on how much padding follows."""
-        keep = 1.0 if mask is None else tf.cast(mask, x.dtype)[:, :, None]  # (B, F, 1)
+        frames does not depend on how much padding follows. (Not named `mask`: Keras would
+        take that argument for its own masking.)"""
+        keep = 1.0 if frame_mask is None else tf.cast(frame_mask, x.dtype)[:, :, None]
         x = x * keep
         for conv in self.convs:
             x = self.drop(conv(x), training=training) * keep
