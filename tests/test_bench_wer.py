@@ -7,15 +7,11 @@ import pytest
 import soundfile
 
 from xtts_bench.cli import main
-from xtts_bench.intelligibility import (
-    make_recogniser,
-    reference_words,
-    transcribe,
-    word_error_rates,
-)
+from xtts_bench.intelligibility import word_error_rates
 from xtts_data._demo_espeak import ESPEAK_RATE, Espeak, find_espeak
 from xtts_data._demo_espeak import speak as espeak_speak
 from xtts_data.errors import XttsDataError
+from xtts_train import make_recogniser, reference_words, transcribe
 
 
 def test_reference_words_spell_out_what_is_read():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -15,11 +16,25 @@ from xtts_train.compile.compiler import resolve
 from xtts_train.config import load_stack_config
 
 
-def test_demo_runs_the_whole_stack(tmp_path):
+def _espeak_or_skip() -> None:
+    from xtts_data._demo_espeak import find_espeak
+    from xtts_data.errors import XttsDataError
+
+    try:  # the espeak-ng program, or its library (the phonemes extra's wheel)
+        find_espeak("en")
+    except XttsDataError as error:
+        pytest.skip(f"no espeak-ng: {error}")
+
+
+@pytest.mark.parametrize("engine", ["synth", "espeak"])
+def test_demo_runs_the_whole_stack(tmp_path, engine):
     # The micro model and one batch shape (`--set`): the plumbing, not the learning, and a
     # compile of seconds; the README's Quickstart runs the demo as shipped.
-    done = train_cli("demo", "--workdir", str(tmp_path / "demo"), "--steps", "4",
-                     "--utterances", "24", *as_cli([*MICRO, "data.num_buckets=1"]))  # fmt: skip
+    if engine == "espeak":
+        _espeak_or_skip()
+    done = train_cli("demo", "--workdir", str(tmp_path / "demo"), "--engine", engine,
+                     "--steps", "4", "--utterances", "24",
+                     *as_cli([*MICRO, "data.num_buckets=1"]))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert "0 retraces" in out
@@ -27,15 +42,56 @@ def test_demo_runs_the_whole_stack(tmp_path):
     built = {"graph": "graph executor, first run", "xla": "XLA, compiled in"}
     assert built[resolve("auto", "train")] in out  # auto: the graph executor on a CPU, XLA on a GPU
     run = tmp_path / "demo" / "run"
-    assert yaml.safe_load((run / "config.yaml").read_text())["model"]["d_model"] == 32
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    assert config["model"]["d_model"] == 32
+    assert config["data"]["text"]["phonemes"] == (engine == "espeak")
+    assert config["train"]["minutes"] is None  # --steps alone: no time budget
     assert (run / "demo.wav").stat().st_size > 1000
     assert (run / "demo.png").read_bytes()[:4] == b"\x89PNG"
-    assert "held-out 8 sentences it never saw" in out
+    held_out = {"synth": 8, "espeak": 24}[engine]
+    assert f"held-out {held_out} sentences it never saw" in out
+    assert "identified as their own sentence" in out
     assert "audio by Griffin-Lim" in out
     assert "pairing" in out
     assert len(xd.read_corpus(tmp_path / "demo" / "corpus").rows) == 24  # --utterances
-    assert len(list((run / "held-out").glob("*.truth.wav"))) == 8
-    assert len(list((run / "held-out").glob("*.wav"))) == 16
+    assert len(list((run / "held-out").glob("*.truth.wav"))) == held_out
+    assert len(list((run / "held-out").glob("*.wav"))) == 2 * held_out
+    words = [line for line in out.splitlines() if line.startswith("words")]
+    if engine == "synth":
+        assert not words  # a made-up language: no recogniser
+    else:
+        pytest.importorskip("pocketsphinx")
+        (line,) = words
+        rates = [float(x) for x in re.findall(r"\d+\.\d+", line)]
+        assert len(rates) == 3, line  # synthesis, recordings, their mels through GL
+        # after 4 steps the syntheses are noise; the recordings are words (0.57, measured)
+        assert rates[1] < min(0.8, rates[0]), line
+
+
+def test_the_espeak_demo_trains_for_its_minutes_unless_steps_are_given(tmp_path, monkeypatch):
+    def fit(stack, *args, **kwargs):
+        raise FittedError(stack.train.steps, stack.train.minutes)
+
+    monkeypatch.setattr(demo, "fit", fit)
+    monkeypatch.setattr(demo, "_check_reused_size", lambda *args: None)
+    monkeypatch.setattr(demo.xd, "write_demo_corpus", lambda *args, **kwargs: None)
+    monkeypatch.setattr(demo.xd.FeatureCache, "is_cache", staticmethod(lambda path: True))
+    for given, expected in (([], (20000, 5.0)), (["--minutes", "20"], (20000, 20.0)),
+                            (["--steps", "300"], (300, None)),
+                            (["--engine", "synth"], (600, None)),
+                            (["--engine", "synth", "--minutes", "2"], (600, 2.0))):  # fmt: skip
+        with pytest.raises(FittedError) as caught:
+            main(["demo", "--workdir", str(tmp_path / "demo"), *given])
+        assert caught.value.args == expected, given
+
+
+def test_demo_refuses_a_budget_given_as_a_setting(tmp_path, capsys):
+    for key, flag in (("train.minutes", "--minutes"), ("train.steps", "--steps")):
+        assert main(["demo", "--workdir", str(tmp_path / "demo"), "--set", f"{key}=5"]) == 2
+        assert f"the demo's {key} is {flag}" in capsys.readouterr().err
+    assert main(["demo", "--workdir", str(tmp_path / "demo"), "--minutes", "0"]) == 2
+    assert "minutes" in capsys.readouterr().err
+    assert not (tmp_path / "demo").exists()
 
 
 # `check` runs in its own process, as a user runs it. Two compile threads: the warm-up
@@ -89,15 +145,6 @@ def test_check_reports_a_shape_outside_the_spec_as_a_retrace_and_exits_1(cache, 
     assert sum(line.endswith("not in the spec") for line in rows) == 1
 
 
-def test_demo_steps_are_set_by_steps_alone(tmp_path, capsys):
-    workdir = tmp_path / "demo"
-    assert main(["demo", "--workdir", str(workdir), "--set", "train.steps=5"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert "--steps" in err
-    assert not workdir.exists()
-
-
 def test_demo_refuses_a_vocoder_of_other_audio_settings_before_building(tmp_path, capsys):
     vocoder = tmp_path / "vocoder"
     vocoder.mkdir()
@@ -123,7 +170,8 @@ def _demo_corpus(workdir, reused):
 def test_demo_refuses_utterances_other_than_the_corpus_it_reuses(tmp_path, capsys, reused):
     workdir = tmp_path / "demo"
     _demo_corpus(workdir, reused)
-    assert main(["demo", "--workdir", str(workdir), "--utterances", "20"]) == 2
+    assert main(["demo", "--workdir", str(workdir), "--engine", "synth", "--utterances",
+                 "20"]) == 2  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
     assert f"in {workdir / reused} (10 utterances, reused), received: --utterances 20" in err
@@ -145,7 +193,7 @@ def test_demo_reuses_a_corpus_of_the_size_asked_for(tmp_path, monkeypatch, given
 
     monkeypatch.setattr(demo, "fit", fit)
     with pytest.raises(FittedError):
-        main(["demo", "--workdir", str(workdir), *given])
+        main(["demo", "--workdir", str(workdir), "--engine", "synth", *given])
     counts = xd.FeatureCache.open(workdir / "cache").manifest.counts
     assert counts.ok + counts.skipped == 10
 

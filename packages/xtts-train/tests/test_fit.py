@@ -187,6 +187,20 @@ def test_a_run_that_never_evaluates_needs_no_validation_split(cache, tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
 
 
+def test_a_run_out_of_minutes_ends_after_its_step_with_a_checkpoint(cache, tmp_path):
+    # 6 ms from the first step: the first step (its one host sync) takes longer.
+    settings = [*OVERRIDES, *MICRO, "train.eval_every=0", "train.minutes=0.0001"]
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+                 "--steps", "50", *as_cli(settings)]) == 0  # fmt: skip
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["steps"] == 1
+    assert summary["out_of_minutes"] is True
+    assert summary["stopped_by_signal"] is False
+    assert "ckpt-1.index" in {p.name for p in (tmp_path / "run" / "checkpoints").iterdir()}
+    with pytest.raises(ConfigError, match="minutes"):
+        load_stack_config(None, ["train.minutes=0"])
+
+
 def test_evals_without_a_validation_split_speak_the_eval_sentences(run):
     _, workdir = run  # train.eval_every=30, data.val_fraction=0, one eval sentence
     lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
@@ -460,6 +474,8 @@ def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
         assert (out / f"{row['id']}.truth.wav").stat().st_size > 1000
     summary = report["summary"]
     assert summary["pairing_mean"] == pytest.approx(np.mean([r["pairing"] for r in rows]))
+    assert summary["top1"] == pytest.approx(np.mean([r["identified"] for r in rows]))
+    assert {type(r["identified"]) for r in rows} == {bool}
     assert summary["duration_ratio_median"] == pytest.approx(
         np.median([r["duration_ratio"] for r in rows])
     )

@@ -28,6 +28,9 @@ EXPECTED = {
     # decoder slots: texts decoded side by side, each joining and leaving at any step
     "PieceMels", "SlotDecoding", "SlotStream", "Slots", "VocoderStream", "Window", "device_kind",
     "check_streamable",
+    # words: an offline recogniser's word error rate (the asr extra)
+    "MissingExtraError", "RECOGNISER_RATE", "asr_available", "make_recogniser",
+    "reference_words", "transcribe", "word_error_rate",
 }  # fmt: skip
 
 

@@ -102,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_attention(commands)
     _add_speakers(commands)
     _add_wer(commands)
+    _add_end_to_end(commands)
     _add_serve(commands)
     _add_soak(commands)
     _add_vocoder(commands)
@@ -565,6 +566,33 @@ def _add_speakers(commands) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
+def _add_end_to_end(commands) -> None:
+    p = commands.add_parser(
+        "end-to-end", parents=[verbose_flag()],
+        help="the whole chain as a listener hears it: WER, DNSMOS and voice, beside the "
+        "recordings",
+        description=(
+            "Score the syntheses of `xtts-train evaluate --data CORPUS --split all "
+            "--reference-from same-speaker|other-speaker --out DIR [--vocoder VOC] --json > "
+            "REPORT` three ways beside DIR's vocoded recordings (<id>.truth.wav) and the "
+            "corpus's recordings themselves: the word error rate of one offline recogniser "
+            "(pocketsphinx, English), DNSMOS's predicted MOS (speechmos's networks, offline) "
+            "and the voice (identified as the clip's, likeness to it). Needs the asr and mos "
+            'extras (and ge2e for --encoder ge2e): pip install "xtts-bench[asr,mos]".'
+        ),
+    )  # fmt: skip
+    p.add_argument("corpus", type=pathlib.Path,
+                   help="the corpus evaluate read (a speaker per row; its words)")  # fmt: skip
+    p.add_argument("--syntheses", type=pathlib.Path, required=True, metavar="REPORT",
+                   help="evaluate's --json report")  # fmt: skip
+    p.add_argument("--audio", type=pathlib.Path, required=True, metavar="DIR",
+                   help="evaluate's --out folder")  # fmt: skip
+    p.add_argument("--encoder", choices=SPEAKER_ENCODERS, default="mfcc",
+                   help="the voice vector (as `speakers --encoder`; default: mfcc)")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
 def _add_wer(commands) -> None:
     p = commands.add_parser(
         "wer", parents=[verbose_flag()],
@@ -863,6 +891,15 @@ def _run_speakers(args) -> str | dict:
     return f"voice vectors: {args.encoder}\n{table(result)}"
 
 
+def _run_end_to_end(args) -> str | dict:
+    from xtts_bench.end_to_end import format_end_to_end_table, score_end_to_end
+
+    report = json.loads(args.syntheses.read_text())
+    result = score_end_to_end(args.corpus, report, args.audio, encoder=args.encoder,
+                              progress=not args.quiet)  # fmt: skip
+    return result if args.json else format_end_to_end_table(result)
+
+
 def _run_wer(args) -> str | dict:
     from xtts_bench.intelligibility import format_wer_table, run_wer_benchmark
 
@@ -901,7 +938,7 @@ _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "compiler": _run_compiler, "profile": _run_profile,
              "startup": _run_startup, "learning": _run_learning,
              "decode": _run_decode, "attention": _run_attention,
-             "speakers": _run_speakers, "wer": _run_wer,
+             "speakers": _run_speakers, "wer": _run_wer, "end-to-end": _run_end_to_end,
              "vocoder": _run_vocoder, "serve": _run_serve, "soak": _run_soak,
              "peers": _run_peers}  # fmt: skip
 

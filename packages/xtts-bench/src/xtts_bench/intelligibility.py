@@ -2,13 +2,9 @@
 
 `xtts-train evaluate --out` writes each held-out sentence twice: `<id>.wav`, synthesised
 free-running, and `<id>.truth.wav`, its ground-truth mel through the same Griffin-Lim.
-pocketsphinx (English; its acoustic model ships inside the PyPI package, the `asr` extra)
-transcribes both, and jiwer scores the words against what the speaker read.
-
-The recogniser's language model is a unigram over the held-out sentences' words, a closed
-vocabulary as in a task grammar: the synthetic corpora read random word sequences, which
-a general English model fights (on 16 original espeak-ng recordings its WER was 0.92).
-Both audio sets get the same recogniser, so the ratio compares the audio only.
+xtts-train's recogniser (`xtts_train.evaluation.words`: pocketsphinx with a unigram over
+the held-out sentences' words, jiwer; the `asr` extra) transcribes both, so the ratio
+compares the audio only.
 
 Chance level: the ground-truth audio scored against the other sentences' texts, i.e. the
 best a model that ignores its text could do.
@@ -17,21 +13,23 @@ best a model that ignores its text could do.
 from __future__ import annotations
 
 import math
-import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
-
-import xtts_audio
 import xtts_data as xd
 from xtts_bench.errors import SettingsError, import_extra
-from xtts_data.text import TextConfig, normalize_text
-from xtts_train import evaluate
+from xtts_train import (
+    RECOGNISER_RATE,
+    evaluate,
+    make_recogniser,
+    reference_words,
+    transcribe,
+    word_error_rate,
+)
 
 __all__ = [
+    "RECOGNISER_RATE",
     "check_corpus",
     "corpus_references",
     "format_wer_table",
@@ -39,34 +37,26 @@ __all__ = [
     "reference_words",
     "run_wer_benchmark",
     "transcribe",
+    "word_error_rate",
     "word_error_rates",
 ]
 
-RECOGNISER_RATE = 16000  # pocketsphinx's en-us model is trained on 16 kHz audio
 ASR_HINT = 'pip install "xtts-bench[asr]" (pocketsphinx and jiwer)'
-
-
-def reference_words(text: str) -> str:
-    """What a speaker reads aloud in `text`, as lowercase words: the english cleaners
-    (numbers, abbreviations and symbols spelt out), punctuation dropped."""
-    cleaned = normalize_text(text, TextConfig(language="en"))
-    return " ".join(re.sub(r"[^a-z' ]+", " ", cleaned).split())
 
 
 def word_error_rates(references: list[str], synthesis: list[str],
                      truth: list[str]) -> dict[str, float]:  # fmt: skip
     """Corpus WER of each transcript set, their ratio, and chance (truth vs the texts
     shifted by one: right voice, wrong words)."""
-    jiwer = import_extra("jiwer", hint=ASR_HINT)
     if len(references) < 2:
         raise SettingsError(f"expected at least 2 sentences, received: {len(references)}")
-    wer_synthesis = float(jiwer.wer(references, synthesis))
-    wer_truth = float(jiwer.wer(references, truth))
+    wer_synthesis = word_error_rate(references, synthesis)
+    wer_truth = word_error_rate(references, truth)
     return {
         "wer_synthesis": wer_synthesis,
         "wer_truth": wer_truth,
         "ratio": wer_synthesis / wer_truth if wer_truth else math.inf,
-        "wer_chance": float(jiwer.wer(references[1:] + references[:1], truth)),
+        "wer_chance": word_error_rate(references[1:] + references[:1], truth),
     }
 
 
@@ -139,44 +129,3 @@ def check_corpus(held_out: Path) -> None:
             f"expected --held-out to be a corpus (metadata.csv or a filelist: the "
             f"recogniser needs the sentences' words), received the feature cache {held_out}"
         )
-
-
-def make_recogniser(references: list[str], scratch: Path):
-    """A pocketsphinx decoder whose language model is a uniform unigram over the words
-    of `references` that its dictionary knows (its file is written into `scratch`).
-
-    Raises:
-        MissingExtraError: the `asr` extra is not installed.
-    """
-    words = sorted({w for r in references for w in r.split()})
-    pocketsphinx = import_extra("pocketsphinx", hint=ASR_HINT)
-    decoder = pocketsphinx.Decoder(samprate=RECOGNISER_RATE, loglevel="FATAL")
-    known = [w for w in words if decoder.lookup_word(w) is not None]
-    if not known:
-        raise SettingsError(f"no word of the held-out sentences is in the English dictionary: "
-                            f"{words[:10]}")  # fmt: skip
-    log_p = math.log10(1.0 / (len(known) + 1))  # + </s>
-    arpa = scratch / "unigram.arpa"
-    arpa.write_text(
-        "\\data\\\n"
-        f"ngram 1={len(known) + 2}\n\n\\1-grams:\n-99 <s>\n{log_p:.4f} </s>\n"
-        + "".join(f"{log_p:.4f} {w}\n" for w in known)
-        + "\n\\end\\\n"
-    )
-    decoder.add_lm_file("unigram", str(arpa))  # the acoustic model stays loaded
-    decoder.activate_search("unigram")
-    return decoder
-
-
-def transcribe(recogniser, path: Path) -> str:
-    """The recogniser's words for a WAV file (any rate, mixed to mono, resampled)."""
-    audio, rate = xtts_audio.load_wav(str(path))
-    mono = xtts_audio.to_mono(audio)
-    if int(rate) != RECOGNISER_RATE:
-        mono = xtts_audio.resample(mono, orig_sr=int(rate), target_sr=RECOGNISER_RATE)
-    pcm = np.round(np.clip(tf.convert_to_tensor(mono).numpy(), -1.0, 1.0) * 32767)
-    recogniser.start_utt()
-    recogniser.process_raw(pcm.astype(np.int16).tobytes(), full_utt=True)
-    recogniser.end_utt()
-    hypothesis = recogniser.hyp()
-    return hypothesis.hypstr if hypothesis is not None else ""

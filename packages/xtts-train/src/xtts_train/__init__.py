@@ -34,9 +34,17 @@ if TYPE_CHECKING:
         load_stack_config,
     )
     from xtts_train.demo import DEMO_SETTINGS
-    from xtts_train.errors import ConfigError, XttsTrainError
+    from xtts_train.errors import ConfigError, MissingExtraError, XttsTrainError
     from xtts_train.evaluation.held_out import EvalReport, evaluate
     from xtts_train.evaluation.scores import dtw_distance, dtw_distances, pairing_scores
+    from xtts_train.evaluation.words import (
+        RECOGNISER_RATE,
+        asr_available,
+        make_recogniser,
+        reference_words,
+        transcribe,
+        word_error_rate,
+    )
     from xtts_train.inference.long_form import (
         MAX_PIECE_BATCH,
         PieceMels,
@@ -89,6 +97,7 @@ __all__ = [
     "DEMO_SETTINGS",
     "MAX_PIECE_BATCH",
     "PRESETS",
+    "RECOGNISER_RATE",
     "TEXT_BUCKET",
     "AdamW",
     "CompiledSteps",
@@ -99,6 +108,7 @@ __all__ = [
     "EvalReport",
     "FiniteGate",
     "LossScale",
+    "MissingExtraError",
     "ModelConfig",
     "PieceMels",
     "RetraceError",
@@ -125,6 +135,7 @@ __all__ = [
     "XttsTrainError",
     "accumulated_gradients",
     "adamw",
+    "asr_available",
     "build_steps",
     "chain",
     "check_buffer_frames",
@@ -143,10 +154,12 @@ __all__ = [
     "load_run",
     "load_stack_config",
     "load_vocoder",
+    "make_recogniser",
     "masked_l1",
     "measuring_pool",
     "pairing_scores",
     "piece_batch",
+    "reference_words",
     "register_task",
     "speak_pieces",
     "stop_loss",
@@ -156,9 +169,11 @@ __all__ = [
     "text_pieces",
     "timed_step",
     "total_loss",
+    "transcribe",
     "vocode",
     "vocoder_losses",
     "warmup_cosine",
+    "word_error_rate",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -196,7 +211,18 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["CHUNK_FRAMES", "Streaming"], "models.text_to_mel.streaming"),
         **dict.fromkeys(["SlotDecoding", "SlotStream", "Slots"], "models.text_to_mel.slots"),
         "DEMO_SETTINGS": "demo",
-        **dict.fromkeys(["ConfigError", "XttsTrainError"], "errors"),
+        **dict.fromkeys(["ConfigError", "MissingExtraError", "XttsTrainError"], "errors"),
+        **dict.fromkeys(
+            [
+                "RECOGNISER_RATE",
+                "asr_available",
+                "make_recogniser",
+                "reference_words",
+                "transcribe",
+                "word_error_rate",
+            ],
+            "evaluation.words",
+        ),
         **dict.fromkeys(["dtw_distance", "dtw_distances", "pairing_scores"], "evaluation.scores"),
         **dict.fromkeys(["EvalReport", "evaluate"], "evaluation.held_out"),
         **dict.fromkeys(

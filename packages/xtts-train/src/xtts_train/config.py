@@ -483,6 +483,11 @@ class TrainConfig(FrozenConfig):
 
     Attributes:
         steps: optimizer updates to reach (a resumed run continues to this total).
+        minutes: a wall-clock budget for each `fit` command's steps, counted from its first
+            step (start-up and compiles not included): the step that ends past it is the
+            last, saved as after SIGTERM, and `steps` still sets the schedule. How the
+            measured CPU recipes were stopped (`steps` is their schedule, the minutes
+            their budget). None: train to `steps`.
         learning_rate: peak rate of AdamW, reached after `warmup_steps` linear warm-up,
             then cosine decay to `learning_rate * min_lr_ratio` at `steps`.
         warmup_steps: steps of linear warm-up from 0 to `learning_rate`.
@@ -544,6 +549,7 @@ class TrainConfig(FrozenConfig):
     error_type = ConfigError
 
     steps: int = 1000
+    minutes: float | None = None
     learning_rate: float = 1e-3
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1
@@ -570,6 +576,8 @@ class TrainConfig(FrozenConfig):
         budget = self.memory_budget_gb
         if budget is not None and not (_number(budget) and budget > 0):
             self._fail("memory_budget_gb", budget, "a positive number of GiB, or null")
+        if self.minutes is not None and not (_number(self.minutes) and self.minutes > 0):
+            self._fail("minutes", self.minutes, "a number of minutes > 0, or null")
         if self.init_from is not None and not (isinstance(self.init_from, str)
                                                and self.init_from.strip()):  # fmt: skip
             self._fail("init_from", self.init_from, "a run folder, or null")

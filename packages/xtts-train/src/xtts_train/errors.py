@@ -4,7 +4,7 @@ Nothing here is raised inside a compiled step: shapes and settings are checked w
 function is traced, so a bad value fails once, before any step runs.
 """
 
-__all__ = ["ConfigError", "XttsTrainError"]
+__all__ = ["ConfigError", "MissingExtraError", "XttsTrainError"]
 
 
 class XttsTrainError(Exception):
@@ -17,3 +17,8 @@ class XttsTrainError(Exception):
 
 class ConfigError(XttsTrainError, ValueError):
     """A config value or argument is invalid: the message names it, its value and the rule."""
+
+
+class MissingExtraError(XttsTrainError, ImportError):
+    """A package of an optional extra (e.g. `xtts-train[asr]`) is not installed: the
+    message says how to install it."""

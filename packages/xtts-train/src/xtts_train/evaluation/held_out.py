@@ -50,7 +50,8 @@ class EvalReport:
         split: `"val"` (the run's held-out ids) or `"all"` (every row).
         step: the training step of the checkpoint.
         utterances: one dict per utterance: `id`, `text`, `frames` (decoded), `true_frames`,
-            `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`, `pieces` (1
+            `stopped`, `duration_ratio`, `alignment`, `distance`, `pairing`, `identified`
+            (its own recording is the nearest of all, by DTW distance), `pieces` (1
             unless its text was longer than `decode.split_symbols`: then its pieces
             were decoded alone and joined with their pauses, `inference.long_form`).
         max_frames: the decoding buffer (twice the longest truth, rounded up).
@@ -67,7 +68,8 @@ class EvalReport:
 
     @property
     def summary(self) -> dict[str, float]:
-        """Medians of the duration ratio, means of the rest, and the share that stopped."""
+        """Medians of the duration ratio, means of the rest, the share that stopped and
+        `top1`, the share identified as their own sentence (chance: 1 / utterances)."""
         column = {k: np.array([u[k] for u in self.utterances], float) for k in _SCORES}
         return {
             "duration_ratio_median": float(np.median(column["duration_ratio"])),
@@ -75,6 +77,7 @@ class EvalReport:
             "distance_mean": float(column["distance"].mean()),
             "pairing_mean": float(column["pairing"].mean()),
             "stopped_share": float(np.mean([u["stopped"] for u in self.utterances])),
+            "top1": float(np.mean([u["identified"] for u in self.utterances])),
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,8 +101,8 @@ class EvalReport:
             f"{''.join(f', --set {o}' for o in self.settings)}: "
             f"median duration ratio {s['duration_ratio_median']:.2f}, alignment "
             f"{s['alignment_mean']:.2f}, distance {s['distance_mean']:.2f}, pairing "
-            f"{s['pairing_mean']:.2f} (~1: ignores the text), stop token fired in "
-            f"{s['stopped_share']:.0%}"
+            f"{s['pairing_mean']:.2f} (~1: ignores the text), top-1 {s['top1']:.0%} (chance "
+            f"{1 / len(self.utterances):.0%}), stop token fired in {s['stopped_share']:.0%}"
         )
         return "\n".join([head, *rows, tail])
 
@@ -186,7 +189,8 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         {"id": u.id, "text": u.text, "frames": d.length, "true_frames": len(u.mel),
          "stopped": d.stopped, "duration_ratio": duration_ratio(d.length, len(u.mel)),
          "alignment": d.alignment, "distance": float(distances[i, i]),
-         "pairing": float(pairing[i]), "speaker": u.speaker,
+         "pairing": float(pairing[i]), "identified": bool(distances[i].argmin() == i),
+         "speaker": u.speaker,
          "reference": "run" if voices[i] is None else utterances[voices[i]].id,
          "reference_speaker": None if voices[i] is None else utterances[voices[i]].speaker,
          "pieces": len(pieces[i])}

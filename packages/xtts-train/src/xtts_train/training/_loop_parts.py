@@ -136,7 +136,7 @@ class Profiler:
 
 def run_summary(steps: CompiledSteps, spec, *, step: int, timings: Timings, losses: dict,
                 warm: WarmUp, warm_traces: int, startup: dict, stopped: bool,
-                gpu: GpuMonitor) -> dict:  # fmt: skip
+                out_of_minutes: bool, gpu: GpuMonitor) -> dict:  # fmt: skip
     """The run's figures (`summary.json`): steps, traces and compiles, start-up, step
     times, health and device use.
 
@@ -145,6 +145,7 @@ def run_summary(steps: CompiledSteps, spec, *, step: int, timings: Timings, loss
         step: the last update done; timings: this run's steps; losses: the last logged.
         warm: the warm-up's report; warm_traces: train traces when it ended.
         startup: the start-up clock's report; stopped: a signal ended the run.
+        out_of_minutes: `train.minutes` ended it.
         gpu: the device monitor, stopped.
     """
     total_traces = sum(steps.traces.values())
@@ -167,6 +168,7 @@ def run_summary(steps: CompiledSteps, spec, *, step: int, timings: Timings, loss
         "nonfinite_skipped": int(steps.nonfinite),
         "final_loss": losses.get("loss"),
         "stopped_by_signal": stopped,
+        "out_of_minutes": out_of_minutes,
         "replicas": steps.replicas,
         "device_utilization": gpu.utilization,
         "device_utilization_note": gpu.note,

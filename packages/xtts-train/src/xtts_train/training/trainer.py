@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -243,12 +244,15 @@ class _Run:
         with clock.part("data"):
             # The data position: the batches before `step` are drawn again and dropped.
             iterator = iter(self.train_pipe.dataset.skip(step))
-        timings, interval, startup = Timings(), Interval(), None
+        timings, interval, startup, out_of_minutes = Timings(), Interval(), None, False
         after_step = AfterStep(self.config, self.writer, self.steps, self.evaluate)
         bar = tqdm.tqdm(total=self.config.steps, initial=step, unit="step",
                         disable=not self.progress, desc="train")  # fmt: skip
+        deadline = math.inf  # the budget starts at the first step (`train.minutes`)
         with StopSignals() as signals, bar, monitoring(self.gpu), contextlib.closing(profiler):
             while step < self.config.steps and signals.received is None:
+                if out_of_minutes := time.perf_counter() > deadline:
+                    break
                 before = time.perf_counter()
                 batch = _next_batch(iterator)
                 got = time.perf_counter()
@@ -263,6 +267,7 @@ class _Run:
                     float(outputs["loss"])
                     clock.add("first_step", time.perf_counter() - got)
                     startup = clock.report()
+                    deadline = before + 60 * (self.config.minutes or math.inf)
                 profiler.after(step, outputs)
                 interval.add(got - before, called - before, outputs, batch)
                 bar.update(1)
@@ -273,7 +278,8 @@ class _Run:
         result = run_summary(self.steps, self.train_pipe.spec, step=step, timings=timings,
                              losses=after_step.losses, warm=warm, warm_traces=warm_traces,
                              startup=startup or clock.report(),
-                             stopped=signals.received is not None, gpu=self.gpu)  # fmt: skip
+                             stopped=signals.received is not None,
+                             out_of_minutes=out_of_minutes, gpu=self.gpu)  # fmt: skip
         self.writer.write_summary(result)
         if self.progress:
             tqdm.tqdm.write(format_summary_line(result))
@@ -285,6 +291,7 @@ def format_summary_line(summary: dict) -> str:
     loss = summary["final_loss"]
     return (
         f"fit: {summary['steps']} steps"
+        + (" (train.minutes spent)" if summary.get("out_of_minutes") else "")
         + (f", loss {loss:.3f}" if loss is not None else "")
         + f"; time to first step {format_startup(summary)}; {cache_use(summary['warm_up'])}; "
         f"{summary['retraces_after_warmup']} retraces; peak RSS {summary['peak_rss_mb']:.0f} MB"
