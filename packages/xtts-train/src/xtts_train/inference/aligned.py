@@ -51,8 +51,10 @@ class AlignedFrames:
     def __init__(self, stack: StackConfig, model: TextToMel) -> None:
         self.model, self.cond_frames = model, stack.data.cond_frames
         self.traces = 0
-        xla = resolve(stack.train.compiler, "eval") == "xla"
-        self._program = tf.function(self._frames, jit_compile=xla)
+        self._xla = resolve(stack.train.compiler, "eval") == "xla"
+        # One function per padded shape, each traced once: a single function traced for
+        # every shape would be TensorFlow's "excessive retracing" warning, shape after shape.
+        self._programs: dict[tuple[int, int], tf.types.experimental.GenericFunction] = {}
 
     def __call__(self, utterances: Sequence[xd.Utterance]) -> list[np.ndarray]:
         """Each utterance's frames, its mel's shape (`xtts_data.derive_mels`' `frames_of`)."""
@@ -73,7 +75,9 @@ class AlignedFrames:
         batch = {"tokens": ids, "token_mask": (np.arange(t) < tokens)[None].astype(np.float32),
                  "mel": mel, "mel_mask": (np.arange(f) < frames)[None].astype(np.float32),
                  "cond_mel": cond, "cond_lengths": np.array([len(clip)], np.int32)}  # fmt: skip
-        out = self._program({k: tf.constant(v) for k, v in batch.items()})
+        if (t, f) not in self._programs:
+            self._programs[t, f] = tf.function(self._frames, jit_compile=self._xla)
+        out = self._programs[t, f]({k: tf.constant(v) for k, v in batch.items()})
         return out.numpy()[0, :frames]
 
     def _frames(self, batch):
