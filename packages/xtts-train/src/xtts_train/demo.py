@@ -127,8 +127,8 @@ def run_demo(workdir: str | Path, *, engine: str = "espeak", steps: int | None =
     tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
     with clock.part("data"):  # the corpus and cache count as the run's data start-up
         if not (corpus / "metadata.csv").exists():
-            xd.write_demo_corpus(corpus, n=utterances or demo.utterances, progress=True,
-                                 **demo.corpus)  # fmt: skip
+            size = demo.utterances if utterances is None else utterances
+            xd.write_demo_corpus(corpus, n=size, progress=True, **demo.corpus)
         if not xd.FeatureCache.is_cache(cache):
             result = xd.prepare(corpus, cache, audio=stack.audio, data=stack.data, progress=True)
             tqdm.tqdm.write(xd.format_summary(result))
