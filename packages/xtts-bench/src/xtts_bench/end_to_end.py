@@ -86,9 +86,11 @@ def score_end_to_end(corpus: str | Path, report: Mapping, audio: str | Path, *,
     if len(ids) < 2:
         raise SettingsError(f"expected at least 2 evaluated rows, received: {len(ids)}")
     recorded = {row.id: Path(row.audio) for row in xd.read_corpus(corpus).rows}
+    if unknown := [i for i in ids if i not in recorded]:
+        raise SettingsError(f"Expected rows of {corpus}, received ids it lacks: {unknown[:5]}")
     paths = {"synthesis": [audio / f"{i}.wav" for i in ids],
              "vocoded": [audio / f"{i}.truth.wav" for i in ids],
-             "recorded": [recorded.get(i, audio / "missing" / i) for i in ids]}  # fmt: skip
+             "recorded": [recorded[i] for i in ids]}  # fmt: skip
     if not any(p.is_file() for p in paths["vocoded"]):
         paths["vocoded"] = None
     references = intelligibility.corpus_references(corpus, ids)
