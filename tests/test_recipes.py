@@ -32,6 +32,7 @@ PRESET_OF = {
     "cpu-voices": ("model", "tiny-voices"),
     "gpu-small": ("model", "small"),
     "gpu-base": ("model", "base"),
+    "gpu-vocoder": ("vocoder", "base"),
 }
 # The host whose memory `fit` checks a text-to-mel recipe's steps against (half of it):
 # a laptop for the CPU recipe, GPU machines as the recipes' headers name them.
