@@ -157,6 +157,12 @@ class CompiledSteps:
         at `shape` (a spec shape's key); its `.graph` is the traced step."""
         return (self._train if role == "train" else self._eval).table[shape]
 
+    def step_function(self, role: str = "train") -> tf.types.experimental.PolymorphicFunction:
+        """The `tf.function` of `role`'s step (`"train"`: `(batch, apply, hyper)`, `"eval"`:
+        `(batch, hyper)`), whose concrete programs `warm_up` builds: what an exporter of
+        the compiled programs reads (`xtts-bench hlo export`)."""
+        return (self._train if role == "train" else self._eval).function
+
     def hyper(self, step: int) -> dict[str, tf.Tensor]:
         """The step's inputs besides the batch (`StepFunctions.hyper`)."""
         return self.functions.hyper(step)

@@ -1,0 +1,66 @@
+"""`xtts-bench hlo`: its parser and handler (no TensorFlow until a command runs)."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+from xtts_audio.startup import verbose_flag
+
+__all__ = ["add_hlo_parser", "run_hlo"]
+
+
+def add_hlo_parser(commands) -> argparse.ArgumentParser:
+    """`hlo export` under `commands` (the CLI's subparsers); returns the export parser, to
+    which the CLI adds its `--set` (dest `overrides`)."""
+    hlo = commands.add_parser(
+        "hlo", parents=[verbose_flag()],
+        help="a run's compiled programs as HLO protos, timed by jaxlib's XLA",
+        description="Export the XLA programs a run compiles (HLO protos, a manifest and a "
+        "standalone runner) for a machine with jax but no TensorFlow.",
+    )  # fmt: skip
+    sub = hlo.add_subparsers(dest="hlo_command", required=True)
+    p = sub.add_parser(
+        "export", parents=[verbose_flag()],
+        help="write each bucket's train step as an HLO proto, a manifest and runner.py",
+        description=(
+            "Build the train step of every bucket shape as fit does (train.compiler=xla), "
+            "and write into --out each step's HloModuleProto (lowered for this CPU), "
+            "manifest.json (parameters with roles, shapes, dtypes and fill rules; outputs; "
+            "the updated variables' aliases) and runner.py, which compiles and times them "
+            "with jax alone: python OUT/runner.py OUT [--steps N] [--peak-tflops T]."
+        ),
+    )  # fmt: skip
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=pathlib.Path, metavar="CACHE",
+                        help="a prepared feature cache: its pipeline's bucket shapes")  # fmt: skip
+    source.add_argument("--ljspeech", action="store_true",
+                        help="the bucket shapes planned for LJSpeech's lengths (no cache; "
+                        "set model.vocab_size with --set)")  # fmt: skip
+    p.add_argument("--config", type=pathlib.Path, default=None, help="stack config (a recipe)")
+    p.add_argument("--out", type=pathlib.Path, required=True, metavar="DIR",
+                   help="the folder written (created): protos, manifest.json, runner.py")  # fmt: skip
+    p.add_argument(
+        "--bucket",
+        type=int,
+        action="append",
+        default=None,
+        help="export only this bucket (index into the spec's shapes; repeatable)",
+    )
+    p.add_argument("--inputs", action="store_true",
+                   help="also write each program's parameters (a real batch, the initial "
+                   "state) for a check against TensorFlow")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    return p
+
+
+def run_hlo(args: argparse.Namespace) -> str | dict:
+    """Run `hlo export`; the summary table, or the manifest with `--json`."""
+    from xtts_bench.hlo.export import ExportConfig, export_hlo, format_export
+
+    config = ExportConfig(out=args.out, config=args.config, overrides=tuple(args.overrides),
+                          data=args.data, ljspeech=args.ljspeech,
+                          buckets=None if args.bucket is None else tuple(args.bucket),
+                          inputs=args.inputs)  # fmt: skip
+    manifest = export_hlo(config)
+    return manifest if args.json else format_export(manifest, args.out)
