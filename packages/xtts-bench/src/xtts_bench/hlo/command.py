@@ -39,7 +39,7 @@ def add_hlo_parser(commands) -> argparse.ArgumentParser:
                         "set model.vocab_size with --set)")  # fmt: skip
     p.add_argument("--config", type=pathlib.Path, default=None, help="stack config (a recipe)")
     p.add_argument("--out", type=pathlib.Path, required=True, metavar="DIR",
-                   help="the folder written (created): protos, manifest.json, runner.py")  # fmt: skip
+                   help="the folder written: protos, manifest.json, runner.py")  # fmt: skip
     p.add_argument(
         "--bucket",
         type=int,
