@@ -13,7 +13,7 @@ import pytest
 from train_helpers import as_cli, train_cli
 
 import xtts_data as xd
-from xtts_audio import num_frames
+from xtts_bench.hlo import ljspeech_spec
 from xtts_data.config import load_config
 from xtts_train.cli import main
 from xtts_train.compile import memory
@@ -46,17 +46,6 @@ TINY = [
     "data.cond_frames=16",  # the clips are 35-86 frames: 64 would be mostly padding
     "train.steps=3",
 ]  # fmt: skip
-
-
-def _ljspeech_spec(stack) -> xd.DatasetSpec:
-    """The recipe's batch shapes on LJSpeech's lengths (1.1-10.1 s, here spread evenly; ~17
-    symbols a second), where the tiny corpus's clips of under a second would give a
-    frame budget's batches of hundreds of rows that no LJSpeech bucket has."""
-    seconds = np.linspace(1.1, 10.1, 1000)
-    frames = num_frames((seconds * stack.audio.sample_rate).astype(np.int64), stack.audio)
-    tokens = np.ceil(seconds * 17).astype(np.int64) + 1
-    shapes = xd.plan_shapes(frames, tokens, stack.data)
-    return xd.DatasetSpec(tuple(shapes), stack.audio.n_mels, stack.data.cond_frames)
 
 
 @pytest.fixture
@@ -126,7 +115,7 @@ def test_one_cache_serves_every_recipe():
 def test_text_to_mel_recipe_fits_its_host_at_ljspeech_lengths(recipe, host):
     stack = load_stack_config(recipe)
     host(HOST_GIB[recipe.stem])
-    check_training_memory(stack.model, _ljspeech_spec(stack))
+    check_training_memory(stack.model, ljspeech_spec(stack))
 
 
 def test_check_accepts_the_cpu_recipe(cache, features, capsys):
@@ -142,7 +131,7 @@ def test_check_accepts_the_cpu_recipe(cache, features, capsys):
 # against the cache's settings, the cache opened with them (waveforms for the vocoder),
 # the pipeline and its spec, the memory check, and the model and optimizer built under the
 # recipe's precision. The text-to-mel memory check is run at LJSpeech's shapes
-# (`_ljspeech_spec`) on the host the recipe names.
+# (`ljspeech_spec`) on the host the recipe names.
 @pytest.mark.parametrize("recipe", [p for p in RECIPES if p != CPU_TINY],
                          ids=lambda path: path.stem)  # fmt: skip
 def test_what_check_runs_before_compiling_accepts_the_recipe(recipe, cache, features, host):
@@ -154,7 +143,7 @@ def test_what_check_runs_before_compiling_accepts_the_recipe(recipe, cache, feat
     spec = pipeline.spec
     if recipe.stem in HOST_GIB:
         host(HOST_GIB[recipe.stem])
-        spec = _ljspeech_spec(stack)
+        spec = ljspeech_spec(stack)
     with kept_dtype_policy():
         steps = build_steps(stack, spec)
     assert steps.traces == {}  # built, nothing compiled yet

@@ -25,6 +25,7 @@ reader, and `xtts-bench`'s tests check the two against each other.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import pathlib
 import statistics
@@ -126,7 +127,7 @@ class Program:
 
         self.entry, self.jax = entry, jax
         self.device = device or jax.devices()[0]
-        proto = (folder / entry["file"]).read_bytes()
+        proto = gzip.decompress((folder / entry["file"]).read_bytes())
         started = time.perf_counter()
         module = xla_client._xla.mlir.hlo_to_stablehlo(proto)
         client = backend.get_backend(self.device.platform)

@@ -66,7 +66,9 @@ def fit(stack: StackConfig, cache: str | Path, workdir: str | Path, *, progress:
 
 
 def build_steps(stack: StackConfig, spec, eval_spec=None,
-                strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
+                strategy: tf.distribute.Strategy | None = None, *,
+                check_memory: bool = True) -> CompiledSteps:  # fmt: skip
     """The run's task's model, AdamW and compiled steps (`build_task_steps`), for `check`,
     the benchmarks and tests."""
-    return build_task_steps(task_class(stack.train.task), stack, spec, eval_spec, strategy)
+    return build_task_steps(task_class(stack.train.task), stack, spec, eval_spec, strategy,
+                            check_memory=check_memory)  # fmt: skip

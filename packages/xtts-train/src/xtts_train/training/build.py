@@ -25,7 +25,8 @@ def make_optimizers(task: Task) -> dict[str, AdamW]:
 
 
 def build_task_steps(task: type[Task], stack: StackConfig, spec, eval_spec=None,
-                     strategy: tf.distribute.Strategy | None = None) -> CompiledSteps:  # fmt: skip
+                     strategy: tf.distribute.Strategy | None = None, *,
+                     check_memory: bool = True) -> CompiledSteps:  # fmt: skip
     """`task`'s model (under the run's precision policy), an AdamW per objective, and
     their compiled steps.
 
@@ -35,8 +36,11 @@ def build_task_steps(task: type[Task], stack: StackConfig, spec, eval_spec=None,
     Args:
         spec, eval_spec: the static shapes of the task's batches (its `pipeline`'s spec:
             an `xtts_data.DatasetSpec` for `text_to_mel`, a `SegmentSpec` for `vocoder`).
+        check_memory: refuse shapes whose step would not fit this machine (the task's
+            `check_memory`); off for programs built to run elsewhere (`xtts-bench hlo`).
     """
-    task.check_memory(stack, spec)  # before any compile: a step that fits
+    if check_memory:
+        task.check_memory(stack, spec)  # before any compile: a step that fits
     keras.mixed_precision.set_global_policy(stack.train.precision)
     keras.utils.set_random_seed(stack.train.seed)
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
