@@ -1,5 +1,4 @@
-"""Pitch read off mel features (`mel_pitch`), and harmonics written into them
-(`harmonic_ripple`, `ripple_depth`)."""
+"""Pitch read off mel features (`mel_pitch`)."""
 
 from __future__ import annotations
 
@@ -8,15 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from xtts_audio import (
-    PITCH_RANGE,
-    InputError,
-    MelConfig,
-    harmonic_ripple,
-    mel_features,
-    mel_pitch,
-    ripple_depth,
-)
+from xtts_audio import PITCH_RANGE, InputError, MelConfig, mel_features, mel_pitch
 
 CONFIG = MelConfig.from_preset("xtts")
 
@@ -63,29 +54,9 @@ def test_any_leading_axes_and_the_candidates_lie_in_the_pitch_range():
     assert PITCH_RANGE[0] <= pitch.numpy().min() <= pitch.numpy().max() <= PITCH_RANGE[1]
 
 
-def test_a_written_ripple_is_read_back_at_its_pitch_and_depth():
-    # A smooth frame (a voice's mel averaged over pitches) gains the ripple of each pitch:
-    # mel_pitch reads that pitch, ripple_depth that depth, and the envelope barely moves.
-    smooth = np.mean(features(*map(voice, np.geomspace(90.0, 300.0, 12))), axis=(0, 1))
-    pitches = np.array([95.0, 180.0, 290.0], np.float32)
-    ripple = harmonic_ripple(pitches, CONFIG).numpy()  # (3, M)
-    assert ripple.shape == (3, CONFIG.n_mels)
-    assert np.all(ripple[:, 60:] == 0.0)  # nothing above the 2.5 kHz band
-    before = ripple_depth(np.tile(smooth, [3, 1]), pitches, CONFIG).numpy()
-    written = smooth + (6.0 - before)[:, None] * ripple  # (3, M): depth 6 each
-    pitch, harmonicity = mel_pitch(written, CONFIG)
-    np.testing.assert_allclose(pitch, pitches, rtol=0.02)
-    assert np.all(harmonicity.numpy() > 0.8)  # steady voiced speech: 0.6-0.9
-    np.testing.assert_allclose(ripple_depth(written, pitches, CONFIG), 6.0, rtol=1e-3)
-    envelope = np.convolve(np.mean(written - smooth, axis=0), np.ones(9) / 9, mode="valid")
-    assert np.abs(envelope).max() < 0.2
-
-
 def test_bad_features_and_recipes_are_refused():
     with pytest.raises(InputError, match=r"n_mels=80.*shape=\(1, 4, 64\)"):
         mel_pitch(np.zeros([1, 4, 64], np.float32), CONFIG)
-    with pytest.raises(InputError, match=r"n_mels=80.*shape=\(4, 64\)"):
-        ripple_depth(np.zeros([4, 64], np.float32), np.full([4], 100.0), CONFIG)
     coarse = dataclasses.replace(CONFIG, n_mels=8)
     with pytest.raises(InputError, match=r"at least 8 mel bins below 2500 Hz"):
         mel_pitch(np.zeros([1, 4, 8], np.float32), coarse)

@@ -16,7 +16,7 @@ EXPECTED = {
     "mel_features", "mel_spectrogram", "mel_to_magnitude", "normalize", "num_frames",
     "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "to_mono",
     "trim_silence", "mel_warp_positions", "warp_mel", "PITCH_RANGE", "mel_pitch",
-    "harmonic_ripple", "ripple_depth", "WavWriter", "write_wav",
+    "WavWriter", "write_wav",
     "WAV_HEADER_BYTES", "pcm16", "stream_wav_header", "wav_bytes",
 }  # fmt: skip
 

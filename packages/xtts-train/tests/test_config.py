@@ -117,7 +117,6 @@ def test_stack_from_dict_needs_every_section():
         (["decode.window_ahead=-1"], r"DecodeConfig\.window_ahead: expected an int >= 0, received: window_ahead=-1"),
         (["decode.window_back=true"], "window_back=True"),
         (["decode.global_variance=maybe"], "global_variance='maybe'"),
-        (["decode.harmonics=true"], r"decode\.harmonics=false while model\.pitch_contour is off"),
         (["decode.reference_frames=-1"], "reference_frames=-1"),
         (["decode.reference_frames=8", "data.cond_frames=16"], r"decode\.reference_frames 0 \(data\.cond_frames\) or at least data\.cond_frames=16, received: 8"),
         (["decode.window=2"], r"unknown field\(s\) \['window'\] in section decode"),
@@ -135,24 +134,24 @@ def test_the_decoding_settings_are_not_the_model_s():
     """Every decoding setting is in the decode section, none left in the model's."""
     model = {f.name for f in dataclasses.fields(ModelConfig)}
     assert not [name for name in model if name.startswith("infer_")]
-    assert len(model) == 25  # 36 before the decode section, voice_input's removal and
-    # the standardisation's one home (MEL_MEAN, MEL_STD)
+    assert len(model) == 24  # 36 before the decode section, voice_input's removal, the
+    # standardisation's one home (MEL_MEAN, MEL_STD) and pitch_contour's removal
 
 
 def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
     """A run's `config.yaml` from before the move (decoding settings as `model.infer_KEY`)
     loads with them in the decode section; one the decode section gives wins."""
-    old = load_stack_config(None, ["model.pitch_contour=true"]).to_dict()
+    old = load_stack_config(None).to_dict()
     del old["decode"]
-    old["model"].update(infer_window_ahead=3, infer_global_variance=True, infer_harmonics=True,
+    old["model"].update(infer_window_ahead=3, infer_global_variance=True, infer_harmonics=False,
                         infer_split_symbols=0, infer_reference_frames=0, infer_stop_gate=4,
                         infer_window_back=1, infer_prenet_dropout=False)  # fmt: skip
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(old, sort_keys=False))
     stack = load_stack_config(path)
-    assert stack.decode == DecodeConfig(window_ahead=3, global_variance=True, harmonics=True,
-                                        split_symbols=0, stop_gate=4)  # fmt: skip
-    assert stack.model == load_stack_config(None, ["model.pitch_contour=true"]).model
+    assert stack.decode == DecodeConfig(window_ahead=3, global_variance=True, split_symbols=0,
+                                        stop_gate=4)  # fmt: skip
+    assert stack.model == load_stack_config(None).model
     assert load_stack_config(path, ["decode.split_symbols=50"]).decode.split_symbols == 50
     old["decode"] = {"stop_gate": 2}
     path.write_text(yaml.safe_dump(old, sort_keys=False))
@@ -196,17 +195,16 @@ def test_the_voice_cloning_settings_are_two_presets():
     flags = load_stack_config(None, [
         "model.reduction_factor=4", "model.voice_stats=mean_std",
         "model.voice_stats_source=utterance", "model.voice_pitch=true",
-        "model.pitch_contour=true", "decode.global_variance=true",
-        "decode.reference_frames=1024", "decode.harmonics=true",
+        "decode.global_variance=true", "decode.reference_frames=1024",
     ])  # fmt: skip
     assert presets == flags
     assert load_stack_config(None, ["decode.preset=plain"]).decode == DecodeConfig()
-    with pytest.raises(ConfigError, match=r"harmonics=false while model\.pitch_contour is off"):
-        load_stack_config(None, ["decode.preset=voices"])  # its harmonics need the contour
 
 
-@pytest.mark.parametrize(("section", "key"), [("model", "voice_input"),
-                                            ("decode", "prenet_dropout")])  # fmt: skip
+@pytest.mark.parametrize(("section", "key"), [
+    ("model", "voice_input"), ("decode", "prenet_dropout"), ("model", "pitch_contour"),
+    ("decode", "harmonics"),
+])  # fmt: skip
 def test_a_removed_option_loads_off_and_is_refused_on(tmp_path, section, key):
     old = load_stack_config(None).to_dict()
     old[section][key] = False  # as runs before its removal wrote it

@@ -13,7 +13,7 @@ import pytest
 import scipy.fft
 import tensorflow as tf
 
-from xtts_audio import MelConfig, mel_features, mel_pitch, ripple_depth
+from xtts_audio import MelConfig, mel_features
 from xtts_train import (
     ConfigError,
     DecodeConfig,
@@ -28,11 +28,9 @@ from xtts_train.models.features import standardize
 from xtts_train.models.text_to_mel import model as model_module
 from xtts_train.models.text_to_mel.frames import (
     clip_stats,
-    frame_pitch,
     match_global_variance,
     pitch_stats,
     within_range,
-    write_harmonics,
 )
 from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.postfilters import decode_frames
@@ -111,7 +109,7 @@ def test_defaults_are_the_tiny_preset_and_dicts_round_trip():
         (dict(dropout=1.0), "dropout=1.0"),
         (dict(prenet_dropout=-0.1), "prenet_dropout=-0.1"),
         (dict(voice_pitch=1), "voice_pitch=1"),
-        (dict(pitch_contour="on"), "pitch_contour='on'"),
+        (dict(pitch_contour=True), r"unknown field\(s\) \['pitch_contour'\]"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
     ],
 )
@@ -405,73 +403,6 @@ def test_the_global_variance_stage_matches_the_clip_s_only_when_configured():
     with pytest.raises(ConfigError, match=r"decode\.global_variance=false to stream"):
         Streaming(model, decode=DecodeConfig(global_variance=True), cond_frames=16,
                   max_frames=8)  # fmt: skip
-
-
-def test_harmonics_are_written_at_the_pitch_given_as_deep_as_the_clip_s():
-    # Smooth decoded frames (a voice averaged over pitches) gain the harmonics of the pitch
-    # given, at the voiced frames alone, as deep as the clip's harmonic frames ripple.
-    # (Louder than the clip: its troughs stay above the features' floor, which would clip them.)
-    smooth = harmonic_mel(np.geomspace(90.0, 300.0, 12), 10).mean(axis=0) + 6.0  # (F, M)
-    decoded = np.stack([smooth, smooth]).astype(np.float32)  # (2, F, M)
-    clip = harmonic_mel([230.0, 0.0], 20)  # row 1: silence, no harmonic frame
-    octaves = np.log2(np.array([[240.0], [180.0]]) / 150.0) * np.ones([2, 10])
-    voiced = np.ones([2, 10], np.float32)
-    voiced[0, 6:] = 0.0  # unvoiced, or past the end: left alone
-    args = (decoded, voiced, octaves.astype(np.float32), clip, np.ones([2, 20], np.float32))
-    written = write_harmonics(*(tf.constant(a) for a in args), AUDIO).numpy()
-    hz, harmonicity = (t.numpy() for t in mel_pitch(written[0, :6], AUDIO))
-    np.testing.assert_allclose(hz, 240.0, rtol=0.04)  # the candidates lie 3.4% apart
-    assert np.all(harmonicity > 0.8)
-    clip_hz, clip_harmonic = (t.numpy() for t in mel_pitch(clip[0], AUDIO))
-    depth = ripple_depth(clip[0], clip_hz, AUDIO).numpy()[clip_harmonic > 0.6].mean()
-    np.testing.assert_allclose(ripple_depth(written[0, :6], np.full(6, 240.0), AUDIO), depth,
-                               rtol=1e-3)  # fmt: skip
-    np.testing.assert_array_equal(written[0, 6:], decoded[0, 6:])
-    np.testing.assert_allclose(written[1], decoded[1], atol=1e-4)  # nothing to copy
-
-
-def test_the_pitch_contour_learns_the_frames_own_pitch_and_leaves_the_decoder_alone():
-    model = tiny_model(**DETERMINISTIC, pitch_contour=True)
-    batch = replace(make_batch(model.config, frames=16), mel=harmonic_mel([120.0, 240.0], 16))
-    outputs = model(batch)
-    assert outputs["pitch_octaves"].shape == outputs["voicing_logits"].shape == (2, 16)
-    octaves, voiced = frame_pitch(batch["mel"], AUDIO)
-    with tf.GradientTape(persistent=True) as tape:
-        losses = total_loss(model(batch), batch, pitch=(octaves, voiced))
-        contour = losses["pitch"] + losses["voicing"]
-    mel_loss = losses["mel_before"] + losses["mel_after"] + losses["stop"]
-    np.testing.assert_allclose(losses["loss"], mel_loss + contour, rtol=1e-6)
-    assert all(g is not None for g in tape.gradient(contour, model.pitch_net.trainable_weights))
-    assert all(g is None for g in tape.gradient(contour, model.decoder.trainable_weights))
-    assert "pitch_net" in model.describe()
-    with pytest.raises(ConfigError, match=r"audio recipe with n_mels=80.*pitch_contour"):
-        TextToMel(model.config)
-
-
-def test_the_harmonics_stage_writes_the_contour_s_harmonics_only_when_configured():
-    model = tiny_model(**DETERMINISTIC, pitch_contour=True)
-    batch = replace(
-        make_batch(model.config, cond_frames=16), cond_mel=harmonic_mel([230.0, 110.0], 16)
-    )
-    model(batch)
-    model.stop_head.bias.assign([-20.0])  # the whole buffer
-    model.pitch_net.out.bias.assign([0.0, 20.0])  # every frame voiced
-    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    first = infer(model, *args, max_frames=8)
-    second = decode_frames(model, DecodeConfig(harmonics=True), *args, max_frames=8)
-    np.testing.assert_array_equal(second["mel_before"], first["mel_before"])
-    clip_mask = tf.sequence_mask(batch["cond_lengths"], 16, tf.float32)
-    octaves, _ = model.contour(first["mel"], tf.ones([2, 8]), pitch_stats(
-        batch["cond_mel"], clip_mask, AUDIO))  # fmt: skip
-    want = write_harmonics(first["mel"], tf.ones([2, 8]), octaves, batch["cond_mel"], clip_mask,
-                           AUDIO)  # fmt: skip
-    np.testing.assert_allclose(second["mel"], want, atol=1e-4)
-    assert not np.allclose(second["mel"], first["mel"], atol=1e-2)
-    with pytest.raises(ConfigError, match=r"decode\.harmonics=false to stream"):
-        Streaming(model, decode=DecodeConfig(harmonics=True), cond_frames=16, max_frames=8)
-    # A model without the contour has no pitch to write at: refused before any decoding.
-    with pytest.raises(ConfigError, match=r"decode\.harmonics=false for a model without"):
-        decode_frames(tiny_model(), DecodeConfig(harmonics=True), *args, max_frames=8)
 
 
 @pytest.mark.parametrize(("field", "voice"), [("tokens", {}), ("cond_mel", {}),

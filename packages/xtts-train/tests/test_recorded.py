@@ -34,10 +34,9 @@ RECORD = os.environ.get("XTTS_RECORD") == "1"
 TEXT_TO_MEL = [
     *ONE_SHAPE, *MICRO, "data.deterministic=true", "train.steps=20", "train.log_every=1",
     "train.checkpoint_every=20", "model.voice_stats=mean_std", "model.voice_pitch=true",
-    "model.pitch_contour=true",
 ]  # fmt: skip
 # Decoding with every postfilter on (the decode settings issue 48 moves out of the model).
-DECODE = ["decode.global_variance=true", "decode.harmonics=true"]
+DECODE = ["decode.global_variance=true"]
 TEXT = "Fine day."
 # One thread per op and between ops: a reduction split over threads may add in another
 # order from run to run (measured: the pitch losses' last bits, with two cores).

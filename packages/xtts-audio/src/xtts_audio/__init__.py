@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
     from xtts_audio.errors import ConfigError, InputError, XttsAudioError
     from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
-    from xtts_audio.pitch import PITCH_RANGE, harmonic_ripple, mel_pitch, ripple_depth
+    from xtts_audio.pitch import PITCH_RANGE, mel_pitch
     from xtts_audio.resample import resample, resampled_length, to_mono
     from xtts_audio.spectral import (
         denormalize,
@@ -52,7 +52,6 @@ __all__ = [
     "deemphasis",
     "denormalize",
     "griffin_lim",
-    "harmonic_ripple",
     "istft",
     "load_wav",
     "mel_features",
@@ -66,7 +65,6 @@ __all__ = [
     "preemphasis",
     "resample",
     "resampled_length",
-    "ripple_depth",
     "silence_bounds",
     "spectrogram",
     "stft",
@@ -85,7 +83,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["deemphasis", "preemphasis", "silence_bounds", "trim_silence"], "effects"),
         **dict.fromkeys(["ConfigError", "InputError", "XttsAudioError"], "errors"),
         **dict.fromkeys(["griffin_lim", "istft", "mel_to_magnitude"], "griffin_lim"),
-        **dict.fromkeys(["PITCH_RANGE", "harmonic_ripple", "mel_pitch", "ripple_depth"], "pitch"),
+        **dict.fromkeys(["PITCH_RANGE", "mel_pitch"], "pitch"),
         **dict.fromkeys(["resample", "resampled_length", "to_mono"], "resample"),
         **dict.fromkeys(
             ["denormalize", "mel_features", "mel_spectrogram", "normalize", "num_frames",

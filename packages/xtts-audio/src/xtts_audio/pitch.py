@@ -10,12 +10,6 @@ comb's ripple about as poorly as any other (half their teeth fall between its ha
 so the sieve does not jump octaves as autocorrelation does. It reads the features a cache
 holds, so a model can use it in its compiled step; it is a coarse measure (candidates 3%
 apart), for a voice's pitch over an utterance more than a melody.
-
-The same combs write harmonics back: `harmonic_ripple` is the ripple a pitch leaves in a
-frame, and `ripple_depth` how deep a frame's own ripple is along it, so
-`frame + (depth - ripple_depth(frame)) * harmonic_ripple(pitch)` is a frame `mel_pitch`
-reads at that pitch, with that depth, and its smooth envelope unchanged (for features in
-`ln` units, the `xtts` preset's; other scales convert through `denormalize`).
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ from xtts_audio.config import MelConfig
 from xtts_audio.errors import InputError
 from xtts_audio.spectral import denormalize
 
-__all__ = ["PITCH_RANGE", "harmonic_ripple", "mel_pitch", "ripple_depth"]
+__all__ = ["PITCH_RANGE", "mel_pitch"]
 
 PITCH_RANGE = (60.0, 500.0)  # Hz: the candidates span speech's pitch, men's to children's
 _CANDIDATES = 64  # log-spaced over PITCH_RANGE: 3.4% apart
@@ -61,68 +55,6 @@ def mel_pitch(features, config: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
     match = tf.linalg.matmul(ripple, combs, transpose_b=True)  # (..., F, K)
     best = tf.argmax(match, axis=-1, output_type=tf.int32)
     return tf.gather(candidates, best), tf.reduce_max(match, axis=-1)
-
-
-def harmonic_ripple(pitch, config: MelConfig) -> tf.Tensor:
-    """The ripple a voice at `pitch` leaves in a log-mel frame: the comb `mel_pitch` matches
-    at the candidate nearest each pitch, scaled so that adding it to a frame deepens the
-    frame's `ripple_depth` at that pitch by exactly one.
-
-    Args:
-        pitch: float [...] in Hz (clamped to `PITCH_RANGE`).
-        config: the recipe of the features it is added to.
-
-    Returns:
-        float32 [..., n_mels] in ln units of the linear mel per unit of depth: the comb
-        less its moving mean, as `mel_pitch` detrends frames (it leaves a frame's envelope
-        about where it was), and zero from the first bin centred at 2.5 kHz up.
-        `mel_pitch` reads a frame that ripples mostly along it at that pitch.
-
-    Raises:
-        InputError: a recipe `mel_pitch` refuses.
-    """
-    candidates, combs, _ = _sieve(config)
-    comb = tf.gather(_writers(config), _nearest(pitch, candidates))  # (..., low)
-    rank = len(comb.shape) - 1
-    return tf.pad(comb, [[0, 0]] * rank + [[0, config.n_mels - combs.shape[1]]])
-
-
-def ripple_depth(features, pitch, config: MelConfig) -> tf.Tensor:
-    """How deep each frame's ripple runs along the comb of `pitch`: the projection of its
-    detrended low log-mel bins on the unit-length comb `mel_pitch` matches at the candidate
-    nearest `pitch`, in ln units of the linear mel (at a frame's own pitch: its
-    `mel_pitch` harmonicity times its ripple's length).
-
-    Args:
-        features: float [..., frames, n_mels] in the recipe's feature scale.
-        pitch: float [..., frames] in Hz.
-        config: the recipe.
-
-    Returns:
-        float32 [..., frames]: about 0 for a smooth frame or noise.
-
-    Raises:
-        InputError: as `mel_pitch`.
-    """
-    candidates, combs, _ = _sieve(config)
-    comb = tf.gather(combs, _nearest(pitch, candidates))  # (..., frames, low), unit length
-    return tf.reduce_sum(_ripple(features, config) * comb, axis=-1)
-
-
-def _nearest(pitch, candidates: np.ndarray) -> tf.Tensor:
-    """int32 [...]: the index of the candidate nearest each pitch [...] (Hz), on a log scale."""
-    octaves = tf.math.log(tf.cast(pitch, tf.float32) / candidates[0])
-    step = tf.math.log(candidates[-1] / candidates[0]) / float(_CANDIDATES - 1)
-    return tf.cast(tf.clip_by_value(tf.round(octaves / step), 0, _CANDIDATES - 1), tf.int32)
-
-
-@functools.lru_cache(maxsize=8)
-def _writers(config: MelConfig) -> np.ndarray:
-    """float32 [K, low]: each comb divided by the depth `ripple_depth` reads off it (the
-    comb detrended once more, projected on itself), so that adding one deepens it by one."""
-    _, combs, detrend = _sieve(config)
-    gains = np.sum((combs @ detrend) * combs, axis=1, keepdims=True)
-    return (combs / gains).astype(np.float32)
 
 
 def _ripple(features, config: MelConfig) -> tf.Tensor:

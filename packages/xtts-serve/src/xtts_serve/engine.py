@@ -148,7 +148,7 @@ class Engine:
         self.stream_refusal = GRIFFIN_LIM_STREAM if config.vocoder is None else None
         self._slot_decoding, self._decodings = None, {}
         try:
-            check_streamable(model, stack.decode)
+            check_streamable(stack.decode)
         except TrainConfigError as error:  # a postfilter needs the whole utterance
             if config.slots > 1:
                 raise ConfigError(f"Expected --slots 1 for a decoding that cannot stream, "

@@ -19,8 +19,6 @@ from xtts_train.errors import ConfigError
 
 __all__ = [
     "COMPILERS",
-    "CONTOUR_CHANNELS",
-    "CONTOUR_LAYERS",
     "DECODE_PRESETS",
     "MEL_MEAN",
     "MEL_STD",
@@ -46,12 +44,6 @@ COMPILERS = ("auto", "xla", "graph")
 Precision = Literal["float32", "mixed_float16", "mixed_bfloat16"]
 _PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
-
-# The pitch contour's conv stack (`ModelConfig.pitch_contour`): the postnet's kernel, and
-# few channels, so a step costs ~5% more (the postnet's 128 channels cost 17%, measured on
-# the tiny preset at 600 frames, batch 16, one core).
-CONTOUR_CHANNELS = 32
-CONTOUR_LAYERS = 3
 
 # The fixed standardisation of the features both networks read, `(mel - MEL_MEAN) /
 # MEL_STD` in and its inverse out (`xtts_train.models.features`): it fits `ln` mels of the
@@ -94,20 +86,18 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
     # The tiny model with the voice-cloning settings measured best (recipes/cpu-voices.yaml;
     # docs/train/voice-cloning.md): 4 frames a step, the clip's statistics and pitch
-    # carry the voice, a pitch contour learnt beside the decoder. Decode it with the
-    # `voices` decode preset.
+    # carry the voice. Decode it with the `voices` decode preset.
     "tiny-voices": dict(
         reduction_factor=4, voice_stats="mean_std", voice_stats_source="utterance",
-        voice_pitch=True, pitch_contour=True,
+        voice_pitch=True,
     ),
 }  # fmt: skip
 
 # `decode.preset`: named decoding settings. `voices`: the postfilters and reference length
-# measured best for voices never trained on (docs/train/voice-cloning.md); it needs a
-# model with `pitch_contour` (the `tiny-voices` preset's) for its harmonics.
+# measured best for voices never trained on (docs/train/voice-cloning.md).
 DECODE_PRESETS: dict[str, dict[str, Any]] = {
     "plain": {},  # the defaults: the loop alone, training's reference crop
-    "voices": dict(global_variance=True, reference_frames=1024, harmonics=True),
+    "voices": dict(global_variance=True, reference_frames=1024),
 }
 
 
@@ -184,13 +174,6 @@ class ModelConfig(FrozenConfig):
             at its usual end, while the distance between a step and a symbol, which
             sinusoidal encodings give attention, is kept. Inference starts at 0. 0 (the
             default) turns it off.
-        pitch_contour: a small conv net over the frames (3 layers of 32 channels, the
-            postnet's kernel) predicts each frame's pitch, as log2 octaves about the
-            voice's mean pitch (`voice_pitch`'s), and whether it is voiced; trained beside
-            the decoder on `xtts_audio.mel_pitch` of the spoken frames, from the
-            teacher-forced frames with their gradient stopped (so it changes nothing the
-            decoder learns). Decoding reads it off the decoded frames for
-            `decode.harmonics`. Needs the features' audio recipe, as `voice_pitch` does.
 
     `from_preset("tiny", vocab_size=40)` or `from_dict({"preset": "tiny", ...})` starts
     from the sizes of `PRESETS`.
@@ -223,7 +206,6 @@ class ModelConfig(FrozenConfig):
     voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
-    pitch_contour: bool = False
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -234,9 +216,8 @@ class ModelConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("voice_pitch", "pitch_contour"):
-            if not isinstance(getattr(self, name), bool):
-                self._fail(name, getattr(self, name), "true or false")
+        if not isinstance(self.voice_pitch, bool):
+            self._fail("voice_pitch", self.voice_pitch, "true or false")
         if self.voice_stats == "mean":
             self._fail("voice_stats", "mean", "off or mean_std: \"mean\" (the mean without "
                        "the deviation) was removed, measured worse: held-out voices "
@@ -263,8 +244,8 @@ class DecodeConfig(FrozenConfig):
     """How a trained `TextToMel` decodes: choices made at inference, none of which shapes
     a weight, so `evaluate`, `synthesize` and `export` may change them for a trained run
     (`--set decode.KEY=VALUE`). The loop's (`window_*`, `stop_gate`) run
-    inside `models.text_to_mel.generation`; the postfilters (`global_variance`,
-    `harmonics`) are stages applied to the decoded frames
+    inside `models.text_to_mel.generation`; the postfilter (`global_variance`) is a
+    stage applied to the decoded frames
     (`models.text_to_mel.postfilters`); `split_symbols` and `reference_frames` decide
     what is decoded.
 
@@ -317,18 +298,6 @@ class DecodeConfig(FrozenConfig):
             alignment head's furthest peak is within this many symbols of the text's last
             one (its `<eos>`); before that, a step's stop probabilities are held at 0.5,
             which does not stop. 0 (the default) turns the gate off. A decoding setting.
-        harmonics: write the voice's harmonics into the decoded
-            frames: where `pitch_contour` calls a frame voiced, its log-mel ripple along
-            the harmonic comb of its predicted pitch is set to the depth the clip's
-            harmonic frames have (`frames.write_harmonics`). A decoder trained to regress
-            frames averages away a high voice's harmonic ripple, and a vocoder that reads
-            no ripple buzzes at the frame rate (86 Hz here) instead of the voice's pitch.
-            Needs `model.pitch_contour`; a decoding setting, as `global_variance` is, and
-            applied after it. Streaming refuses it (a stream's windows run the postnet
-            alone). On 4 espeak-ng voices never trained on (`recipes/cpu-voices.yaml`'s
-            run, the same checkpoint), GE2E likeness to the clip 0.895x two recordings'
-            without it and 0.902x with it (the 249 Hz voice 0.790 -> 0.813), pairing 0.60
-            both (docs/train/voice-cloning.md).
 
     `from_dict({"preset": "voices", ...})` starts from `DECODE_PRESETS`' values.
     """
@@ -342,7 +311,6 @@ class DecodeConfig(FrozenConfig):
     reference_frames: int = 0
     split_symbols: int = 100
     stop_gate: int = 0
-    harmonics: bool = False
 
     def __post_init__(self) -> None:
         for name in ("window_back", "window_ahead", "reference_frames", "split_symbols",
@@ -350,14 +318,13 @@ class DecodeConfig(FrozenConfig):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 self._fail(name, value, "an int >= 0")
-        for name in ("global_variance", "harmonics"):
-            if not isinstance(getattr(self, name), bool):
-                self._fail(name, getattr(self, name), "true or false")
+        if not isinstance(self.global_variance, bool):
+            self._fail("global_variance", self.global_variance, "true or false")
 
     @property
     def postfilters(self) -> tuple[str, ...]:
         """The postfilter stages on, in the order they apply."""
-        return tuple(name for name in ("global_variance", "harmonics") if getattr(self, name))
+        return tuple(name for name in ("global_variance",) if getattr(self, name))
 
 
 # Parameter counts with 80 mels are checked by the tests.
@@ -682,11 +649,6 @@ class StackConfig(FrozenConfig):
                 f"Expected decode.reference_frames 0 (data.cond_frames) or at least "
                 f"data.cond_frames={self.data.cond_frames}, received: {frames}"
             )
-        if self.decode.harmonics and not self.model.pitch_contour:
-            raise ConfigError(
-                "Expected decode.harmonics=false while model.pitch_contour is off (no pitch "
-                "to write at), received: true"
-            )
 
     @property
     def reference_frames(self) -> int:
@@ -777,7 +739,14 @@ def refuse_moved_settings(overrides: Sequence[str]) -> None:
             )
 
 
-# Options measured worse and removed (issue 48), `section.key` -> why: a run's
+# Why the pitch contour went (issue 50, item 5), for both of its keys.
+_CONTOUR = (
+    "the pitch contour and the harmonics it wrote into the decoded frames: on 4 unseen "
+    "espeak-ng voices, GE2E likeness 0.760x with decode.global_variance and 0.763x with the "
+    "harmonics too, within the 0.003 two seeds differ by (docs/train/vocoder.md)"
+)
+
+# Options measured worse and removed (issues 48, 50), `section.key` -> why: a run's
 # `config.yaml` with one off still loads; with one on, it was trained (or decodes) in a
 # way this version does not.
 _REMOVED = {
@@ -787,6 +756,8 @@ _REMOVED = {
     "decode.prenet_dropout": "the prenet's dropout in free-running decoding: on checkpoints "
     "of the peer benchmark's runs, decoding without it was closer to the recordings at 7 "
     "of 8 (docs/train/defaults.md)",
+    "model.pitch_contour": _CONTOUR,
+    "decode.harmonics": _CONTOUR,
 }
 
 

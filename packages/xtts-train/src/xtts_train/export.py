@@ -38,7 +38,7 @@ from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.errors import XttsTrainError
 from xtts_train.inference.vocoding import check_vocoder
-from xtts_train.models.text_to_mel.postfilters import decode_frames, postfilters
+from xtts_train.models.text_to_mel.postfilters import decode_frames
 from xtts_train.models.vocoder.model import AUTO_COMPILERS
 from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
@@ -75,7 +75,6 @@ class _Speaker(tf.Module):
             load_reference(workdir, stack)  # a damaged clip is an error, not an asset
         self.audio, self.max_text, self.max_frames = stack.audio, max_text, max_frames
         self.decode = stack.decode
-        postfilters(self.model, self.decode)  # checked before anything is traced
         self.cond_frames, self.n_mels = stack.reference_frames, stack.model.n_mels
         self.griffin_lim = {} if griffin_lim_iters is None else {"n_iter": griffin_lim_iters}
         assets = {name: workdir / name for name in _ASSETS if (workdir / name).exists()}

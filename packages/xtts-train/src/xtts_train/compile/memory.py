@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from xtts_data.host import physical_memory
-from xtts_train.config import CONTOUR_CHANNELS, CONTOUR_LAYERS
 from xtts_train.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -226,9 +225,6 @@ def _parameters(config: ModelConfig) -> int:
     c, kp, layers = config.postnet_channels, config.postnet_kernel, config.postnet_layers
     widths = [m] + [c] * (layers - 1) + [m]  # postnet: channels in and out of each conv
     postnet = sum(kp * a * b + b for a, b in itertools.pairwise(widths))
-    if config.pitch_contour:  # the same conv stack, narrower, over frames and the pitch
-        widths = [m + 2] + [CONTOUR_CHANNELS] * (CONTOUR_LAYERS - 1) + [2]
-        postnet += sum(kp * a * b + b for a, b in itertools.pairwise(widths))
     blocks = (config.text_layers + config.cond_layers + config.decoder_layers) * block
     return text + cond + decoder + heads + postnet + blocks + config.decoder_layers * cross
 

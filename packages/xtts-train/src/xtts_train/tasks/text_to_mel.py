@@ -14,7 +14,6 @@ import xtts_data as xd
 from xtts_train.compile.memory import check_training_memory
 from xtts_train.config import StackConfig, TextToMelConfig
 from xtts_train.models.text_to_mel.decoding import text_ids
-from xtts_train.models.text_to_mel.frames import frame_pitch
 from xtts_train.models.text_to_mel.losses import total_loss
 from xtts_train.models.text_to_mel.model import TextToMel, dummy_batch
 from xtts_train.runs.evals import TextToMelEvaluation
@@ -34,8 +33,7 @@ def eval_sentences(stack: StackConfig, tokenizer: xd.Tokenizer) -> list[tuple[st
 
 class TextToMelTask(Task):
     """`TextToMel` on bucketed text/mel batches; losses `total_loss`: mel L1 before and
-    after the postnet, stop BCE, guided attention, the pitch contour's with
-    `ModelConfig.pitch_contour` (and the alignment score, a metric).
+    after the postnet, stop BCE, guided attention (and the alignment score, a metric).
 
     Args:
         model: a built `TextToMel`.
@@ -75,13 +73,10 @@ class TextToMelTask(Task):
 
     def losses(self, batch, hyper, *, training):
         outputs = self.model(batch, training=training)
-        pitch = None
-        if self.model.config.pitch_contour:  # what the contour learns: the frames' own
-            pitch = frame_pitch(batch["mel"], self.model.audio)
         return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
                           pos_weight=hyper["stop_pos_weight"],
                           guided_weight=hyper["guided_attention_weight"],
-                          guided_sigma=hyper["guided_attention_sigma"], pitch=pitch)  # fmt: skip
+                          guided_sigma=hyper["guided_attention_sigma"])  # fmt: skip
 
     def placeholder_batch(self, signature):
         """One real frame and token per row (the losses average over real ones)."""

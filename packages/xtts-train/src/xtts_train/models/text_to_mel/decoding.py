@@ -26,7 +26,7 @@ from xtts_train.config import DecodeConfig, StackConfig
 from xtts_train.errors import XttsTrainError
 from xtts_train.models.text_to_mel.alignment import alignment_score
 from xtts_train.models.text_to_mel.model import TextToMel
-from xtts_train.models.text_to_mel.postfilters import decode_frames, postfilters
+from xtts_train.models.text_to_mel.postfilters import decode_frames
 
 __all__ = [
     "MAX_BUFFER_SECONDS",
@@ -321,7 +321,6 @@ class Decoding:
                  compiler: str = "auto") -> None:  # fmt: skip
         check_sizes(max_frames=max_frames, batch_size=batch_size, cond_frames=cond_frames)
         check_decoding_memory(model.config, max_frames, batch_size)
-        postfilters(model, decode)  # checked before any compile
         self.model, self.decode, self.cond_frames = model, decode, cond_frames
         self.max_frames, self.batch_size = max_frames, batch_size
         self.compiler = resolve(compiler, "decode")

@@ -14,9 +14,7 @@ as AdaIN-VC's instance statistics (Chou et al. 2019) carry a voice.
 
 `pitch_stats` is the pitch of a voice over frames that `ModelConfig.voice_pitch` gives the
 decoder (`frame_pitch`, `xtts_audio.mel_pitch` of each frame, summed up over the harmonic
-ones); `frame_pitch` is also what `ModelConfig.pitch_contour` learns to predict, and
-`write_harmonics` (`postfilters.Harmonics`, `decode.harmonics`) writes the harmonics of
-a predicted pitch into decoded frames.
+ones).
 
 `match_global_variance` is the arithmetic of the postfilter `postfilters.GlobalVariance`
 (`decode.global_variance`): the decoded mel's cepstral deviation over the utterance
@@ -30,12 +28,12 @@ import math
 
 import tensorflow as tf
 
-from xtts_audio import MelConfig, denormalize, harmonic_ripple, mel_pitch, normalize, ripple_depth
+from xtts_audio import MelConfig, mel_pitch
 
 __all__ = [
     "clip_mask", "clip_stats", "denormalize_by", "frame_pitch", "groups", "identity_stats",
-    "match_global_variance", "normalize_by", "octaves_to_hz", "per_frame", "pitch_stats",
-    "shift_right", "step_inputs", "within_range", "write_harmonics",
+    "match_global_variance", "normalize_by", "per_frame", "pitch_stats", "shift_right",
+    "step_inputs", "within_range",
 ]  # fmt: skip
 
 # The least cepstral deviation of an utterance that `match_global_variance` scales up (ln-mel
@@ -144,47 +142,6 @@ def frame_pitch(mel: tf.Tensor, audio: MelConfig) -> tuple[tf.Tensor, tf.Tensor]
     pitch, harmonicity = mel_pitch(tf.cast(mel, tf.float32), audio)  # (B, F) each
     octaves = tf.math.log(pitch / _PITCH_CENTRE) / math.log(2.0)
     return octaves, tf.cast(harmonicity > _HARMONIC, tf.float32)
-
-
-def octaves_to_hz(octaves: tf.Tensor) -> tf.Tensor:
-    """`frame_pitch`'s octaves → pitch in Hz."""
-    return _PITCH_CENTRE * tf.pow(2.0, octaves)
-
-
-def write_harmonics(mel: tf.Tensor, voiced: tf.Tensor, octaves: tf.Tensor, clip: tf.Tensor,
-                    clip_mask: tf.Tensor, audio: MelConfig) -> tf.Tensor:  # fmt: skip
-    """Decoded frames with the harmonics of a pitch written in, as deep as the clip's.
-
-    At each voiced frame the log-mel ripple along the harmonic comb of its pitch
-    (`xtts_audio.harmonic_ripple`) is set to the mean depth (`xtts_audio.ripple_depth`)
-    of the clip's harmonic frames; the rest of the frame, its envelope with it, is kept.
-    A frame already rippled that deep is left as it is. A clip with no harmonic frame
-    leaves every frame alone.
-
-    Args:
-        mel: frames float32 [B, F, M] in the features' own units (the decoding's).
-        voiced: float32 [B, F], 1 at the frames to write (voiced and real).
-        octaves: float32 [B, F], each frame's pitch as `frame_pitch`'s octaves.
-        clip, clip_mask: the reference clip's frames float [B, C, M] in the same units,
-            and float32 [B, C], 1 at its real frames.
-        audio: the recipe the features were made with.
-
-    Returns:
-        float32 [B, F, M].
-    """
-    clip = tf.cast(clip, tf.float32)
-    clip_hz, clip_harmonicity = mel_pitch(clip, audio)  # (B, C) each
-    harmonic = clip_mask * tf.cast(clip_harmonicity > _HARMONIC, tf.float32)
-    count = tf.reduce_sum(harmonic, axis=1, keepdims=True)  # (B, 1)
-    depth = tf.reduce_sum(ripple_depth(clip, clip_hz, audio) * harmonic, axis=1,
-                          keepdims=True) / tf.maximum(count, 1.0)  # (B, 1)  # fmt: skip
-    hz = octaves_to_hz(octaves)  # (B, F)
-    change = (depth - ripple_depth(mel, hz, audio)) * voiced * tf.cast(count > 0, tf.float32)
-    floor = float(audio.amin) if audio.amin else 1e-10
-    log_mel = tf.math.log(tf.maximum(denormalize(mel, audio), floor))  # (B, F, M)
-    written = normalize(tf.exp(log_mel + change[:, :, None] * harmonic_ripple(hz, audio)), audio)
-    keep = voiced[:, :, None]
-    return written * keep + mel * (1.0 - keep)
 
 
 def match_global_variance(mel: tf.Tensor, mask: tf.Tensor, clip: tf.Tensor,

@@ -64,8 +64,7 @@ def infer(model: TextToMel, tokens, token_mask, cond_mel, cond_lengths, *, max_f
     pitch = model.clip_pitch(cond_mel, cond_lengths)  # (B, 1, 2) | None
     before, probs, attention = generate(  # (B, F, M), (B, F), (B, F, T + L)
         model.decoder, model.heads, model.config, decode, memory, memory_mask,
-        text_shape=tokens.shape, max_frames=max_frames, stats=stats,
-        pitch=model.decoder_pitch(pitch),
+        text_shape=tokens.shape, max_frames=max_frames, stats=stats, pitch=pitch,
     )  # fmt: skip
     lengths = stop_lengths(probs, max_frames)  # (B,)
     real = tf.sequence_mask(lengths, max_frames, tf.float32)  # (B, F)
@@ -93,7 +92,7 @@ def stream_start(model: TextToMel, tokens, token_mask, cond_mel, cond_lengths, *
     _check_max_frames(max_frames)
     model.build_weights()
     memory, memory_mask, stats = model.encode(tokens, token_mask, cond_mel, cond_lengths)
-    pitch = model.decoder_pitch(model.clip_pitch(cond_mel, cond_lengths))
+    pitch = model.clip_pitch(cond_mel, cond_lengths)  # (B, 1, 2) | None
     return start(model.decoder, model.config, decode, memory, memory_mask, max_frames=max_frames,
                  stats=stats, pitch=pitch)  # fmt: skip
 

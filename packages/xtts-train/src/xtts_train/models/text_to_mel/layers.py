@@ -338,17 +338,14 @@ class Decoder(LazyLayer):
 
 
 class Postnet(LazyLayer):
-    """Residual conv postnet: (B, F, M) → correction (B, F, M); with `out_channels`, the
-    same conv stack reading frames (B, F, any) and writing (B, F, out_channels) (the
-    pitch contour's).
+    """Residual conv postnet: (B, F, M) → correction (B, F, M).
 
     Attributes:
         context_frames: frames each side that one output frame reads,
             `postnet_layers * (postnet_kernel // 2)` (each conv sees `kernel // 2`).
     """
 
-    def __init__(self, config: ModelConfig, out_channels: int | None = None,
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         k, channels = config.postnet_kernel, config.postnet_channels
         self.context_frames = config.postnet_layers * (k // 2)
@@ -356,8 +353,7 @@ class Postnet(LazyLayer):
             keras.layers.Conv1D(channels, k, padding="same", activation="tanh")
             for _ in range(config.postnet_layers - 1)
         ]
-        self.out = keras.layers.Conv1D(out_channels or config.n_mels, k, padding="same",
-                                       dtype="float32")  # fmt: skip
+        self.out = keras.layers.Conv1D(config.n_mels, k, padding="same", dtype="float32")
         self.drop = Dropout(config.dropout)
 
     def call(self, x, frame_mask=None, training=False):

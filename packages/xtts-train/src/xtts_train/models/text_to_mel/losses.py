@@ -14,7 +14,7 @@ from xtts_train.compile.naming import name_scoped
 from xtts_train.models.loss_weights import check_weight
 from xtts_train.models.text_to_mel.alignment import alignment_score, guided_attention_loss
 
-__all__ = ["contour_losses", "masked_l1", "stop_loss", "total_loss"]
+__all__ = ["masked_l1", "stop_loss", "total_loss"]
 
 
 @name_scoped("loss_mel_l1")
@@ -60,30 +60,6 @@ def stop_loss(
     return tf.reduce_sum(losses * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
-def contour_losses(outputs: Mapping[str, tf.Tensor], octaves: tf.Tensor, voiced: tf.Tensor,
-                   mask: tf.Tensor) -> dict[str, tf.Tensor]:  # fmt: skip
-    """The pitch contour's losses: voicing BCE over the real frames, and the L1 of the
-    pitch in octaves over the real frames that are voiced.
-
-    Args:
-        outputs: `TextToMel` outputs with `pitch_octaves` and `voicing_logits` [B, F].
-        octaves, voiced: the frames' own (`frames.frame_pitch` of the target mel) [B, F].
-        mask: [B, F], 1 for real frames.
-
-    Returns:
-        float32 scalars `voicing` and `pitch`; each 0 without a frame to average over.
-    """
-    mask, voiced = tf.cast(mask, tf.float32), tf.cast(voiced, tf.float32)
-    logits = tf.cast(outputs["voicing_logits"], tf.float32)
-    bce = tf.nn.sigmoid_cross_entropy_with_logits(labels=voiced, logits=logits)  # (B, F)
-    where = mask * voiced
-    error = tf.abs(tf.cast(outputs["pitch_octaves"], tf.float32) - tf.cast(octaves, tf.float32))
-    return {
-        "voicing": tf.reduce_sum(bce * mask) / tf.maximum(tf.reduce_sum(mask), 1.0),
-        "pitch": tf.reduce_sum(error * where) / tf.maximum(tf.reduce_sum(where), 1.0),
-    }
-
-
 def total_loss(
     outputs: Mapping[str, tf.Tensor],
     batch: Mapping[str, tf.Tensor],
@@ -92,10 +68,9 @@ def total_loss(
     pos_weight: float = 5.0,
     guided_weight: float = 0.0,
     guided_sigma: float = 0.2,
-    pitch: tuple[tf.Tensor, tf.Tensor] | None = None,
 ) -> dict[str, tf.Tensor]:
     """The training objective: L1 of the mel before and after the postnet, stop BCE, and
-    the guided-attention loss (and the pitch contour's `contour_losses`, given `pitch`).
+    the guided-attention loss.
 
     Args:
         outputs: `TextToMel` outputs: `mel_before`, `mel_after` [B, F, M], `stop_logits`
@@ -106,16 +81,12 @@ def total_loss(
         pos_weight: weight of stop frames inside the stop loss.
         guided_weight, guided_sigma: weight of the guided-attention loss in `loss`, and
             its band width (`xtts_train.models.text_to_mel.alignment.guided_attention_loss`).
-        pitch: the target frames' (octaves, voiced) [B, F] each (`frames.frame_pitch`),
-            for outputs with a pitch contour; None: none.
 
     Returns:
         float32 scalars `loss` (`mel_before + mel_after + stop_weight * stop +
-        guided_weight * guided_attention`, plus `voicing + pitch` given `pitch`; the
-        contour reads frames whose gradient is stopped, so those two train it alone),
-        `mel_before`, `mel_after`, `stop`, `guided_attention`, `voicing` and `pitch` given
-        `pitch`, and `alignment` (the batch's mean `alignment_score`, a measure, not in
-        `loss`).
+        guided_weight * guided_attention`), `mel_before`, `mel_after`, `stop`,
+        `guided_attention`, and `alignment` (the batch's mean `alignment_score`, a
+        measure, not in `loss`).
 
     Raises:
         ConfigError: a negative or non-numeric weight.
@@ -131,9 +102,5 @@ def total_loss(
     }
     loss = (parts["mel_before"] + parts["mel_after"] + stop_weight * parts["stop"]
             + guided_weight * parts["guided_attention"])  # fmt: skip
-    if pitch is not None:
-        contour = contour_losses(outputs, *pitch, mask)
-        parts.update(contour)
-        loss = loss + contour["voicing"] + contour["pitch"]
     alignment = tf.reduce_mean(tf.stop_gradient(alignment_score(attention, token_mask, mask)))
     return {"loss": loss, **parts, "alignment": alignment}

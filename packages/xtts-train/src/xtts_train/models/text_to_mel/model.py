@@ -17,11 +17,8 @@ utterance's own statistics instead, so the decoder learns to write frames with t
 statistics it is given (inference still gives it the clip's). With `ModelConfig.voice_pitch`
 every decoder input frame also gets the voice's pitch (`frames.pitch_stats`) from the same
 frames: the utterance's in teacher forcing with `voice_stats_source="utterance"`, else the
-clip's. With `ModelConfig.pitch_contour` a conv net reads the frames after the postnet and
-that pitch and predicts each frame's pitch and voicing (`pitch_octaves`,
-`voicing_logits`); decoding may write the harmonics of that pitch into the frames
-(`postfilters.Harmonics`, `decode.harmonics`). How the model decodes (the loop's window,
-stop gate and prenet dropout; the postfilters after it) is not the model's: free-running
+clip's. How the model decodes (the loop's window, stop gate and prenet dropout; the
+postfilters after it) is not the model's: free-running
 decoding is `free_running`'s functions of a model and a `DecodeConfig`
 (`postfilters.decode_frames` is the whole of it).
 With a reduction factor `r > 1` the decoder runs one step per group of `r` frames: step
@@ -33,7 +30,6 @@ same decoder; decoding fills a fixed-size frame buffer in a `tf.while_loop`
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -42,7 +38,7 @@ import keras
 import tensorflow as tf
 
 from xtts_audio import MelConfig
-from xtts_train.config import CONTOUR_CHANNELS, CONTOUR_LAYERS, ModelConfig
+from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
 from xtts_train.models.features import from_standard, standardize
@@ -121,22 +117,21 @@ class TextToMel(keras.Model):
     Args:
         config: the model sizes.
         audio: the recipe of the features it reads; needed (for `mel_pitch`) with
-            `ModelConfig.voice_pitch` or `ModelConfig.pitch_contour`.
+            `ModelConfig.voice_pitch`.
 
     Raises:
-        ConfigError: no `ModelConfig`, or `voice_pitch` or `pitch_contour` on without an
-            `audio` recipe of the model's `n_mels`.
+        ConfigError: no `ModelConfig`, or `voice_pitch` on without an `audio` recipe of
+            the model's `n_mels`.
     """
 
     def __init__(self, config: ModelConfig, audio: MelConfig | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
         if not isinstance(config, ModelConfig):
             raise ConfigError(f"Expected a ModelConfig, received: config={config!r}")
-        reads_pitch = [name for name in ("voice_pitch", "pitch_contour") if getattr(config, name)]
-        if reads_pitch and (audio is None or audio.n_mels != config.n_mels):
+        if config.voice_pitch and (audio is None or audio.n_mels != config.n_mels):
             raise ConfigError(
                 f"Expected the features' audio recipe with n_mels={config.n_mels} for "
-                f"model.{reads_pitch[0]}=true (it reads pitch off the mel bins), received: "
+                f"model.voice_pitch=true (it reads pitch off the mel bins), received: "
                 f"audio={audio!r}. Pass TextToMel(config, audio=stack.audio)"
             )
         super().__init__(**kwargs)
@@ -151,10 +146,6 @@ class TextToMel(keras.Model):
         self.postnet = Postnet(config, name="postnet")
         # `ModelConfig.random_positions`: each training batch's positions start at a draw.
         self.offsets = keras.random.SeedGenerator() if config.random_positions else None
-        if config.pitch_contour:  # (octaves about the voice's mean, voicing logit) a frame
-            sizes = dataclasses.replace(config, postnet_channels=CONTOUR_CHANNELS,
-                                        postnet_layers=CONTOUR_LAYERS)  # fmt: skip
-            self.pitch_net = Postnet(sizes, out_channels=2, name="pitch_net")
 
     def build(self, input_shape: Any) -> None:
         """Marks the model built; each sublayer creates its weights on the first call."""
@@ -178,11 +169,8 @@ class TextToMel(keras.Model):
             `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
             [B, F], and `attention` float32 [B, F, T]: the decoder's alignment head
             (head 0 of each block, averaged) over the text; the rest of each row went to
-            the speaker latents. With `ModelConfig.pitch_contour` also `pitch_octaves` and
-            `voicing_logits` float32 [B, F]: each frame's predicted pitch
-            (`frames.frame_pitch`'s octaves) and voicing, read off `mel_after`. Frame `t`
-            depends only on frames `< t` before the postnet; the postnet looks
-            `Postnet.context_frames` frames ahead.
+            the speaker latents. Frame `t` depends only on frames `< t` before the
+            postnet; the postnet looks `Postnet.context_frames` frames ahead.
 
         Raises:
             ConfigError: a missing field, or mels with another `n_mels` than the config.
@@ -209,21 +197,16 @@ class TextToMel(keras.Model):
         else:  # no draw: the seed states stay where they are
             keep = tf.ones([2, frames.shape[0], inputs.shape[1], self.decoder.prenet_dim],
                            self.decoder.compute_dtype)  # fmt: skip
-        hidden, attention = self.decoder(inputs, memory, memory_mask, keep,
-                                         self.decoder_pitch(pitch), training=training,
-                                         start=start)  # fmt: skip
+        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, pitch,
+                                         training=training, start=start)  # fmt: skip
         before, stop_logits = self.heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = denormalize_by(before, stats)
         mel_before, mel_after = self.to_mel(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
-        outputs = {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
-                   "attention": attention}  # fmt: skip
-        if self.config.pitch_contour:
-            octaves, voicing = self.contour(mel_after, spoken, pitch, training=training)
-            outputs.update(pitch_octaves=octaves, voicing_logits=voicing)
-        return outputs
+        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
+                "attention": attention}  # fmt: skip
 
     def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False, start=0):
         """The decoder's memory: text encodings followed by the speaker latents.
@@ -259,29 +242,14 @@ class TextToMel(keras.Model):
 
     def _pitch(self, mel: tf.Tensor, mask: tf.Tensor) -> tf.Tensor | None:
         """`frames.pitch_stats` (B, 1, 2) of mel (B, F, M), mask (B, F) with
-        `ModelConfig.voice_pitch` or `pitch_contour` (None: both off)."""
-        if not (self.config.voice_pitch or self.config.pitch_contour):
+        `ModelConfig.voice_pitch` (None: off)."""
+        if not self.config.voice_pitch:
             return None
         return pitch_stats(mel, mask, self.audio)
 
-    def decoder_pitch(self, pitch: tf.Tensor | None) -> tf.Tensor | None:
-        """The voice's pitch as the decoder takes it: None without `ModelConfig.voice_pitch`."""
-        return pitch if self.config.voice_pitch else None
-
-    def contour(self, mel: tf.Tensor, mask: tf.Tensor, pitch: tf.Tensor,
-                 training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
-        """The pitch net over frames (B, F, M) in mel units, their gradient stopped, with
-        mask (B, F) and the voice's pitch (B, 1, 2) → each frame's pitch as octaves
-        (B, F) and its voicing logit (B, F)."""
-        x = standardize(tf.stop_gradient(mel))  # (B, F, M)
-        x = tf.concat([x, tf.broadcast_to(pitch, [*x.shape[:2], 2])], axis=-1)  # (B, F, M + 2)
-        out = self.pitch_net(x, mask, training=training)  # (B, F, 2) float32
-        return pitch[:, :, 0] + out[:, :, 0], out[:, :, 1]
-
     def clip_pitch(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor) -> tf.Tensor | None:
         """`frames.pitch_stats` (B, 1, 2) of a reference clip (B, C, M) over its real
-        frames (cond_lengths int32 [B]) with `ModelConfig.voice_pitch` or `pitch_contour`
-        (None: both off)."""
+        frames (cond_lengths int32 [B]) with `ModelConfig.voice_pitch` (None: off)."""
         return self._pitch(cond_mel, clip_mask(cond_mel, cond_lengths))
 
     def build_weights(self) -> None:
@@ -332,8 +300,6 @@ def _component_counts(model: TextToMel) -> list[tuple[str, int]]:
         "heads": [model.mel_head, model.stop_head],
         "postnet": [model.postnet],
     }
-    if model.config.pitch_contour:
-        components["pitch_net"] = [model.pitch_net]
     return [
         (name, sum(math.prod(w.shape) for layer in layers for w in layer.trainable_weights))
         for name, layers in components.items()

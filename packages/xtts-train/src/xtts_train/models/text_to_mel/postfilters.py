@@ -2,8 +2,8 @@
 postfilter stages (`DecodeConfig`'s), outside the model.
 
 ```
-infer (the loop, the postnet)        ─ mel ─ GlobalVariance ─ Harmonics ─ mel
-                                           (decode.global_variance) (decode.harmonics)
+infer (the loop, the postnet) ─ mel ─ GlobalVariance ─ mel
+                                    (decode.global_variance)
 ```
 Each stage maps frames (B, F, M) to frames of the same shape and reads what the decoding
 knows (`Decoded`: the frames as the model wrote them, which are real, the clip). A stage
@@ -21,17 +21,12 @@ import tensorflow as tf
 
 from xtts_train.config import DecodeConfig
 from xtts_train.errors import ConfigError
-from xtts_train.models.text_to_mel.frames import (
-    clip_mask,
-    match_global_variance,
-    within_range,
-    write_harmonics,
-)
+from xtts_train.models.text_to_mel.frames import clip_mask, match_global_variance, within_range
 from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.model import TextToMel
 
 __all__ = [
-    "Decoded", "GlobalVariance", "Harmonics", "Postfilter", "apply", "check_streamable",
+    "Decoded", "GlobalVariance", "Postfilter", "apply", "check_streamable",
     "decode_frames", "postfilters",
 ]  # fmt: skip
 
@@ -75,37 +70,9 @@ class GlobalVariance:
         return within_range(matched, decoded.real, decoded.cond_mel, decoded.clip_mask)
 
 
-class Harmonics:
-    """The voice's harmonics written into the frames the model's pitch contour calls voiced
-    (`frames.write_harmonics`); the contour reads the frames as decoded, as in training,
-    where it reads the postnet's. Needs the model's pitch net
-    (`ModelConfig.pitch_contour`); a stream's windows run the postnet alone."""
-
-    name, streams = "harmonics", False
-
-    def __init__(self, model: TextToMel) -> None:
-        self.model = model
-
-    def __call__(self, mel: tf.Tensor, decoded: Decoded) -> tf.Tensor:
-        pitch = self.model.clip_pitch(decoded.cond_mel, decoded.cond_lengths)  # (B, 1, 2)
-        octaves, voicing = self.model.contour(decoded.mel, decoded.real, pitch)  # (B, F) each
-        voiced = decoded.real * tf.cast(voicing > 0.0, tf.float32)
-        return write_harmonics(mel, voiced, octaves, decoded.cond_mel, decoded.clip_mask,
-                               self.model.audio)  # fmt: skip
-
-
-def postfilters(model: TextToMel, decode: DecodeConfig) -> list[Postfilter]:
-    """The stages `decode` turns on, in order (`DecodeConfig.postfilters`).
-
-    Raises:
-        ConfigError: `decode.harmonics` for a model without a pitch contour.
-    """
-    if decode.harmonics and not model.config.pitch_contour:
-        raise ConfigError(
-            "Expected decode.harmonics=false for a model without a pitch contour "
-            "(model.pitch_contour=false), received: true"
-        )
-    stages = {"global_variance": GlobalVariance, "harmonics": lambda: Harmonics(model)}
+def postfilters(decode: DecodeConfig) -> list[Postfilter]:
+    """The stages `decode` turns on, in order (`DecodeConfig.postfilters`)."""
+    stages = {"global_variance": GlobalVariance}
     return [stages[name]() for name in decode.postfilters]
 
 
@@ -128,17 +95,17 @@ def decode_frames(model: TextToMel, decode: DecodeConfig, tokens, token_mask, co
     """
     result = infer(model, tokens, token_mask, cond_mel, cond_lengths, max_frames=max_frames,
                    decode=decode)  # fmt: skip
-    stages = postfilters(model, decode)
+    stages = postfilters(decode)
     if stages:
         real = tf.sequence_mask(result["lengths"], max_frames, tf.float32)  # (B, F)
         result["mel"] = apply(stages, result["mel"], real, cond_mel, cond_lengths)
     return result
 
 
-def check_streamable(model: TextToMel, decode: DecodeConfig) -> None:
+def check_streamable(decode: DecodeConfig) -> None:
     """Raises ConfigError for a postfilter a stream cannot have (its windows are decoded
     and read out a chunk at a time): the message names it and how to stream without it."""
-    for stage in postfilters(model, decode):
+    for stage in postfilters(decode):
         if not stage.streams:
             raise ConfigError(
                 f"Expected decode.{stage.name}=false to stream, received true: "
@@ -150,5 +117,4 @@ def check_streamable(model: TextToMel, decode: DecodeConfig) -> None:
 _WHY_NOT_STREAMED = {
     "global_variance": "it scales the frames by the whole utterance's variance, known only "
     "at its end",
-    "harmonics": "a stream's windows run the postnet, not the pitch contour",
 }

@@ -87,7 +87,7 @@ class SlotDecoding:
                     slots=slots, chunk_frames=chunk_frames)  # fmt: skip
         self.text_len = -(-text_len // TEXT_BUCKET) * TEXT_BUCKET
         check_decoding_memory(model.config, max_frames, slots, text_len=self.text_len)
-        check_streamable(model, decode)
+        check_streamable(decode)
         self.model, self.slots, self.cond_frames = model, slots, cond_frames
         self.max_frames, self.chunk_frames = max_frames, chunk_frames
         self.compiler = resolve(compiler, "decode")

@@ -71,7 +71,7 @@ class Streaming:
                  compiler: str = "auto") -> None:  # fmt: skip
         check_sizes(cond_frames=cond_frames, max_frames=max_frames, chunk_frames=chunk_frames)
         check_decoding_memory(model.config, max_frames)
-        check_streamable(model, decode)
+        check_streamable(decode)
         self.model, self.cond_frames = model, cond_frames
         self.max_frames, self.chunk_frames = max_frames, chunk_frames
         self.compiler = resolve(compiler, "decode")
