@@ -743,7 +743,8 @@ def refuse_moved_settings(overrides: Sequence[str]) -> None:
 _CONTOUR = (
     "the pitch contour and the harmonics it wrote into the decoded frames: on 4 unseen "
     "espeak-ng voices, GE2E likeness 0.760x with decode.global_variance and 0.763x with the "
-    "harmonics too, within the 0.003 two seeds differ by (docs/train/vocoder.md)"
+    "harmonics too (0.762x and 0.766x on a second seed), within what two seeds differ by "
+    "(docs/train/vocoder.md)"
 )
 
 # Options measured worse and removed (issues 48, 50), `section.key` -> why: a run's
