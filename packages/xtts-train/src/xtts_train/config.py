@@ -271,7 +271,10 @@ class DecodeConfig(FrozenConfig):
             scaled frames are then held within the levels each channel reaches in the
             clip (`frames.within_range`): unheld, the scaling put a few frames far past
             them, which a vocoder turns into a buzz. It needs the whole utterance, so
-            streaming refuses it.
+            streaming refuses it. End to end through a vocoder fine-tuned on the run's
+            frames, two seeds (docs/train/vocoder.md): GE2E likeness +0.073x and
+            +0.101x over no stage, of which the hold +0.003x and +0.006x (and pairing
+            0.82 -> 0.80); the decoding chain's one stage.
         reference_frames: frames of a reference clip that decoding conditions on
             (its first ones, fewer if it is shorter): the latents, the voice statistics
             and the global variance are then read from more of the voice than training's
