@@ -20,6 +20,7 @@ from xtts_bench.cli import main
 from xtts_bench.errors import SettingsError
 from xtts_bench.hlo import (
     ROLES,
+    STOP_BIAS,
     ExportConfig,
     build_programs,
     ljspeech_spec,
@@ -51,45 +52,96 @@ def cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def exported(cache, tmp_path_factory):
-    """The export folder and manifest, the TensorFlow outputs of one step from the exported
-    state (by output name; the variables after it by parameter index), and the state
-    before it."""
+    """The export folder and manifest, and per program the TensorFlow outputs of one run
+    from the exported state (by output name), the parameters after it and the state before
+    it. The decoding's state has the stop head's bias set low (as its fill rule does), so
+    that it runs its whole buffer."""
     out = tmp_path_factory.mktemp("export")
     config = ExportConfig(out=out, config=RECIPE, overrides=OVERRIDES, data=cache, inputs=True)
     with kept_dtype_policy():
         stack, steps, programs = build_programs(config)
         manifest = write_programs(config, stack, steps, programs)
-        program, entry = programs[0], manifest["programs"][0]
-        with np.load(out / entry["inputs"]) as stored:
-            before = [stored[f"p{i}"] for i in range(len(entry["parameters"]))]
-        inputs = load_parameters(program, steps, before)
-        outputs = {k: v.numpy() for k, v in program.function(*inputs).items()}
-        after = parameter_values(program, steps)
-    return out, manifest, outputs, before, after
+        _never_stop(out, _program(manifest, "decode"))
+        runs = {}
+        for program, entry in zip(programs, manifest["programs"], strict=True):
+            with np.load(out / entry["inputs"]) as stored:
+                before = [stored[f"p{i}"] for i in range(len(entry["parameters"]))]
+            inputs = load_parameters(program, steps, before)
+            outputs = {k: v.numpy() for k, v in program.function(*inputs).items()}
+            runs[entry["name"]] = (outputs, before, parameter_values(program, steps))
+    return out, manifest, runs
 
 
-def test_runner_step_matches_tensorflow_xla(exported, tmp_path):
+@pytest.fixture(scope="module")
+def checked(exported, tmp_path_factory) -> dict:
+    """The runner's outputs (in output order) of one run of each program from its exported
+    state, in a process with jax and without TensorFlow."""
     pytest.importorskip("jax")
-    out, manifest, tf_outputs, before, tf_after = exported
-    entry = manifest["programs"][0]
+    out, manifest, _ = exported
+    result = tmp_path_factory.mktemp("jax")
     # jax in its own process: it and TensorFlow each bring an XLA.
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(
-        [sys.executable, str(out / "runner.py"), str(out), "--program", entry["name"],
-         "--inputs", str(out / entry["inputs"]), "--outputs", str(tmp_path / "jax.npz")],
-        capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
+    done = subprocess.run([sys.executable, str(out / "runner.py"), str(out), "--check",
+                           str(result)], capture_output=True, text=True, env=env,
+                          timeout=600)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    with np.load(tmp_path / "jax.npz") as stored:
-        jax_outputs = [stored[f"o{o['index']}"] for o in entry["outputs"]]
-    names = [o["name"] for o in entry["outputs"]]
+    found = {}
+    for entry in manifest["programs"]:
+        with np.load(result / f"{entry['name']}.outputs.npz") as stored:
+            found[entry["name"]] = [stored[f"o{o['index']}"] for o in entry["outputs"]]
+    return found
+
+
+def _never_stop(out: Path, entry: dict) -> None:
+    """Set the stop head's bias in the decoding's exported inputs to its fill's value."""
+    path = out / entry["inputs"]
+    with np.load(path) as stored:
+        values = dict(stored)
+    for parameter in entry["parameters"]:
+        if parameter["fill"].get("value") == STOP_BIAS:
+            key = f"p{parameter['index']}"
+            values[key] = np.full_like(values[key], STOP_BIAS)
+    np.savez_compressed(path, **values)
+
+
+def _program(manifest: dict, kind: str) -> dict:
+    (entry,) = [e for e in manifest["programs"] if e["kind"] == kind]
+    return entry
+
+
+def _by_name(entry: dict, values: list) -> dict:
+    return {o["name"]: v for o, v in zip(entry["outputs"], values, strict=True)}
+
+
+def test_exported_programs_are_the_runs_train_eval_and_decoding(exported):
+    _, manifest, _ = exported
+    (shape,) = {tuple(e["shape"]) for e in manifest["programs"] if e["kind"] != "decode"}
+    names = [e["name"] for e in manifest["programs"]]
+    decode = _program(manifest, "decode")
+    rows, text, reference, buffer = decode["shape"]
+    assert names == [f"train_{'x'.join(map(str, shape))}", f"eval_{'x'.join(map(str, shape))}",
+                     f"decode_{rows}x{text}x{reference}x{buffer}"]  # fmt: skip
+    assert (rows, decode["frames"]) == (8, buffer)
+    assert text >= shape[1]  # the longest bucket's text,
+    assert text % 32 == 0  # bucketed
+    assert buffer == 2 * shape[2] + (-2 * shape[2] % 32)  # room for twice its frames
+    evaluation = _program(manifest, "eval")
+    updated = [evaluation["parameters"][a["parameter"]] for a in evaluation["aliases"]]
+    assert {p["role"] for p in updated} <= {"seed"}  # no weight, no optimizer state
+
+
+def test_runner_step_matches_tensorflow_xla(exported, checked):
+    _, manifest, runs = exported
+    entry = _program(manifest, "train")
+    tf_outputs, before, tf_after = runs[entry["name"]]
+    jax_outputs = _by_name(entry, checked[entry["name"]])
     assert bool(tf_outputs["finite"])
-    assert bool(jax_outputs[names.index("finite")])
-    np.testing.assert_allclose(jax_outputs[names.index("loss")], tf_outputs["loss"], rtol=2e-6)
+    assert bool(jax_outputs["finite"])
+    np.testing.assert_allclose(jax_outputs["loss"], tf_outputs["loss"], rtol=2e-6)
     changed = 0
     for alias in entry["aliases"]:
         parameter = entry["parameters"][alias["parameter"]]
-        got, want = jax_outputs[alias["output"]], tf_after[alias["parameter"]]
+        got, want = checked[entry["name"]][alias["output"]], tf_after[alias["parameter"]]
         if parameter["dtype"].startswith(("int", "uint", "bool")):  # seeds, the counter
             np.testing.assert_array_equal(got, want, err_msg=parameter["name"])
         else:
@@ -98,11 +150,29 @@ def test_runner_step_matches_tensorflow_xla(exported, tmp_path):
     assert changed > len(entry["aliases"]) // 2  # the step updated the weights
 
 
+def test_runner_eval_and_decoding_match_tensorflow_xla(exported, checked):
+    _, manifest, runs = exported
+    evaluation = _program(manifest, "eval")
+    tf_eval = runs[evaluation["name"]][0]
+    jax_eval = _by_name(evaluation, checked[evaluation["name"]])
+    assert set(tf_eval) <= set(jax_eval)  # and the updated seed state
+    for name, value in tf_eval.items():
+        np.testing.assert_allclose(jax_eval[name], value, rtol=2e-6, err_msg=name)
+    decode = _program(manifest, "decode")
+    tf_decode = runs[decode["name"]][0]
+    jax_decode = _by_name(decode, checked[decode["name"]])
+    np.testing.assert_array_equal(tf_decode["lengths"], decode["frames"])  # never stopped
+    np.testing.assert_array_equal(jax_decode["lengths"], tf_decode["lengths"])
+    for name in ("mel", "mel_before", "stop_probs", "attention"):
+        np.testing.assert_allclose(jax_decode[name], tf_decode[name], rtol=1e-3, atol=1e-4,
+                                   err_msg=name)  # fmt: skip
+
+
 def test_manifest_describes_every_parameter(exported):
     out, manifest, *_ = exported
     assert json.loads((out / "manifest.json").read_text()) == manifest
     assert manifest["format"] == runner.FORMAT
-    (entry,) = manifest["programs"]
+    entry = _program(manifest, "train")
     parameters = entry["parameters"]
     assert [p["index"] for p in parameters] == list(range(len(parameters)))
     assert all(p["role"] in ROLES for p in parameters)
@@ -118,11 +188,16 @@ def test_manifest_describes_every_parameter(exported):
     assert "no XLA cost analysis" in manifest["flops_note"]
     assert len(gzip.decompress((out / entry["file"]).read_bytes())) == entry["hlo_bytes"]
     assert (out / "runner.py").read_text() == Path(runner.__file__).read_text()
+    decode = _program(manifest, "decode")
+    roles = [p["role"] for p in decode["parameters"]]
+    assert roles[:4] == ["batch"] * 4
+    assert set(roles[4:]) <= {"variable", "other"}  # the weights, read and not updated
+    assert decode["aliases"] == []
 
 
 def test_synthetic_inputs_follow_the_fill_rules(exported):
     _, manifest, *_ = exported
-    parameters = manifest["programs"][0]["parameters"]
+    parameters = _program(manifest, "train")["parameters"]
     values = dict(zip([p["name"] for p in parameters], runner.synthetic_inputs(parameters),
                       strict=True))  # fmt: skip
     for parameter in parameters:
@@ -139,6 +214,30 @@ def test_synthetic_inputs_follow_the_fill_rules(exported):
     assert values["velocity"].min() > 0
 
 
+def test_synthetic_decoding_runs_its_whole_buffer(exported, tmp_path):
+    """Filled by the manifest, no row stops: the runner times the longest utterance the
+    buffer holds, and says how many frames its loop ran."""
+    pytest.importorskip("jax")
+    out, manifest, _ = exported
+    decode = _program(manifest, "decode")
+    parameters = decode["parameters"]
+    values = dict(zip([p["name"] for p in parameters], runner.synthetic_inputs(parameters),
+                      strict=True))  # fmt: skip
+    assert values["batch/token_mask"].min() == 1.0
+    assert values["batch/tokens"].min() >= 1
+    assert values["batch/cond_lengths"].max() == decode["shape"][2]  # the reference's frames
+    (bias,) = [p["name"] for p in parameters if p["fill"].get("value") == STOP_BIAS]
+    assert "stop_head" in bias
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, str(out / "runner.py"), str(out), "--program",
+                           decode["name"], "--steps", "1", "--warmup", "0", "--json"],
+                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = json.loads(done.stdout)["programs"]
+    assert result["frames_run"] == decode["frames"]
+    assert result["ms_per_frame"] == pytest.approx(result["step_ms_median"] / decode["frames"])
+
+
 def test_ljspeech_shapes_are_planned_without_a_cache():
     stack = load_stack_config(RECIPE, ["data.text.phonemes=false"])
     spec = ljspeech_spec(stack)
@@ -153,12 +252,19 @@ def test_export_config_needs_one_source_of_shapes(kwargs, tmp_path):
         ExportConfig(out=tmp_path, **kwargs)
 
 
-def test_a_missing_cache_is_one_line_and_exit_2(tmp_path, capsys):
-    code = main(["hlo", "export", "--data", str(tmp_path / "missing"), "--config", str(RECIPE),
-                 "--out", str(tmp_path / "out")])  # fmt: skip
+@pytest.mark.parametrize(("extra", "said"), [
+    (["--data", "missing"], "missing"),
+    (["--ljspeech", "--program", "vocode"], "received: vocode"),
+    (["--ljspeech", "--decode-batch", "0"], "--decode-batch >= 1"),
+])  # fmt: skip
+def test_a_bad_export_is_one_line_and_exit_2(extra, said, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["hlo", "export", "--config", str(RECIPE), "--out", str(tmp_path / "out"),
+                 *extra])  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert len(err.splitlines()) == 1
+    assert said in err
     assert err.startswith("xtts-bench hlo: error:")
 
 
@@ -171,5 +277,11 @@ def test_export_builds_programs_for_a_machine_bigger_than_this_one(monkeypatch, 
                           overrides=("data.text.phonemes=false", "model.vocab_size=40"))  # fmt: skip
     with kept_dtype_policy():
         stack, steps, programs = build_programs(config)
-    assert [p.key for p in programs] == [ljspeech_spec(stack).shapes[-1].key]
+    longest = ljspeech_spec(stack).shapes[-1].key
+    assert [(p.kind, p.key[:3]) for p in programs] == [
+        ("train", longest),
+        ("eval", longest),
+        ("decode", (8, 192, stack.reference_frames)),
+    ]
+    assert programs[-1].frames == 2 * longest[2] + (-2 * longest[2] % 32)
     assert steps.traces == {}  # built, nothing traced

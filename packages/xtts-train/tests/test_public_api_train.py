@@ -25,6 +25,8 @@ EXPECTED = {
     "CHUNK_FRAMES", "MAX_PIECE_BATCH", "TEXT_BUCKET", "Encoded", "Waveforms",
     "check_buffer_frames", "piece_batch", "speak_pieces", "stream_pieces", "text_buffer_frames",
     "text_pieces",
+    # the decoding program's inputs and buffer, for an exporter of it (xtts-bench hlo)
+    "buffer_frames", "decoding_inputs",
     # decoder slots: texts decoded side by side, each joining and leaving at any step
     "PieceMels", "SlotDecoding", "SlotStream", "Slots", "VocoderStream", "Window", "device_kind",
     "check_streamable",

@@ -1,6 +1,7 @@
 """The compiled programs of a run as HLO protos, and a runner of them that needs only jax.
 
-`export_hlo(ExportConfig(...))` writes each bucket's train step (`xtts-bench hlo export`);
+`export_hlo(ExportConfig(...))` writes each bucket's train and eval step and a text-to-mel
+run's decoding (`xtts-bench hlo export`);
 `runner.py` (standalone: NumPy and jax) compiles and times them on any device jaxlib has,
 or runs one step on given parameters for a check against TensorFlow.
 
@@ -14,21 +15,27 @@ from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
     from xtts_bench.hlo.export import (
-        ExportConfig,
-        Program,
-        build_programs,
         export_hlo,
         format_export,
         hlo_header,
-        ljspeech_spec,
         load_parameters,
         parameter_values,
         write_programs,
     )
     from xtts_bench.hlo.parameters import ROLES
+    from xtts_bench.hlo.programs import (
+        KINDS,
+        STOP_BIAS,
+        ExportConfig,
+        Program,
+        build_programs,
+        ljspeech_spec,
+    )
 
 __all__ = [
+    "KINDS",
     "ROLES",
+    "STOP_BIAS",
     "ExportConfig",
     "Program",
     "build_programs",
@@ -44,10 +51,10 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(["ExportConfig", "Program", "build_programs", "export_hlo",
-                         "format_export", "hlo_header", "ljspeech_spec", "load_parameters",
-                         "parameter_values", "write_programs"],
-                        "export"),
+        **dict.fromkeys(["export_hlo", "format_export", "hlo_header", "load_parameters",
+                         "parameter_values", "write_programs"], "export"),
+        **dict.fromkeys(["KINDS", "STOP_BIAS", "ExportConfig", "Program", "build_programs",
+                         "ljspeech_spec"], "programs"),
         "ROLES": "parameters",
     },
 )  # fmt: skip

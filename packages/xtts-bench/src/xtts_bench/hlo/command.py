@@ -22,10 +22,13 @@ def add_hlo_parser(commands) -> argparse.ArgumentParser:
     sub = hlo.add_subparsers(dest="hlo_command", required=True)
     p = sub.add_parser(
         "export", parents=[verbose_flag()],
-        help="write each bucket's train step as an HLO proto, a manifest and runner.py",
+        help="write a run's train, eval and decoding programs as HLO protos, a manifest "
+        "and runner.py",
         description=(
-            "Build the train step of every bucket shape as fit does (train.compiler=xla), "
-            "and write into --out each step's HloModuleProto (lowered for this CPU), "
+            "Build the programs a run compiles as fit, evaluate and synthesize build them "
+            "(train.compiler=xla): each bucket shape's train and eval step and, for a "
+            "text-to-mel run, the decoding of the longest bucket's text into a buffer of "
+            "twice its frames; write into --out each one's HloModuleProto (lowered for this CPU), "
             "manifest.json (parameters with roles, shapes, dtypes and fill rules; outputs; "
             "the updated variables' aliases) and runner.py, which compiles and times them "
             "with jax alone: python OUT/runner.py OUT [--steps N] [--peak-tflops T]."
@@ -47,6 +50,22 @@ def add_hlo_parser(commands) -> argparse.ArgumentParser:
         default=None,
         help="export only this bucket (index into the spec's shapes; repeatable)",
     )
+    p.add_argument(
+        "--program",
+        action="append",
+        default=None,
+        dest="kinds",
+        metavar="KIND",
+        help="export only this kind of program: train, eval or decode (repeatable; "
+        "default: all three)",
+    )
+    p.add_argument(
+        "--decode-batch",
+        type=int,
+        default=8,
+        metavar="ROWS",
+        help="rows of the decoding program (default: 8, as evaluate decodes)",
+    )
     p.add_argument("--inputs", action="store_true",
                    help="also write each program's parameters (a real batch, the initial "
                    "state) for a check against TensorFlow")  # fmt: skip
@@ -56,11 +75,13 @@ def add_hlo_parser(commands) -> argparse.ArgumentParser:
 
 def run_hlo(args: argparse.Namespace) -> str | dict:
     """Run `hlo export`; the summary table, or the manifest with `--json`."""
-    from xtts_bench.hlo.export import ExportConfig, export_hlo, format_export
+    from xtts_bench.hlo.export import export_hlo, format_export
+    from xtts_bench.hlo.programs import KINDS, ExportConfig
 
     config = ExportConfig(out=args.out, config=args.config, overrides=tuple(args.overrides),
                           data=args.data, ljspeech=args.ljspeech,
                           buckets=None if args.bucket is None else tuple(args.bucket),
+                          kinds=tuple(args.kinds or KINDS), decode_batch=args.decode_batch,
                           inputs=args.inputs)  # fmt: skip
     manifest = export_hlo(config)
     return manifest if args.json else format_export(manifest, args.out)

@@ -1,19 +1,18 @@
 """`xtts-bench hlo export`: the XLA programs a run compiles, as HLO protos a jaxlib can run.
 
-For a stack config (and `--set` overrides) the train steps are built as `fit` builds them
-(`xtts_train.build_steps`, `train.compiler` forced to `xla`), one per bucket shape: the
-shapes of a prepared cache's pipeline (`data`) or those planned for LJSpeech's lengths
-(`ljspeech`). Each step's HloModuleProto comes from TensorFlow
-(`experimental_get_compiler_ir(...)(stage="hlo_serialized")`), lowered for this machine's
-CPU (tensorflow-cpu lowers for nothing else). Written into `out`:
+The programs (`xtts_bench.hlo.programs`: each bucket's train and eval step, a text-to-mel
+run's decoding) are built as the run builds them; each one's HloModuleProto comes from
+TensorFlow (`experimental_get_compiler_ir(...)(stage="hlo_serialized")`), lowered for this
+machine's CPU (tensorflow-cpu lowers for nothing else). Written into `out`:
 
-- `<program>.hlo.pb.gz`: the proto of each program (`train_<batch>x<text>x<frames>`),
+- `<program>.hlo.pb.gz`: the proto of each program (`train_<batch>x<text>x<frames>`, ...),
   gzipped: a program travels at a thirteenth of its size (the base preset's longest
   LJSpeech step: 19.7 MB, 1.5 MB gzipped), against 64 MiB a command to a GPU machine;
 - `manifest.json`: per program its parameters (`xtts_bench.hlo.parameters`: index, name,
   role, shape, dtype, fill rule), outputs, the header's output<->parameter aliases (the
-  updated variables), and FLOPs: none here, TensorFlow exposes no XLA cost analysis for
-  a `tf.function`; the runner reports the compiling XLA's own;
+  updated variables), a decoding's buffer `frames`, and FLOPs: none here, TensorFlow
+  exposes no XLA cost analysis for a `tf.function`; the runner reports the compiling
+  XLA's own;
 - `runner.py` (`xtts_bench.hlo.runner`), which runs them with jax alone;
 - with `inputs`: `<program>.inputs.npz`, the program's parameters as exported (a real
   batch of the cache and the initial state), for checking the runner against TensorFlow.
@@ -21,7 +20,6 @@ CPU (tensorflow-cpu lowers for nothing else). Written into `out`:
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 import pathlib
 import shutil
@@ -30,9 +28,6 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.compiler.xla.service import hlo_pb2
 
-import xtts_data as xd
-from xtts_audio import num_frames
-from xtts_bench.errors import SettingsError
 from xtts_bench.hlo import runner
 from xtts_bench.hlo.parameters import (
     argument_names,
@@ -41,145 +36,16 @@ from xtts_bench.hlo.parameters import (
     value_fill,
     variable_roles,
 )
+from xtts_bench.hlo.programs import ExportConfig, Program, build_programs
 from xtts_data.files import write_json_atomic
-from xtts_train import StackConfig, build_steps, kept_dtype_policy, load_stack_config, task_class
+from xtts_train import StackConfig, kept_dtype_policy
 
-__all__ = ["ExportConfig", "Program", "build_programs", "export_hlo", "format_export",
-           "hlo_header", "ljspeech_spec", "load_parameters", "parameter_values",
+__all__ = ["export_hlo", "format_export", "hlo_header", "load_parameters", "parameter_values",
            "write_programs"]  # fmt: skip
 
 _NO_FLOPS = ("TensorFlow exposes no XLA cost analysis for a tf.function: none computed "
              "here; the runner reports the compiling XLA's own (its executable's "
              "cost_analysis)")  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ExportConfig:
-    """What `export_hlo` writes.
-
-    Attributes:
-        out: the folder written (created).
-        config: a stack config YAML (a recipe), or None for the defaults.
-        overrides: `section.key=value` settings applied after it (as `xtts-train --set`).
-        data: a prepared feature cache: its pipeline's bucket shapes.
-        ljspeech: instead of `data`, the shapes planned for LJSpeech's lengths.
-        buckets: indices into the spec's shapes to export (None: all).
-        inputs: also write each program's parameters (`<program>.inputs.npz`): a real
-            batch (with `data`) and the initial state, for a check against TensorFlow.
-    """
-
-    out: pathlib.Path
-    config: pathlib.Path | None = None
-    overrides: tuple[str, ...] = ()
-    data: pathlib.Path | None = None
-    ljspeech: bool = False
-    buckets: tuple[int, ...] | None = None
-    inputs: bool = False
-
-    def __post_init__(self) -> None:
-        if (self.data is None) == (not self.ljspeech):
-            raise SettingsError(f"Expected one source of batch shapes, a cache (--data) or "
-                                f"--ljspeech, received: data={self.data}, "
-                                f"ljspeech={self.ljspeech}")  # fmt: skip
-        if self.inputs and self.data is None:
-            raise SettingsError("Expected --data with --inputs (a real batch), received "
-                                "--ljspeech")  # fmt: skip
-
-
-@dataclasses.dataclass(frozen=True)
-class Program:
-    """One program to export: `function(*inputs)` is what a run calls.
-
-    Attributes:
-        name: `train_<batch>x<text>x<frames>`.
-        kind: `train`.
-        key: the batch shape's key.
-        function: the `tf.function` (XLA-compiled) of the step.
-        inputs: its arguments: (batch, apply, hyper) of a train step.
-    """
-
-    name: str
-    kind: str
-    key: tuple[int, ...]
-    function: tf.types.experimental.PolymorphicFunction
-    inputs: tuple
-
-
-# -- building ----------------------------------------------------------------------------
-
-
-def ljspeech_spec(stack: StackConfig) -> xd.DatasetSpec:
-    """The stack's batch shapes on LJSpeech's lengths (1.1-10.1 s, spread evenly; ~17
-    symbols a second), as `xtts_data.plan_shapes` plans them."""
-    seconds = np.linspace(1.1, 10.1, 1000)
-    frames = num_frames((seconds * stack.audio.sample_rate).astype(np.int64), stack.audio)
-    tokens = np.ceil(seconds * 17).astype(np.int64) + 1
-    shapes = xd.plan_shapes(frames, tokens, stack.data)
-    return xd.DatasetSpec(tuple(shapes), stack.audio.n_mels, stack.data.cond_frames)
-
-
-def _stack_and_pipeline(config: ExportConfig):
-    """The stack (compiler xla, configured for the cache) and the cache's train pipeline
-    (None with `ljspeech`), and the spec."""
-    stack = load_stack_config(config.config, config.overrides, cache=config.data)
-    train = dataclasses.replace(stack.train, compiler="xla", compile_workers=1)
-    stack = dataclasses.replace(stack, train=train)
-    task = task_class(stack.train.task)
-    if config.data is None:
-        return stack, None, ljspeech_spec(stack)
-    opened = xd.FeatureCache.open(config.data, audio=stack.audio, data=stack.data)
-    stack = task.configure(stack, opened.tokenizer)
-    pipeline = task.pipeline(opened, stack.data, "train", repeat=True)
-    return stack, pipeline, pipeline.spec
-
-
-def _chosen_shapes(spec, buckets: tuple[int, ...] | None) -> list:
-    shapes = list(spec.shapes)
-    if buckets is None:
-        return shapes
-    for index in buckets:
-        if not -len(shapes) <= index < len(shapes):
-            raise SettingsError(f"--bucket: expected an index into the spec's {len(shapes)} "
-                                f"shapes, received: {index}")  # fmt: skip
-    return [shapes[i] for i in buckets]
-
-
-def _first_batches(pipeline, keys: set, *, limit: int = 500) -> dict:
-    """The first batch of each shape in `keys` among the pipeline's first `limit`."""
-    found: dict = {}
-    for _, batch in zip(range(limit), pipeline.dataset, strict=False):
-        key = pipeline.spec.key_of(batch)
-        if key in keys:
-            found.setdefault(key, batch)
-        if len(found) == len(keys):
-            break
-    return found
-
-
-def build_programs(config: ExportConfig):
-    """The steps (`CompiledSteps`, nothing compiled) and a `Program` per chosen shape.
-
-    Call it inside `kept_dtype_policy()`: it sets the run's Keras dtype policy.
-
-    Returns:
-        (stack, steps, programs).
-    """
-    stack, pipeline, spec = _stack_and_pipeline(config)
-    shapes = _chosen_shapes(spec, config.buckets)
-    # The programs run on another machine: its memory is what the runner measures.
-    steps = build_steps(stack, dataclasses.replace(spec, shapes=tuple(shapes)),
-                        check_memory=False)  # fmt: skip
-    real = _first_batches(pipeline, {s.key for s in shapes}) if config.inputs else {}
-    function = steps.step_function("train")  # what `fit` compiles per shape
-    # At the peak learning rate: an update that changes the weights.
-    hyper = steps.hyper(stack.train.warmup_steps)
-    programs = []
-    for shape in shapes:
-        batch = real.get(shape.key) or steps.task.placeholder_batch(spec.signature(shape))
-        name = "train_" + "x".join(map(str, shape.key))
-        programs.append(Program(name, "train", tuple(shape.key), function,
-                                (dict(batch), tf.constant(True), hyper)))  # fmt: skip
-    return stack, steps, programs
 
 
 # -- the header and the parameters -------------------------------------------------------
@@ -244,27 +110,31 @@ def load_parameters(program: Program, steps, values: list[np.ndarray]) -> tuple:
 def describe_parameters(program: Program, steps, stack: StackConfig) -> list[dict]:
     """The manifest entries of the program's parameters (`xtts_bench.hlo.parameters`)."""
     concrete = program.function.get_concrete_function(*program.inputs)
-    names = [name for label, value in zip(("batch", "apply", "hyper"), program.inputs,
-                                          strict=True)
+    names = [name for label, value in zip(program.labels, program.inputs, strict=True)
              for name in argument_names(value, f"{label}/")]  # fmt: skip
     flat = tf.nest.flatten(program.inputs)
+    by_name = dict(zip(names, flat, strict=True))
+    # The clip's padded frames: the crop's in a batch, the reference's in a decoding.
+    cond = by_name.get("batch/cond_mel")
+    cond_frames = stack.data.cond_frames if cond is None else int(cond.shape[1])
     entries = []
-    for name, tensor in zip(names, flat, strict=True):
+    for name, tensor in by_name.items():
         role = name.split("/")[0]
         if role == "batch":
             spec = tf.TensorSpec(tensor.shape, tensor.dtype)
             fill = batch_fill(name.split("/", 1)[1], spec, vocab_size=stack.model.vocab_size,
-                              cond_frames=stack.data.cond_frames)  # fmt: skip
+                              cond_frames=cond_frames)  # fmt: skip
         else:
             role = "flag" if role == "apply" else role
             fill = value_fill(tensor.numpy(), role)
-        entries.append(_entry(len(entries), name, role, tensor, fill))
+        entries.append(_entry(len(entries), name, role, tensor, program.fills.get(name, fill)))
     roles = variable_roles(steps)
     for handle in concrete.captured_inputs:
         role, variable, fill = roles[id(handle)]
         value = variable.numpy()
         name = getattr(variable, "path", None) or variable.name.removesuffix(":0")
-        entries.append(_entry(len(entries), name, role, value, fill or value_fill(value, role)))
+        fill = program.fills.get(name) or fill or value_fill(value, role)
+        entries.append(_entry(len(entries), name, role, value, fill))
     resolve_lengths(entries)
     return entries
 
@@ -316,6 +186,8 @@ def _export_one(program: Program, steps, stack: StackConfig, out: pathlib.Path,
              "file": f"{program.name}.hlo.pb.gz", "hlo_bytes": len(proto),
              "parameters": parameters, "outputs": _outputs(program, header, parameters),
              "aliases": header["aliases"], "flops": None}  # fmt: skip
+    if program.frames is not None:
+        entry["frames"] = program.frames  # the runner's time per frame divides by it
     if inputs:
         values = parameter_values(program, steps)
         np.savez_compressed(

@@ -4,15 +4,16 @@ A standalone file: it imports only NumPy and jax/jaxlib, so it travels with the 
 machine that has no TensorFlow (and no xtts) and runs there as
 
     python runner.py DIR [--steps N] [--warmup N] [--peak-tflops T] [--json]
-    python runner.py DIR --program NAME --inputs IN.npz --outputs OUT.npz   # check mode
+    python runner.py DIR --check OUT   # one run of each program from its exported inputs
 
 DIR holds `manifest.json` and one HloModuleProto per program. For each program the runner
 converts the proto to StableHLO (`hlo_to_stablehlo`), compiles it for one device, builds
 its parameters from the manifest's `fill` rules (or loads them: check mode), runs it step
 after step feeding each output the header aliases to a parameter back into it (updated
 weights, optimizer slots, seed states, step counter), and reports per program: compile
-seconds, step ms (median and p90 after warm-up, each step waited for), XLA's own memory
-statistics and FLOP count, and the achieved TFLOP/s (and MFU against `--peak-tflops`).
+seconds, step ms (median and p90 after warm-up, each step waited for; for a decoding, the
+frames its loop ran and the time per frame), XLA's own memory statistics and FLOP count,
+and the achieved TFLOP/s (and MFU against `--peak-tflops`).
 
 Figures are "this program under this jaxlib's XLA on this device": the HLO was lowered by
 TensorFlow for the exporting machine, and a newer XLA compiles it differently from
@@ -54,7 +55,7 @@ def synthetic_inputs(parameters: list[dict], seed: int = 0) -> list[np.ndarray]:
     Rules (`fill["kind"]`): `values` (inline list), `normal` (mean, std), `uniform` (low,
     high), `integers` (low, high exclusive), `lengths` (ints in [high // 2, high], row 0 at
     `high`), `mask` (1.0 before the length in parameter `of`), `last` (1.0 at the last
-    position within it), `zeros`.
+    position within it), `zeros`, `ones`, `constant` (value).
     """
     rng = np.random.default_rng(seed)
     values: dict[str, np.ndarray] = {}
@@ -87,6 +88,10 @@ def _fill(parameter: dict, rng: np.random.Generator, done: dict) -> np.ndarray:
         return hit.astype(dtype).reshape(shape)
     if kind == "zeros":
         return np.zeros(shape, dtype)
+    if kind == "ones":
+        return np.ones(shape, dtype)
+    if kind == "constant":
+        return np.full(shape, fill["value"], dtype)
     raise ValueError(f"parameter {parameter['name']}: unknown fill kind {kind!r}")
 
 
@@ -203,12 +208,16 @@ def time_program(program: Program, values: list[np.ndarray], *, steps: int,
     ms = sorted(1e3 * s for s in seconds)
     names = [o["name"] for o in program.entry["outputs"]]
     loss = float(np.asarray(outputs[names.index("loss")])) if "loss" in names else None
-    return {
+    found = {
         "step_ms_median": statistics.median(ms),
         "step_ms_p90": ms[min(len(ms) - 1, round(0.9 * (len(ms) - 1)))],
         "steps": steps,
         "last_loss": loss,  # synthetic inputs: a sanity check (finite), not a figure
     }
+    if "lengths" in names:  # a decoding: the loop ran until its longest row stopped
+        found["frames_run"] = int(np.asarray(outputs[names.index("lengths")]).max())
+        found["ms_per_frame"] = found["step_ms_median"] / found["frames_run"]
+    return found
 
 
 def measure(folder: pathlib.Path, entry: dict, *, steps: int, warmup: int,
@@ -228,12 +237,15 @@ def measure(folder: pathlib.Path, entry: dict, *, steps: int, warmup: int,
     return result
 
 
-def check(folder: pathlib.Path, entry: dict, inputs: pathlib.Path,
-          outputs: pathlib.Path) -> None:  # fmt: skip
-    """One step on the parameters stored in `inputs`; its outputs into `outputs` (`o<i>`)."""
+def check(folder: pathlib.Path, entry: dict, out: pathlib.Path) -> pathlib.Path:
+    """One run of the program on its exported parameters (`entry["inputs"]`); its outputs
+    into `out/<name>.outputs.npz` (`o<i>`), whose path it returns."""
     program = Program(folder, entry)
-    results = program.step(program.put(load_inputs(inputs, entry["parameters"])))
-    np.savez(outputs, **{f"o{i}": np.asarray(value) for i, value in enumerate(results)})
+    results = program.step(program.put(load_inputs(folder / entry["inputs"],
+                                                   entry["parameters"])))  # fmt: skip
+    path = out / f"{entry['name']}.outputs.npz"
+    np.savez(path, **{f"o{i}": np.asarray(value) for i, value in enumerate(results)})
+    return path
 
 
 # -- the command -------------------------------------------------------------------------
@@ -250,15 +262,16 @@ def read_manifest(folder: pathlib.Path) -> dict:
 def _table(results: list[dict], device: str) -> str:
     lines = [f"device: {device}",
              f"{'program':<24}{'compile s':>10}{'median ms':>11}{'p90 ms':>9}"
-             f"{'GFLOP':>9}{'TFLOP/s':>9}{'MFU':>7}{'temp MiB':>10}"]  # fmt: skip
+             f"{'GFLOP':>9}{'TFLOP/s':>9}{'MFU':>7}{'temp MiB':>10}{'ms/frame':>10}"]  # fmt: skip
     for r in results:
         gflop = f"{r['flops'] / 1e9:>9.2f}" if r["flops"] else f"{'-':>9}"
         tflops = f"{r['tflops_per_s']:>9.3f}" if "tflops_per_s" in r else f"{'-':>9}"
         mfu = f"{r['mfu']:>7.1%}" if "mfu" in r else f"{'-':>7}"
         temp = r["memory_bytes"].get("temp_size")
         temp = f"{temp / 2**20:>10.1f}" if temp is not None else f"{'-':>10}"
+        frame = f"{r['ms_per_frame']:>10.3f}" if "ms_per_frame" in r else f"{'-':>10}"
         lines.append(f"{r['name']:<24}{r['compile_s']:>10.1f}{r['step_ms_median']:>11.2f}"
-                     f"{r['step_ms_p90']:>9.2f}{gflop}{tflops}{mfu}{temp}")  # fmt: skip
+                     f"{r['step_ms_p90']:>9.2f}{gflop}{tflops}{mfu}{temp}{frame}")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -272,8 +285,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's peak TFLOP/s at the programs' precision: MFU")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="synthetic inputs' seed")
-    p.add_argument("--inputs", type=pathlib.Path, help="check mode: parameters (.npz, p<i>)")
-    p.add_argument("--outputs", type=pathlib.Path, help="check mode: outputs written here")
+    p.add_argument("--check", type=pathlib.Path, metavar="OUT",
+                   help="check mode: run each program once on its exported inputs (export "
+                   "--inputs) and write its outputs to OUT/<program>.outputs.npz")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     return p
 
@@ -284,10 +298,14 @@ def main(argv: list[str] | None = None) -> int:
     entries = [e for e in manifest["programs"] if not args.program or e["name"] in args.program]
     if not entries:
         raise SystemExit(f"no program named {args.program} in {args.folder}/manifest.json")
-    if (args.inputs is None) != (args.outputs is None) or (args.inputs and len(entries) != 1):
-        raise SystemExit("check mode: --inputs and --outputs together, with one --program")
-    if args.inputs is not None:
-        check(args.folder, entries[0], args.inputs, args.outputs)
+    if args.check is not None:
+        missing = [e["name"] for e in entries if "inputs" not in e]
+        if missing:
+            raise SystemExit(f"check mode: no exported inputs for {', '.join(missing)} "
+                             f"(export with --inputs)")  # fmt: skip
+        args.check.mkdir(parents=True, exist_ok=True)
+        for entry in entries:
+            check(args.folder, entry, args.check)
         return 0
     jax = _jax()
     results = [measure(args.folder, e, steps=args.steps, warmup=args.warmup,

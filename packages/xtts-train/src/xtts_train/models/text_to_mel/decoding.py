@@ -311,6 +311,9 @@ class Decoding:
         batch_size: rows decoded together (fewer are padded with copies of the first).
         compiler: `auto`, `xla` or `graph`: who runs the decoding loop
             (`xtts_train.compile.compiler`; a run's `train.compiler`).
+        check_memory: refuse a buffer this machine's memory cannot hold
+            (`check_decoding_memory`); off for a program built here to run on another
+            machine (`xtts-bench hlo export`).
 
     Attributes:
         compiler: `"xla"` or `"graph"`, as `compiler` resolved for this device.
@@ -318,10 +321,12 @@ class Decoding:
 
     def __init__(self, model: TextToMel, *, decode: DecodeConfig, cond_frames: int,
                  max_frames: int, batch_size: int = 1,
-                 compiler: str = "auto") -> None:  # fmt: skip
+                 compiler: str = "auto", check_memory: bool = True) -> None:  # fmt: skip
         check_sizes(max_frames=max_frames, batch_size=batch_size, cond_frames=cond_frames)
-        check_decoding_memory(model.config, max_frames, batch_size)
+        if check_memory:
+            check_decoding_memory(model.config, max_frames, batch_size)
         self.model, self.decode, self.cond_frames = model, decode, cond_frames
+        self.check_memory = check_memory
         self.max_frames, self.batch_size = max_frames, batch_size
         self.compiler = resolve(compiler, "decode")
         self._infer = tf.function(
@@ -329,6 +334,12 @@ class Decoding:
             jit_compile=self.compiler == "xla",
         )
         self._programs: dict[int, tf.types.experimental.ConcreteFunction] = {}
+
+    @property
+    def function(self) -> tf.types.experimental.PolymorphicFunction:
+        """The `tf.function` of the decoding, `(tokens, token_mask, cond_mel, cond_lengths)`
+        (`decoding_inputs`): what an exporter of the compiled programs reads."""
+        return self._infer
 
     @property
     def programs(self) -> int:
@@ -372,8 +383,9 @@ class Decoding:
                                  cond_frames=self.cond_frames)  # fmt: skip
         text = inputs[0].shape[1]
         if text not in self._programs:
-            check_decoding_memory(self.model.config, self.max_frames, self.batch_size,
-                                  text_len=text)  # fmt: skip
+            if self.check_memory:
+                check_decoding_memory(self.model.config, self.max_frames, self.batch_size,
+                                      text_len=text)  # fmt: skip
             name = f"decode {self.batch_size}x{text}x{self.cond_frames}x{self.max_frames}"
             with compile_cache.collect(), compile_cache.stable_names(name):
                 self._programs[text] = self._infer.get_concrete_function(*inputs)

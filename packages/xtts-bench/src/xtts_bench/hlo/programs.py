@@ -1,0 +1,235 @@
+"""The programs a run compiles, built as the run builds them, for `xtts-bench hlo export`.
+
+For a stack config (and `--set` overrides) the steps are built as `fit` builds them
+(`xtts_train.build_steps`, `train.compiler` forced to `xla`) for the chosen bucket shapes:
+a prepared cache's (`data`) or those planned for LJSpeech's lengths (`ljspeech`). Per
+shape a train step (`train_<batch>x<text>x<frames>`, `(batch, apply, hyper)`) and an eval
+step (`eval_...`, `(batch, hyper)`); for a text-to-mel run, the decoding program of
+`synthesize` and `evaluate` (`xtts_train.Decoding`: the free-running loop and the decoding
+stages) at `decode_batch` rows, the longest bucket's text (rounded up to `xtts_train.TEXT_BUCKET`),
+the reference frames, and a buffer of twice the longest bucket's frames (`buffer_frames`),
+named `decode_<batch>x<text>x<reference>x<buffer>`.
+
+A decoding loop ends when every row's stop probability passes 0.5, which on synthetic
+weights happens at a random frame. The manifest therefore fills the stop head's bias at
+`STOP_BIAS`: no row stops, the loop runs its whole buffer, and a decoding's time is that of
+the longest utterance the buffer holds (the runner also reports it per frame).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from collections.abc import Mapping
+
+import numpy as np
+import tensorflow as tf
+
+import xtts_data as xd
+from xtts_audio import num_frames
+from xtts_bench.errors import SettingsError
+from xtts_train import (
+    Decoding,
+    StackConfig,
+    TextToMel,
+    buffer_frames,
+    build_steps,
+    decoding_inputs,
+    load_stack_config,
+    task_class,
+)
+
+__all__ = ["KINDS", "STOP_BIAS", "ExportConfig", "Program", "build_programs", "ljspeech_spec"]
+
+KINDS = ("train", "eval", "decode")
+STOP_BIAS = -30.0  # a stop logit this low never passes 0.5: the loop runs its whole buffer
+_DECODE_LABELS = ("batch/tokens", "batch/token_mask", "batch/cond_mel", "batch/cond_lengths")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExportConfig:
+    """What `export_hlo` writes.
+
+    Attributes:
+        out: the folder written (created).
+        config: a stack config YAML (a recipe), or None for the defaults.
+        overrides: `section.key=value` settings applied after it (as `xtts-train --set`).
+        data: a prepared feature cache: its pipeline's bucket shapes.
+        ljspeech: instead of `data`, the shapes planned for LJSpeech's lengths.
+        buckets: indices into the spec's shapes to export (None: all).
+        kinds: which programs: `train`, `eval`, `decode` (`KINDS`; decode only for a
+            text-to-mel run).
+        decode_batch: rows of the decoding program (`evaluate` decodes 8 together).
+        inputs: also write each program's parameters (`<program>.inputs.npz`): a real
+            batch (with `data`) and the initial state, for a check against TensorFlow.
+    """
+
+    out: pathlib.Path
+    config: pathlib.Path | None = None
+    overrides: tuple[str, ...] = ()
+    data: pathlib.Path | None = None
+    ljspeech: bool = False
+    buckets: tuple[int, ...] | None = None
+    kinds: tuple[str, ...] = KINDS
+    decode_batch: int = 8
+    inputs: bool = False
+
+    def __post_init__(self) -> None:
+        if (self.data is None) == (not self.ljspeech):
+            raise SettingsError(f"Expected one source of batch shapes, a cache (--data) or "
+                                f"--ljspeech, received: data={self.data}, "
+                                f"ljspeech={self.ljspeech}")  # fmt: skip
+        if self.inputs and self.data is None:
+            raise SettingsError("Expected --data with --inputs (a real batch), received "
+                                "--ljspeech")  # fmt: skip
+        unknown = sorted(set(self.kinds) - set(KINDS))
+        if unknown or not self.kinds:
+            raise SettingsError(f"Expected programs among {', '.join(KINDS)}, received: "
+                                f"{', '.join(unknown) or 'none'}")  # fmt: skip
+        if isinstance(self.decode_batch, bool) or self.decode_batch < 1:
+            raise SettingsError(f"Expected --decode-batch >= 1, received: {self.decode_batch}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One program to export: `function(*inputs)` is what a run calls.
+
+    Attributes:
+        name: `<kind>_<shape>` (`train_16x96x512`, `decode_8x96x128x1024`).
+        kind: one of `KINDS`.
+        key: its shape's numbers, as in its name.
+        function: the `tf.function` (XLA-compiled) the run calls.
+        inputs: its arguments: `(batch, apply, hyper)` of a train step, `(batch, hyper)`
+            of an eval step, `(tokens, token_mask, cond_mel, cond_lengths)` of a decoding.
+        labels: a name prefix per argument (its parameters' names start with it).
+        fills: fill rules by parameter name that replace the derived ones.
+        frames: the frames a decoding's buffer holds (None for a step).
+    """
+
+    name: str
+    kind: str
+    key: tuple[int, ...]
+    function: tf.types.experimental.PolymorphicFunction
+    inputs: tuple
+    labels: tuple[str, ...]
+    fills: Mapping[str, dict] = dataclasses.field(default_factory=dict)
+    frames: int | None = None
+
+
+def ljspeech_spec(stack: StackConfig) -> xd.DatasetSpec:
+    """The stack's batch shapes on LJSpeech's lengths (1.1-10.1 s, spread evenly; ~17
+    symbols a second), as `xtts_data.plan_shapes` plans them."""
+    seconds = np.linspace(1.1, 10.1, 1000)
+    frames = num_frames((seconds * stack.audio.sample_rate).astype(np.int64), stack.audio)
+    tokens = np.ceil(seconds * 17).astype(np.int64) + 1
+    shapes = xd.plan_shapes(frames, tokens, stack.data)
+    return xd.DatasetSpec(tuple(shapes), stack.audio.n_mels, stack.data.cond_frames)
+
+
+def _stack_and_pipeline(config: ExportConfig):
+    """The stack (compiler xla, configured for the cache) and the cache's train pipeline
+    (None with `ljspeech`), and the spec."""
+    stack = load_stack_config(config.config, config.overrides, cache=config.data)
+    train = dataclasses.replace(stack.train, compiler="xla", compile_workers=1)
+    stack = dataclasses.replace(stack, train=train)
+    task = task_class(stack.train.task)
+    if config.data is None:
+        return stack, None, ljspeech_spec(stack)
+    opened = xd.FeatureCache.open(config.data, audio=stack.audio, data=stack.data)
+    stack = task.configure(stack, opened.tokenizer)
+    pipeline = task.pipeline(opened, stack.data, "train", repeat=True)
+    return stack, pipeline, pipeline.spec
+
+
+def _chosen_shapes(spec, buckets: tuple[int, ...] | None) -> list:
+    shapes = list(spec.shapes)
+    if buckets is None:
+        return shapes
+    for index in buckets:
+        if not -len(shapes) <= index < len(shapes):
+            raise SettingsError(f"--bucket: expected an index into the spec's {len(shapes)} "
+                                f"shapes, received: {index}")  # fmt: skip
+    return [shapes[i] for i in buckets]
+
+
+def _first_batches(pipeline, keys: set, *, limit: int = 500) -> dict:
+    """The first batch of each shape in `keys` among the pipeline's first `limit`."""
+    found: dict = {}
+    for _, batch in zip(range(limit), pipeline.dataset, strict=False):
+        key = pipeline.spec.key_of(batch)
+        if key in keys:
+            found.setdefault(key, batch)
+        if len(found) == len(keys):
+            break
+    return found
+
+
+def build_programs(config: ExportConfig):
+    """The steps (`CompiledSteps`, nothing compiled) and the chosen `Program`s: per shape
+    its train and eval steps, then the decoding (a text-to-mel run).
+
+    Call it inside `kept_dtype_policy()`: it sets the run's Keras dtype policy.
+
+    Returns:
+        (stack, steps, programs).
+    """
+    stack, pipeline, spec = _stack_and_pipeline(config)
+    chosen = dataclasses.replace(spec, shapes=tuple(_chosen_shapes(spec, config.buckets)))
+    # The programs run on another machine: its memory is what the runner measures.
+    steps = build_steps(stack, chosen, chosen, check_memory=False)
+    real = _first_batches(pipeline, {s.key for s in chosen.shapes}) if config.inputs else {}
+    batches = {s.key: dict(real.get(s.key) or steps.task.placeholder_batch(spec.signature(s)))
+               for s in chosen.shapes}  # fmt: skip
+    programs = []
+    for shape in chosen.shapes:
+        programs += _steps_of(shape.key, batches[shape.key], steps, stack, config.kinds)
+    if "decode" in config.kinds and isinstance(steps.model, TextToMel):
+        longest = max(chosen.shapes, key=lambda s: s.frames)
+        programs.append(_decoding(stack, steps.model, longest, batches[longest.key],
+                                  config.decode_batch))  # fmt: skip
+    return stack, steps, programs
+
+
+def _steps_of(key: tuple[int, ...], batch: dict, steps, stack: StackConfig,
+              kinds: tuple[str, ...]) -> list[Program]:  # fmt: skip
+    """The train and eval steps of one shape, as `fit` calls them."""
+    shape = "x".join(map(str, key))
+    found = []
+    if "train" in kinds:  # at the peak learning rate: an update that changes the weights
+        found.append(Program(f"train_{shape}", "train", key, steps.step_function("train"),
+                             (batch, tf.constant(True), steps.hyper(stack.train.warmup_steps)),
+                             ("batch", "apply", "hyper")))  # fmt: skip
+    if "eval" in kinds:  # as `CompiledSteps.evaluate` calls it
+        found.append(Program(f"eval_{shape}", "eval", key, steps.step_function("eval"),
+                             (batch, steps.hyper(0)), ("batch", "hyper")))  # fmt: skip
+    return found
+
+
+def _decoding(stack: StackConfig, model: TextToMel, longest, batch: dict,
+              rows: int) -> Program:  # fmt: skip
+    """The decoding program of `rows` rows of the longest bucket's text, conditioned on the
+    batch's clips, into a buffer of twice its frames."""
+    max_frames = buffer_frames(longest.frames)
+    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
+                        max_frames=max_frames, batch_size=rows, compiler="xla",
+                        check_memory=False)  # fmt: skip
+    tokens, lengths = batch["tokens"].numpy(), batch["token_lengths"].numpy()
+    cond = batch["cond_mel"].numpy()
+    picked = [i % len(tokens) for i in range(rows)]
+    ids = [tokens[i, : max(1, lengths[i])].tolist() for i in picked]
+    # The first row as long as the bucket's text: the program's text length.
+    ids[0] = [t if t else 1 for t in tokens[0].tolist()]
+    inputs = tuple(decoding_inputs(ids, [cond[i] for i in picked], batch_size=rows,
+                                   cond_frames=stack.reference_frames))  # fmt: skip
+    key = (rows, int(inputs[0].shape[1]), stack.reference_frames, max_frames)
+    no_stop = {"kind": "constant", "value": STOP_BIAS,
+               "note": "no row stops: the loop runs its whole buffer"}  # fmt: skip
+    fills = {"batch/token_mask": {"kind": "ones"}, _stop_bias(model): no_stop}
+    return Program("decode_" + "x".join(map(str, key)), "decode", key, decoding.function,
+                   inputs, _DECODE_LABELS, fills, max_frames)  # fmt: skip
+
+
+def _stop_bias(model: TextToMel) -> str:
+    """The manifest name of the stop head's bias (as `export` names a variable)."""
+    bias = model.stop_head.bias
+    return getattr(bias, "path", None) or bias.name.removesuffix(":0")
