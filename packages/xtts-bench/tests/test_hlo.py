@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +33,8 @@ from xtts_bench.hlo import (
 from xtts_data.config import load_config
 from xtts_train import kept_dtype_policy, load_stack_config
 
-RECIPE = Path(__file__).resolve().parents[3] / "recipes" / "cpu-tiny.yaml"
+RECIPES = Path(__file__).resolve().parents[3] / "recipes"
+RECIPE = RECIPES / "cpu-tiny.yaml"
 # The tiny preset at one small shape: one compile on each side. Letters, not phonemes:
 # the export does not depend on the text's symbols.
 OVERRIDES = ("data.text.phonemes=false", "data.batch_size=4", "data.num_buckets=1",
@@ -185,6 +187,7 @@ def test_manifest_describes_every_parameter(exported):
     assert all(parameters[i]["role"] in UPDATED for i in aliased)
     assert {i for i, p in enumerate(parameters) if p["role"] in UPDATED} == aliased
     assert entry["flops"] is None
+    assert (manifest["task"], entry["batch_share"]) == ("text_to_mel", 1.0)  # one bucket
     assert "no XLA cost analysis" in manifest["flops_note"]
     assert len(gzip.decompress((out / entry["file"]).read_bytes())) == entry["hlo_bytes"]
     assert (out / "runner.py").read_text() == Path(runner.__file__).read_text()
@@ -238,11 +241,30 @@ def test_synthetic_decoding_runs_its_whole_buffer(exported, tmp_path):
     assert result["ms_per_frame"] == pytest.approx(result["step_ms_median"] / decode["frames"])
 
 
-def test_ljspeech_shapes_are_planned_without_a_cache():
-    stack = load_stack_config(RECIPE, ["data.text.phonemes=false"])
+@pytest.mark.parametrize("recipe", [RECIPE, RECIPES / "gpu-small.yaml", RECIPES / "gpu-base.yaml"])
+def test_ljspeech_shapes_are_planned_without_a_cache(recipe):
+    stack = load_stack_config(recipe, ["data.text.phonemes=false"])
     spec = ljspeech_spec(stack)
-    assert len(spec.shapes) == stack.data.num_buckets
+    assert len(spec.shapes) == stack.data.num_buckets  # benchmarks/hlo_gpu.sh counts on 8
     assert max(s.frames for s in spec.shapes) > 800  # LJSpeech's 10 s clips
+
+
+def test_the_gpu_script_runs_every_program_of_an_export(exported, tmp_path):
+    """benchmarks/hlo_gpu.sh's `run`, here on jaxlib's CPU: one JSON line per program."""
+    pytest.importorskip("jax")
+    out, manifest, _ = exported
+    shutil.copytree(out, tmp_path / "1-small")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "STEPS": "1", "WARMUP": "0"}
+    env.pop("OUT", None)
+    done = subprocess.run(["bash", str(RECIPES.parent / "benchmarks" / "hlo_gpu.sh"), "run",
+                           str(tmp_path)], capture_output=True, text=True, env=env,
+                          timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert [r["name"] for r in lines] == [e["name"] for e in manifest["programs"]]
+    assert all(r["device"].startswith("cpu") and r["step_ms_median"] > 0 for r in lines)
+    assert lines[-1]["frames_run"] == manifest["programs"][-1]["frames"]  # the decoding
+    assert "CpuDevice" in (tmp_path / "device.txt").read_text()  # jax's devices, named
 
 
 @pytest.mark.parametrize("kwargs", [{}, {"data": Path("cache"), "ljspeech": True},
@@ -283,5 +305,6 @@ def test_export_builds_programs_for_a_machine_bigger_than_this_one(monkeypatch, 
         ("eval", longest),
         ("decode", (8, 192, stack.reference_frames)),
     ]
+    assert 0 < programs[0].share == programs[1].share < 1  # LJSpeech's longest bucket
     assert programs[-1].frames == 2 * longest[2] + (-2 * longest[2] % 32)
     assert steps.traces == {}  # built, nothing traced

@@ -105,6 +105,7 @@ REPORT_KEYS = frozenset(
         "batch_ms_p99",
         "batch_ms_cv",
         "cpu_ms_per_sample",
+        "frames_per_sample",
         "device_utilization",
         "padding_efficiency",
         "shapes",

@@ -80,8 +80,9 @@ class Timing:
     cpu: float = 0.0  # CPU seconds of the whole process (every thread) during the pass
 
     def summary(self) -> dict[str, float | None]:
-        """samples/s, batch wait mean / p50 / p99 / CV, device utilization, padding, and
-        the process's CPU milliseconds per sample (the input pipeline's threads, mostly)."""
+        """samples/s, batch wait mean / p50 / p99 / CV, device utilization, padding, the
+        process's CPU milliseconds per sample (the input pipeline's threads, mostly) and
+        the real (unpadded) frames per sample."""
         waits_ms = self.waits * 1e3
         mean = float(waits_ms.mean())
         return {
@@ -93,6 +94,7 @@ class Timing:
             "device_utilization": min(self.busy / self.span, 1.0) if self.device_ms else None,
             "padding_efficiency": self.real_frames / max(self.padded_frames, 1),
             "cpu_ms_per_sample": 1e3 * self.cpu / self.samples if self.samples else None,
+            "frames_per_sample": self.real_frames / self.samples if self.samples else None,
         }
 
 

@@ -1,7 +1,8 @@
 """The compiled programs of a run as HLO protos, and a runner of them that needs only jax.
 
 `export_hlo(ExportConfig(...))` writes each bucket's train and eval step and a text-to-mel
-run's decoding (`xtts-bench hlo export`);
+run's decoding (`xtts-bench hlo export`); `predict_busy` predicts how busy a device stays
+from the runner's step times and the input pipeline's cost (`xtts-bench hlo predict`);
 `runner.py` (standalone: NumPy and jax) compiles and times them on any device jaxlib has,
 or runs one step on given parameters for a check against TensorFlow.
 
@@ -23,11 +24,13 @@ if TYPE_CHECKING:
         write_programs,
     )
     from xtts_bench.hlo.parameters import ROLES
+    from xtts_bench.hlo.predict import format_prediction, predict_busy
     from xtts_bench.hlo.programs import (
         KINDS,
         STOP_BIAS,
         ExportConfig,
         Program,
+        batch_shares,
         build_programs,
         ljspeech_spec,
     )
@@ -38,13 +41,16 @@ __all__ = [
     "STOP_BIAS",
     "ExportConfig",
     "Program",
+    "batch_shares",
     "build_programs",
     "export_hlo",
     "format_export",
+    "format_prediction",
     "hlo_header",
     "ljspeech_spec",
     "load_parameters",
     "parameter_values",
+    "predict_busy",
     "write_programs",
 ]
 
@@ -53,8 +59,9 @@ __getattr__, __dir__ = lazy_exports(
     {
         **dict.fromkeys(["export_hlo", "format_export", "hlo_header", "load_parameters",
                          "parameter_values", "write_programs"], "export"),
-        **dict.fromkeys(["KINDS", "STOP_BIAS", "ExportConfig", "Program", "build_programs",
-                         "ljspeech_spec"], "programs"),
+        **dict.fromkeys(["KINDS", "STOP_BIAS", "ExportConfig", "Program", "batch_shares",
+                         "build_programs", "ljspeech_spec"], "programs"),
+        **dict.fromkeys(["format_prediction", "predict_busy"], "predict"),
         "ROLES": "parameters",
     },
 )  # fmt: skip

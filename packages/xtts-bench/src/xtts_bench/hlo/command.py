@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import pathlib
 
 from xtts_audio.startup import verbose_flag
@@ -11,8 +12,8 @@ __all__ = ["add_hlo_parser", "run_hlo"]
 
 
 def add_hlo_parser(commands) -> argparse.ArgumentParser:
-    """`hlo export` under `commands` (the CLI's subparsers); returns the export parser, to
-    which the CLI adds its `--set` (dest `overrides`)."""
+    """`hlo export` and `hlo predict` under `commands` (the CLI's subparsers); returns the
+    export parser, to which the CLI adds its `--set` (dest `overrides`)."""
     hlo = commands.add_parser(
         "hlo", parents=[verbose_flag()],
         help="a run's compiled programs as HLO protos, timed by jaxlib's XLA",
@@ -70,11 +71,51 @@ def add_hlo_parser(commands) -> argparse.ArgumentParser:
                    help="also write each program's parameters (a real batch, the initial "
                    "state) for a check against TensorFlow")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    _add_predict(sub)
     return p
 
 
+def _add_predict(sub) -> None:
+    p = sub.add_parser(
+        "predict", parents=[verbose_flag()],
+        help="predict how busy the device stays, from its step times and the input "
+        "pipeline's CPU cost",
+        description=(
+            "Predict the device-busy fraction of a run from two measurements made apart: "
+            "the device's step time of each bucket's train program (runner.py DIR --json "
+            "on the device) and the input pipeline's CPU cost (xtts-data doctor --json on "
+            "the host). Each bucket is weighted by its share of an epoch's batches (the "
+            "export's manifest), the pipeline's cost by the batch's real frames, and the "
+            "cores are assumed to scale linearly. A prediction: host-device copies and "
+            "TensorFlow's per-step overhead are left out."
+        ),
+    )  # fmt: skip
+    p.add_argument("export", type=pathlib.Path, metavar="DIR",
+                   help="the export folder (its manifest.json)")  # fmt: skip
+    p.add_argument("results", type=pathlib.Path, metavar="RESULTS",
+                   help="the runner's JSON from the device (runner.py DIR --json)")  # fmt: skip
+    p.add_argument("--doctor", type=pathlib.Path, required=True, metavar="REPORT",
+                   help="xtts-data doctor --json of the run's pipeline on the host")  # fmt: skip
+    p.add_argument("--cores", type=int, nargs="+", default=[1, 2, 4, 8, 16], metavar="N",
+                   help="host cores to predict for (default: 1 2 4 8 16)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+
+
+def _read_json(path: pathlib.Path, what: str) -> dict:
+    """A JSON file's object, or one line saying what is wrong with it."""
+    from xtts_bench.errors import SettingsError
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise SettingsError(f"Expected {what} at {path}, received: {error}") from None
+
+
 def run_hlo(args: argparse.Namespace) -> str | dict:
-    """Run `hlo export`; the summary table, or the manifest with `--json`."""
+    """Run `hlo export` (the summary table, or the manifest with `--json`) or `hlo predict`
+    (the prediction's table, or its JSON)."""
+    if args.hlo_command == "predict":
+        return _run_predict(args)
     from xtts_bench.hlo.export import export_hlo, format_export
     from xtts_bench.hlo.programs import KINDS, ExportConfig
 
@@ -85,3 +126,15 @@ def run_hlo(args: argparse.Namespace) -> str | dict:
                           inputs=args.inputs)  # fmt: skip
     manifest = export_hlo(config)
     return manifest if args.json else format_export(manifest, args.out)
+
+
+def _run_predict(args: argparse.Namespace) -> str | dict:
+    from xtts_bench.hlo.predict import format_prediction, predict_busy
+
+    prediction = predict_busy(
+        _read_json(args.export / "manifest.json", "an xtts-bench hlo export's manifest"),
+        _read_json(args.results, "the runner's --json output"),
+        _read_json(args.doctor, "an xtts-data doctor --json report"),
+        cores=args.cores,
+    )
+    return prediction if args.json else format_prediction(prediction)

@@ -187,7 +187,9 @@ def _export_one(program: Program, steps, stack: StackConfig, out: pathlib.Path,
              "parameters": parameters, "outputs": _outputs(program, header, parameters),
              "aliases": header["aliases"], "flops": None}  # fmt: skip
     if program.frames is not None:
-        entry["frames"] = program.frames  # the runner's time per frame divides by it
+        entry["frames"] = program.frames  # a decoding's buffer
+    if program.share is not None:
+        entry["batch_share"] = program.share  # of an epoch's batches: `hlo predict` mixes
     if inputs:
         values = parameter_values(program, steps)
         np.savez_compressed(
@@ -217,6 +219,7 @@ def write_programs(config: ExportConfig, stack: StackConfig, steps, programs) ->
         "config": None if config.config is None else str(config.config),
         "overrides": list(config.overrides),
         "shapes_from": "ljspeech (planned)" if config.ljspeech else str(config.data),
+        "task": stack.train.task,
         "model": {
             "d_model": stack.model.d_model,
             "vocab_size": stack.model.vocab_size,

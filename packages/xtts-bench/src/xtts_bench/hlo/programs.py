@@ -28,6 +28,7 @@ import tensorflow as tf
 import xtts_data as xd
 from xtts_audio import num_frames
 from xtts_bench.errors import SettingsError
+from xtts_data.buckets import assign
 from xtts_train import (
     Decoding,
     StackConfig,
@@ -39,7 +40,8 @@ from xtts_train import (
     task_class,
 )
 
-__all__ = ["KINDS", "STOP_BIAS", "ExportConfig", "Program", "build_programs", "ljspeech_spec"]
+__all__ = ["KINDS", "STOP_BIAS", "ExportConfig", "Program", "batch_shares", "build_programs",
+           "ljspeech_spec"]  # fmt: skip
 
 KINDS = ("train", "eval", "decode")
 STOP_BIAS = -30.0  # a stop logit this low never passes 0.5: the loop runs its whole buffer
@@ -104,6 +106,7 @@ class Program:
         labels: a name prefix per argument (its parameters' names start with it).
         fills: fill rules by parameter name that replace the derived ones.
         frames: the frames a decoding's buffer holds (None for a step).
+        share: a step's share of an epoch's batches (`batch_shares`), None for a decoding.
     """
 
     name: str
@@ -114,31 +117,50 @@ class Program:
     labels: tuple[str, ...]
     fills: Mapping[str, dict] = dataclasses.field(default_factory=dict)
     frames: int | None = None
+    share: float | None = None
+
+
+def _ljspeech_lengths(stack: StackConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Mel frames and tokens of LJSpeech-like clips: 1.1-10.1 s, spread evenly; ~17
+    symbols a second."""
+    seconds = np.linspace(1.1, 10.1, 1000)
+    frames = num_frames((seconds * stack.audio.sample_rate).astype(np.int64), stack.audio)
+    return frames, np.ceil(seconds * 17).astype(np.int64) + 1
 
 
 def ljspeech_spec(stack: StackConfig) -> xd.DatasetSpec:
-    """The stack's batch shapes on LJSpeech's lengths (1.1-10.1 s, spread evenly; ~17
-    symbols a second), as `xtts_data.plan_shapes` plans them."""
-    seconds = np.linspace(1.1, 10.1, 1000)
-    frames = num_frames((seconds * stack.audio.sample_rate).astype(np.int64), stack.audio)
-    tokens = np.ceil(seconds * 17).astype(np.int64) + 1
-    shapes = xd.plan_shapes(frames, tokens, stack.data)
+    """The stack's batch shapes on LJSpeech's lengths (`_ljspeech_lengths`), as
+    `xtts_data.plan_shapes` plans them."""
+    shapes = xd.plan_shapes(*_ljspeech_lengths(stack), stack.data)
     return xd.DatasetSpec(tuple(shapes), stack.audio.n_mels, stack.data.cond_frames)
 
 
+def batch_shares(frames: np.ndarray, shapes) -> list[float]:
+    """Each shape's share of an epoch's batches when utterances of `frames` fill them: the
+    utterances its bucket holds (`xtts_data.buckets.assign`) over its batch size,
+    normalised. One shape (a vocoder's segments) has it all."""
+    if len(shapes) == 1:
+        return [1.0]
+    held = np.bincount(assign(np.asarray(frames), list(shapes)),
+                       minlength=len(shapes))[: len(shapes)]  # fmt: skip
+    batches = held / np.asarray([s.batch_size for s in shapes], np.float64)
+    return (batches / batches.sum()).tolist()
+
+
 def _stack_and_pipeline(config: ExportConfig):
-    """The stack (compiler xla, configured for the cache) and the cache's train pipeline
-    (None with `ljspeech`), and the spec."""
+    """The stack (compiler xla, configured for the cache), the cache's train pipeline
+    (None with `ljspeech`), the spec, and the utterances' frames (the cache's, or
+    LJSpeech's planned lengths)."""
     stack = load_stack_config(config.config, config.overrides, cache=config.data)
     train = dataclasses.replace(stack.train, compiler="xla", compile_workers=1)
     stack = dataclasses.replace(stack, train=train)
     task = task_class(stack.train.task)
     if config.data is None:
-        return stack, None, ljspeech_spec(stack)
+        return stack, None, ljspeech_spec(stack), _ljspeech_lengths(stack)[0]
     opened = xd.FeatureCache.open(config.data, audio=stack.audio, data=stack.data)
     stack = task.configure(stack, opened.tokenizer)
     pipeline = task.pipeline(opened, stack.data, "train", repeat=True)
-    return stack, pipeline, pipeline.spec
+    return stack, pipeline, pipeline.spec, opened.manifest.samples.frames
 
 
 def _chosen_shapes(spec, buckets: tuple[int, ...] | None) -> list:
@@ -173,8 +195,10 @@ def build_programs(config: ExportConfig):
     Returns:
         (stack, steps, programs).
     """
-    stack, pipeline, spec = _stack_and_pipeline(config)
+    stack, pipeline, spec, frames = _stack_and_pipeline(config)
     chosen = dataclasses.replace(spec, shapes=tuple(_chosen_shapes(spec, config.buckets)))
+    shares = batch_shares(frames, spec.shapes)
+    share = dict(zip([s.key for s in spec.shapes], shares, strict=True))
     # The programs run on another machine: its memory is what the runner measures.
     steps = build_steps(stack, chosen, chosen, check_memory=False)
     real = _first_batches(pipeline, {s.key for s in chosen.shapes}) if config.inputs else {}
@@ -182,7 +206,8 @@ def build_programs(config: ExportConfig):
                for s in chosen.shapes}  # fmt: skip
     programs = []
     for shape in chosen.shapes:
-        programs += _steps_of(shape.key, batches[shape.key], steps, stack, config.kinds)
+        programs += _steps_of(shape.key, batches[shape.key], steps, stack, config.kinds,
+                              share[shape.key])  # fmt: skip
     if "decode" in config.kinds and isinstance(steps.model, TextToMel):
         longest = max(chosen.shapes, key=lambda s: s.frames)
         programs.append(_decoding(stack, steps.model, longest, batches[longest.key],
@@ -191,17 +216,17 @@ def build_programs(config: ExportConfig):
 
 
 def _steps_of(key: tuple[int, ...], batch: dict, steps, stack: StackConfig,
-              kinds: tuple[str, ...]) -> list[Program]:  # fmt: skip
+              kinds: tuple[str, ...], share: float) -> list[Program]:  # fmt: skip
     """The train and eval steps of one shape, as `fit` calls them."""
     shape = "x".join(map(str, key))
     found = []
     if "train" in kinds:  # at the peak learning rate: an update that changes the weights
         found.append(Program(f"train_{shape}", "train", key, steps.step_function("train"),
                              (batch, tf.constant(True), steps.hyper(stack.train.warmup_steps)),
-                             ("batch", "apply", "hyper")))  # fmt: skip
+                             ("batch", "apply", "hyper"), share=share))  # fmt: skip
     if "eval" in kinds:  # as `CompiledSteps.evaluate` calls it
         found.append(Program(f"eval_{shape}", "eval", key, steps.step_function("eval"),
-                             (batch, steps.hyper(0)), ("batch", "hyper")))  # fmt: skip
+                             (batch, steps.hyper(0)), ("batch", "hyper"), share=share))  # fmt: skip
     return found
 
 

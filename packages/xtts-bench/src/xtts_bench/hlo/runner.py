@@ -13,7 +13,9 @@ after step feeding each output the header aliases to a parameter back into it (u
 weights, optimizer slots, seed states, step counter), and reports per program: compile
 seconds, step ms (median and p90 after warm-up, each step waited for; for a decoding, the
 frames its loop ran and the time per frame), XLA's own memory statistics and FLOP count,
-and the achieved TFLOP/s (and MFU against `--peak-tflops`).
+and the achieved TFLOP/s (and MFU against `--peak-tflops`). `--steps 0` compiles only
+(FLOPs and memory without a run); a program that fails (out of device memory) reports its
+error and the next one runs.
 
 Figures are "this program under this jaxlib's XLA on this device": the HLO was lowered by
 TensorFlow for the exporting machine, and a newer XLA compiles it differently from
@@ -222,16 +224,23 @@ def time_program(program: Program, values: list[np.ndarray], *, steps: int,
 
 def measure(folder: pathlib.Path, entry: dict, *, steps: int, warmup: int,
             peak_tflops: float | None, seed: int = 0) -> dict:  # fmt: skip
-    """Compile one program, run it on synthetic inputs, and report its figures."""
-    program = Program(folder, entry)
-    result = {"name": entry["name"], "compile_s": program.compile_seconds}
-    result.update(time_program(program, synthetic_inputs(entry["parameters"], seed),
-                               steps=steps, warmup=warmup))  # fmt: skip
-    flops = program.flops()
-    result["flops"] = flops
-    result["memory_bytes"] = program.memory()
-    if flops is not None:
-        result["tflops_per_s"] = flops / (result["step_ms_median"] * 1e-3) / 1e12
+    """Compile one program, run it on synthetic inputs (not with `steps` 0), and report its
+    figures; a program that fails (one too big for the device) reports its error."""
+    result = {"name": entry["name"], "kind": entry.get("kind"), "shape": entry.get("shape")}
+    try:
+        program = Program(folder, entry)
+        result["compile_s"] = program.compile_seconds
+        result["flops"] = program.flops()
+        result["memory_bytes"] = program.memory()
+        if steps > 0:
+            result.update(time_program(program, synthetic_inputs(entry["parameters"], seed),
+                                       steps=steps, warmup=warmup))  # fmt: skip
+            result["memory_bytes"] = program.memory()  # the device's peak, after running
+    except Exception as error:  # out of device memory, above all: the next program runs
+        result["error"] = f"{type(error).__name__}: {str(error)[:500]}"
+        return result
+    if result["flops"] is not None and steps > 0:
+        result["tflops_per_s"] = result["flops"] / (result["step_ms_median"] * 1e-3) / 1e12
         if peak_tflops:
             result["mfu"] = result["tflops_per_s"] / peak_tflops
     return result
@@ -264,6 +273,11 @@ def _table(results: list[dict], device: str) -> str:
              f"{'program':<24}{'compile s':>10}{'median ms':>11}{'p90 ms':>9}"
              f"{'GFLOP':>9}{'TFLOP/s':>9}{'MFU':>7}{'temp MiB':>10}{'ms/frame':>10}"]  # fmt: skip
     for r in results:
+        if "error" in r:
+            lines.append(f"{r['name']:<24}failed: {r['error'][:120]}")
+            continue
+        if "step_ms_median" not in r:  # compiled only
+            r = {**r, "step_ms_median": float("nan"), "step_ms_p90": float("nan")}
         gflop = f"{r['flops'] / 1e9:>9.2f}" if r["flops"] else f"{'-':>9}"
         tflops = f"{r['tflops_per_s']:>9.3f}" if "tflops_per_s" in r else f"{'-':>9}"
         mfu = f"{r['mfu']:>7.1%}" if "mfu" in r else f"{'-':>7}"
@@ -280,7 +294,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("folder", type=pathlib.Path, help="an `xtts-bench hlo export` folder")
     p.add_argument("--program", action="append", default=[],
                    help="run only this program (repeatable; default: all)")  # fmt: skip
-    p.add_argument("--steps", type=int, default=20, help="timed steps (default: 20)")
+    p.add_argument("--steps", type=int, default=20,
+                   help="timed steps (default: 20); 0: compile only (FLOPs, memory)")  # fmt: skip
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default: 3)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="the device's peak TFLOP/s at the programs' precision: MFU")  # fmt: skip
