@@ -89,7 +89,7 @@ def hlo_header(proto: bytes) -> dict:
 def parameter_values(program: Program, steps) -> list[np.ndarray]:
     """The program's parameters now: its flat arguments, then the variables it captures
     (`captured_inputs`), in the order of the exported module's parameters."""
-    concrete = program.function.get_concrete_function(*program.inputs)
+    concrete = program.concrete
     roles = variable_roles(steps)
     arguments = [t.numpy() for t in tf.nest.flatten(program.inputs)]
     return arguments + [roles[id(h)][1].numpy() for h in concrete.captured_inputs]
@@ -98,7 +98,7 @@ def parameter_values(program: Program, steps) -> list[np.ndarray]:
 def load_parameters(program: Program, steps, values: list[np.ndarray]) -> tuple:
     """Set the variables the program captures to `values`' (in parameter order, as
     `parameter_values` returns them); returns its arguments built from the rest."""
-    concrete = program.function.get_concrete_function(*program.inputs)
+    concrete = program.concrete
     count = len(tf.nest.flatten(program.inputs))
     roles = variable_roles(steps)
     for handle, value in zip(concrete.captured_inputs, values[count:], strict=True):
@@ -109,7 +109,7 @@ def load_parameters(program: Program, steps, values: list[np.ndarray]) -> tuple:
 
 def describe_parameters(program: Program, steps, stack: StackConfig) -> list[dict]:
     """The manifest entries of the program's parameters (`xtts_bench.hlo.parameters`)."""
-    concrete = program.function.get_concrete_function(*program.inputs)
+    concrete = program.concrete
     names = [name for label, value in zip(program.labels, program.inputs, strict=True)
              for name in argument_names(value, f"{label}/")]  # fmt: skip
     flat = tf.nest.flatten(program.inputs)
@@ -147,7 +147,7 @@ def _entry(index: int, name: str, role: str, value, fill: dict) -> dict:
 
 def _outputs(program: Program, header: dict, parameters: list[dict]) -> list[dict]:
     """The module's outputs: the function's (dict keys sorted), then updated variables."""
-    concrete = program.function.get_concrete_function(*program.inputs)
+    concrete = program.concrete
     names = argument_names(concrete.structured_outputs)
     updates = {a["output"]: parameters[a["parameter"]]["name"] for a in header["aliases"]}
     found = []

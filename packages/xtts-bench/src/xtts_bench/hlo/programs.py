@@ -19,6 +19,7 @@ the longest utterance the buffer holds (the runner also reports it per frame).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pathlib
 from collections.abc import Mapping
 
@@ -118,6 +119,12 @@ class Program:
     fills: Mapping[str, dict] = dataclasses.field(default_factory=dict)
     frames: int | None = None
     share: float | None = None
+
+    @functools.cached_property
+    def concrete(self) -> tf.types.experimental.ConcreteFunction:
+        """The traced program of `inputs`: its `captured_inputs` are the variables the
+        exported module takes after the arguments."""
+        return self.function.get_concrete_function(*self.inputs)
 
 
 def _ljspeech_lengths(stack: StackConfig) -> tuple[np.ndarray, np.ndarray]:
