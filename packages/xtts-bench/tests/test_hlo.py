@@ -278,6 +278,7 @@ def test_export_config_needs_one_source_of_shapes(kwargs, tmp_path):
     (["--data", "missing"], "missing"),
     (["--ljspeech", "--program", "vocode"], "received: vocode"),
     (["--ljspeech", "--decode-batch", "0"], "--decode-batch >= 1"),
+    (["--ljspeech", "--program", "decode", "--set", "train.task=vocoder"], "no decoding"),
 ])  # fmt: skip
 def test_a_bad_export_is_one_line_and_exit_2(extra, said, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -203,6 +203,10 @@ def build_programs(config: ExportConfig):
         (stack, steps, programs).
     """
     stack, pipeline, spec, frames = _stack_and_pipeline(config)
+    if set(config.kinds) == {"decode"} and stack.train.task != "text_to_mel":
+        raise SettingsError(f"Expected a program to export, received only --program decode "
+                            f"for a {stack.train.task} run, which has no decoding: export "
+                            f"its train or eval steps")  # fmt: skip
     chosen = dataclasses.replace(spec, shapes=tuple(_chosen_shapes(spec, config.buckets)))
     shares = batch_shares(frames, spec.shapes)
     share = dict(zip([s.key for s in spec.shapes], shares, strict=True))
