@@ -33,7 +33,7 @@ def test_demo_runs_the_whole_stack(tmp_path, engine):
     if engine == "espeak":
         _espeak_or_skip()
     done = train_cli("demo", "--workdir", str(tmp_path / "demo"), "--engine", engine,
-                     "--steps", "4", "--utterances", "24",
+                     "--steps", "4", "--utterances", "24", "--held-out", "8",
                      *as_cli([*MICRO, "data.num_buckets=1"]))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
@@ -48,7 +48,7 @@ def test_demo_runs_the_whole_stack(tmp_path, engine):
     assert config["train"]["minutes"] is None  # --steps alone: no time budget
     assert (run / "demo.wav").stat().st_size > 1000
     assert (run / "demo.png").read_bytes()[:4] == b"\x89PNG"
-    held_out = {"synth": 8, "espeak": 24}[engine]
+    held_out = 8  # --held-out (the engines' defaults: 24 with espeak, 8 with synth)
     assert f"held-out {held_out} sentences it never saw" in out
     assert "identified as their own sentence" in out
     assert "audio by Griffin-Lim" in out
@@ -73,7 +73,7 @@ def test_the_espeak_demo_trains_for_its_minutes_unless_steps_are_given(tmp_path,
         raise FittedError(stack.train.steps, stack.train.minutes)
 
     monkeypatch.setattr(demo, "fit", fit)
-    monkeypatch.setattr(demo, "_check_reused_size", lambda *args: None)
+    monkeypatch.setattr(demo, "_check_reused_size", lambda *args, **kwargs: None)
     monkeypatch.setattr(demo.xd, "write_demo_corpus", lambda *args, **kwargs: None)
     monkeypatch.setattr(demo.xd.FeatureCache, "is_cache", staticmethod(lambda path: True))
     for given, expected in (([], (20000, 5.0)), (["--minutes", "20"], (20000, 20.0)),
@@ -177,6 +177,22 @@ def test_demo_refuses_utterances_other_than_the_corpus_it_reuses(tmp_path, capsy
     assert f"in {workdir / reused} (10 utterances, reused), received: --utterances 20" in err
     assert not (workdir / "run").exists()
     assert (workdir / "corpus").exists() == (reused == "corpus")  # nothing written
+
+
+@pytest.mark.parametrize(("held_out", "said"), [
+    ("1", "Expected --held-out >= 2 (pairing compares sentences), received: --held-out 1"),
+    ("20", "(10 utterances, reused), received: --held-out 20"),
+])  # fmt: skip
+def test_demo_refuses_a_held_out_size_before_building_anything(tmp_path, capsys, held_out,
+                                                               said):  # fmt: skip
+    workdir = tmp_path / "demo"
+    xd.write_demo_corpus(workdir / "held-out", n=10, min_seconds=0.4, max_seconds=1.6)
+    assert main(["demo", "--workdir", str(workdir), "--engine", "synth", "--held-out",
+                 held_out]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert said in err
+    assert not (workdir / "corpus").exists()  # nothing written
 
 
 class FittedError(Exception):

@@ -330,6 +330,10 @@ def _add_demo(commands) -> None:
     p.add_argument("--utterances", type=int, help="demo corpus size (default: 600 with "
                    "espeak, 96 with synth; a corpus reused from --workdir must be this "
                    "size)")  # fmt: skip
+    p.add_argument("--held-out", type=int, metavar="N",
+                   help="held-out sentences scored after training (default: 24 with "
+                   "espeak, 8 with synth; at least 2; a held-out corpus reused from "
+                   "--workdir must be this size)")  # fmt: skip
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="speak the held-out sentences and the demo sentence through this "
                    "vocoder run (fit --task vocoder, the demo's audio settings) instead of "
@@ -508,7 +512,8 @@ def _run_demo(args) -> int:
     from xtts_train.demo import run_demo
 
     summary = run_demo(args.workdir, engine=args.engine, steps=args.steps,
-                       minutes=args.minutes, utterances=args.utterances, overrides=args.set,
+                       minutes=args.minutes, utterances=args.utterances,
+                       held_out=args.held_out, overrides=args.set,
                        vocoder=args.vocoder)  # fmt: skip
     print(summary)
     return 0

@@ -100,14 +100,17 @@ ENGINES = tuple(_DEMOS)
 
 def run_demo(workdir: str | Path, *, engine: str = "espeak", steps: int | None = None,
              minutes: float | None = None, utterances: int | None = None,
-             overrides: Sequence[str] = (), vocoder: str | Path | None = None) -> str:  # fmt: skip
+             held_out: int | None = None, overrides: Sequence[str] = (),
+             vocoder: str | Path | None = None) -> str:  # fmt: skip
     """Run the demo of `engine` (`ENGINES`) in `workdir` (reusing a corpus or cache already
     there); returns the closing summary. `steps` and `minutes` bound the training (None:
     the engine's defaults, 20,000 steps or 5 minutes for espeak, 600 steps for synth);
     `utterances` sizes a new corpus (None: the engine's, 600 or 96), and a corpus or cache
-    reused must be of that size. `overrides` are `SECTION.KEY=VALUE` settings over the
-    engine's; `vocoder`, a vocoder run of the demo's audio settings, speaks instead of
-    Griffin-Lim (both checked before anything is built)."""
+    reused must be of that size; `held_out` likewise sizes the held-out sentences scored
+    after training (None: the engine's, 24 or 8; at least 2, which pairing compares).
+    `overrides` are `SECTION.KEY=VALUE` settings over the engine's; `vocoder`, a vocoder
+    run of the demo's audio settings, speaks instead of Griffin-Lim (both checked before
+    anything is built)."""
     if engine not in _DEMOS:
         raise ConfigError(f"Expected --engine to be one of {ENGINES}, received: {engine!r}")
     demo, workdir = _DEMOS[engine], Path(workdir)
@@ -120,10 +123,14 @@ def run_demo(workdir: str | Path, *, engine: str = "espeak", steps: int | None =
     budget += [] if minutes is None else [f"train.minutes={minutes}"]
     stack = load_stack_config(None, [*demo.settings, *overrides, *budget])
     corpus, cache, run = workdir / "corpus", workdir / "cache", workdir / "run"
+    held_out_dir = workdir / "held-out"
+    if held_out is not None and held_out < 2:
+        raise ConfigError(f"Expected --held-out >= 2 (pairing compares sentences), received: "
+                          f"--held-out {held_out}")  # fmt: skip
     _check_reused_size(corpus, cache, utterances)
+    _check_reused_size(held_out_dir, None, held_out, flag="--held-out")
     if vocoder is not None:  # a misfit is refused before the corpus, cache and training
         check_vocoder(Path(vocoder), run, stack)
-    held_out = workdir / "held-out"
     tqdm.tqdm.write(f"xtts-train demo: working in {workdir.resolve()}")  # progress lines
     with clock.part("data"):  # the corpus and cache count as the run's data start-up
         if not (corpus / "metadata.csv").exists():
@@ -133,11 +140,12 @@ def run_demo(workdir: str | Path, *, engine: str = "espeak", steps: int | None =
             result = xd.prepare(corpus, cache, audio=stack.audio, data=stack.data, progress=True)
             tqdm.tqdm.write(xd.format_summary(result))
     summary = fit(stack, cache, run, clock=clock)
-    if not (held_out / "metadata.csv").exists():
-        xd.write_demo_corpus(held_out, n=demo.held_out, seed=1, **demo.corpus)
-    report = evaluate(run, held_out, split="all", out=run / "held-out", progress=True,
+    if not (held_out_dir / "metadata.csv").exists():
+        size = demo.held_out if held_out is None else held_out
+        xd.write_demo_corpus(held_out_dir, n=size, seed=1, **demo.corpus)
+    report = evaluate(run, held_out_dir, split="all", out=run / "held-out", progress=True,
                       vocoder=vocoder)  # fmt: skip
-    text, truth = _demo_sentence(engine, held_out, report, stack)
+    text, truth = _demo_sentence(engine, held_out_dir, report, stack)
     speech = synthesize(run, text, run / "demo.wav", truth=truth, vocoder=vocoder)
     distance = dtw_distance(speech.mel, truth)
     losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
@@ -159,7 +167,7 @@ def run_demo(workdir: str | Path, *, engine: str = "espeak", steps: int | None =
         f"the text), identified as their own sentence {scores['top1']:.0%} (chance "
         f"{1 / len(report.utterances):.0%}), stop token in {scores['stopped_share']:.0%}; "
         f"listen: {run / 'held-out'}",
-        *([_words_line(report, held_out, run / "held-out", through)] if engine == "espeak"
+        *([_words_line(report, held_out_dir, run / "held-out", through)] if engine == "espeak"
           else []),
         f"speech   {speech.wav} ({speech.seconds:.2f} s, "
         f"{'ended by its stop token' if speech.stopped else 'no stop token'}, alignment score "
@@ -205,24 +213,26 @@ def _demo_sentence(engine: str, held_out: Path, report: EvalReport,
     return row.text, _features(np.asarray(wave, np.float32), stack)
 
 
-def _check_reused_size(corpus: Path, cache: Path, utterances: int | None) -> None:
-    """A corpus (or, without one, a cache) already in the work dir is reused: an
-    `utterances` it was not written with is refused rather than dropped."""
+def _check_reused_size(corpus: Path, cache: Path | None, utterances: int | None, *,
+                       flag: str = "--utterances") -> None:  # fmt: skip
+    """A corpus (or, without one, a cache) already in the work dir is reused: a size
+    (`utterances`, given as `flag`) it was not written with is refused rather than
+    dropped."""
     if utterances is None:
         return
     if (corpus / "metadata.csv").exists():
         found = xd.read_corpus(corpus)
         where, size = corpus, len(found.rows) + len(found.skipped)
-    elif xd.FeatureCache.is_cache(cache):
+    elif cache is not None and xd.FeatureCache.is_cache(cache):
         counts = xd.FeatureCache.open(cache).manifest.counts
         where, size = cache, counts.ok + counts.skipped
     else:
         return
     if size != utterances:
         raise ConfigError(
-            f"Expected --utterances to be the size of the demo corpus already in {where} "
-            f"({size} utterances, reused), received: --utterances {utterances}; leave out "
-            f"--utterances to reuse it, or give a new --workdir"
+            f"Expected {flag} to be the size of the demo corpus already in {where} "
+            f"({size} utterances, reused), received: {flag} {utterances}; leave out "
+            f"{flag} to reuse it, or give a new --workdir"
         )
 
 
