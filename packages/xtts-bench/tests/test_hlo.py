@@ -188,6 +188,7 @@ def test_manifest_describes_every_parameter(exported):
     assert {i for i, p in enumerate(parameters) if p["role"] in UPDATED} == aliased
     assert entry["flops"] is None
     assert (manifest["task"], entry["batch_share"]) == ("text_to_mel", 1.0)  # one bucket
+    assert entry["batch_frames"] == [entry["shape"][0], entry["shape"][2]]  # rows, frames
     assert "no XLA cost analysis" in manifest["flops_note"]
     assert len(gzip.decompress((out / entry["file"]).read_bytes())) == entry["hlo_bytes"]
     assert (out / "runner.py").read_text() == Path(runner.__file__).read_text()

@@ -17,9 +17,12 @@ from xtts_bench.hlo.predict import format_prediction, predict_busy
 
 # Two buckets: 16 x 200 frames in 3 batches of 4, 8 x 400 frames in the other.
 MANIFEST = {"task": "text_to_mel", "programs": [
-    {"name": "train_16x64x200", "kind": "train", "shape": [16, 64, 200], "batch_share": 0.75},
-    {"name": "eval_16x64x200", "kind": "eval", "shape": [16, 64, 200], "batch_share": 0.75},
-    {"name": "train_8x128x400", "kind": "train", "shape": [8, 128, 400], "batch_share": 0.25},
+    {"name": "train_16x64x200", "kind": "train", "shape": [16, 64, 200], "batch_share": 0.75,
+     "batch_frames": [16, 200]},
+    {"name": "eval_16x64x200", "kind": "eval", "shape": [16, 64, 200], "batch_share": 0.75,
+     "batch_frames": [16, 200]},
+    {"name": "train_8x128x400", "kind": "train", "shape": [8, 128, 400], "batch_share": 0.25,
+     "batch_frames": [8, 400]},
 ]}  # fmt: skip
 RESULTS = {"device": "gpu NVIDIA H200, jax 0.11", "programs": [
     {"name": "train_16x64x200", "step_ms_median": 100.0},

@@ -190,6 +190,7 @@ def _export_one(program: Program, steps, stack: StackConfig, out: pathlib.Path,
         entry["frames"] = program.frames  # a decoding's buffer
     if program.share is not None:
         entry["batch_share"] = program.share  # of an epoch's batches: `hlo predict` mixes
+        entry["batch_frames"] = list(program.batch_frames)  # rows, padded frames a row
     if inputs:
         values = parameter_values(program, steps)
         np.savez_compressed(

@@ -32,8 +32,6 @@ from xtts_bench.errors import SettingsError
 __all__ = ["TARGET", "format_prediction", "predict_busy"]
 
 TARGET = 0.95  # the busy fraction the cores are counted for
-# A batch shape's frames in its key: (batch, text, frames), a vocoder's (batch, frames, samples).
-_FRAMES_AXIS = {"vocoder": 1}
 
 
 def _pipeline_cost(doctor: dict) -> tuple[float, float]:
@@ -50,21 +48,21 @@ def _pipeline_cost(doctor: dict) -> tuple[float, float]:
 def _buckets(manifest: dict, results: dict) -> list[dict]:
     """Each train program measured: its batch, frames, share and step ms."""
     timed = {r["name"]: r for r in results.get("programs", []) if "step_ms_median" in r}
-    axis = _FRAMES_AXIS.get(manifest.get("task"), 2)
     buckets = []
     for entry in manifest["programs"]:
         if entry["kind"] != "train" or entry["name"] not in timed:
             continue
-        batch, frames = entry["shape"][0], entry["shape"][axis]
+        if entry.get("batch_share") is None or entry.get("batch_frames") is None:
+            raise SettingsError("Expected an export with each bucket's batch_share and "
+                                "batch_frames (xtts-bench hlo export of this version), "
+                                f"received {entry['name']} without")  # fmt: skip
+        batch, frames = entry["batch_frames"]
         buckets.append({"name": entry["name"], "batch": batch, "frames": frames,
-                        "share": entry.get("batch_share"),
+                        "share": entry["batch_share"],
                         "step_ms": timed[entry["name"]]["step_ms_median"]})  # fmt: skip
     if not buckets:
         raise SettingsError("Expected the runner's step times of the export's train programs "
                             "(python runner.py DIR --json), received none that match")  # fmt: skip
-    if any(b["share"] is None for b in buckets):
-        raise SettingsError("Expected an export with each bucket's batch_share (xtts-bench "
-                            "hlo export of this version), received one without")  # fmt: skip
     return buckets
 
 

@@ -108,6 +108,8 @@ class Program:
         fills: fill rules by parameter name that replace the derived ones.
         frames: the frames a decoding's buffer holds (None for a step).
         share: a step's share of an epoch's batches (`batch_shares`), None for a decoding.
+        batch_frames: a step's (rows, padded frames a row), from its spec shape (a
+            text-to-mel `BatchShape` or a vocoder's `SegmentShape`); None for a decoding.
     """
 
     name: str
@@ -119,6 +121,7 @@ class Program:
     fills: Mapping[str, dict] = dataclasses.field(default_factory=dict)
     frames: int | None = None
     share: float | None = None
+    batch_frames: tuple[int, int] | None = None
 
     @functools.cached_property
     def concrete(self) -> tf.types.experimental.ConcreteFunction:
@@ -217,7 +220,7 @@ def build_programs(config: ExportConfig):
                for s in chosen.shapes}  # fmt: skip
     programs = []
     for shape in chosen.shapes:
-        programs += _steps_of(shape.key, batches[shape.key], steps, stack, config.kinds,
+        programs += _steps_of(shape, batches[shape.key], steps, stack, config.kinds,
                               share[shape.key])  # fmt: skip
     if "decode" in config.kinds and isinstance(steps.model, TextToMel):
         longest = max(chosen.shapes, key=lambda s: s.frames)
@@ -226,18 +229,20 @@ def build_programs(config: ExportConfig):
     return stack, steps, programs
 
 
-def _steps_of(key: tuple[int, ...], batch: dict, steps, stack: StackConfig,
-              kinds: tuple[str, ...], share: float) -> list[Program]:  # fmt: skip
-    """The train and eval steps of one shape, as `fit` calls them."""
+def _steps_of(spec_shape, batch: dict, steps, stack: StackConfig, kinds: tuple[str, ...],
+              share: float) -> list[Program]:  # fmt: skip
+    """The train and eval steps of one spec shape, as `fit` calls them."""
+    key = tuple(spec_shape.key)
     shape = "x".join(map(str, key))
+    sized = {"share": share, "batch_frames": (spec_shape.batch_size, spec_shape.frames)}
     found = []
     if "train" in kinds:  # at the peak learning rate: an update that changes the weights
         found.append(Program(f"train_{shape}", "train", key, steps.step_function("train"),
                              (batch, tf.constant(True), steps.hyper(stack.train.warmup_steps)),
-                             ("batch", "apply", "hyper"), share=share))  # fmt: skip
+                             ("batch", "apply", "hyper"), **sized))  # fmt: skip
     if "eval" in kinds:  # as `CompiledSteps.evaluate` calls it
         found.append(Program(f"eval_{shape}", "eval", key, steps.step_function("eval"),
-                             (batch, steps.hyper(0)), ("batch", "hyper"), share=share))  # fmt: skip
+                             (batch, steps.hyper(0)), ("batch", "hyper"), **sized))  # fmt: skip
     return found
 
 
