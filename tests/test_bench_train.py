@@ -4,6 +4,7 @@ reported (no timing is asserted)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -122,13 +123,15 @@ class _FakeStep:
         return {"loss": tf.constant(1.0)}
 
 
-def test_budget_stops_a_side_and_projects_the_rest():
+def test_budget_stops_a_side_and_projects_the_rest(capsys):
     # Shapes 10, 10, 11, 11, 12, 10, 13: four distinct; a 0.3 s budget stops after the
     # second compile (step 3), before shapes 12 and 13 are seen.
     batches = [_batch(f) for f in (10, 10, 11, 11, 12, 10, 13)]
     step = _FakeStep()
-    seconds, traced, _ = _run_steps(step, batches, step.traces, "fake", False, 0.3)
+    seconds, traced, _ = _run_steps(step, batches, step.traces, "fake", True, 0.3)
     assert traced == [True, False, True]
+    # The bar counts the budget (0.3 s: one second), spent at step 3 of 7.
+    assert re.search(r"fake: 100%.*\| 1/1 \[.*s/s, step=3/7\]", capsys.readouterr().err)
     side = _side(batches, seconds, traced, sum(step.traces.values()), 0.0, 1.0)
     assert not side["complete"]
     assert side["batches_run"] == 3
@@ -141,10 +144,11 @@ def test_budget_stops_a_side_and_projects_the_rest():
     assert np.isfinite(side["frames_per_s"])
 
 
-def test_no_budget_runs_every_batch():
+def test_no_budget_runs_every_batch(capsys):
     batches = [_batch(f) for f in (10, 11, 10)]
     step = _FakeStep()
-    seconds, traced, _ = _run_steps(step, batches, step.traces, "fake", False)
+    seconds, traced, _ = _run_steps(step, batches, step.traces, "fake", True)
+    assert re.search(r"fake: 100%.*\| 3/3 \[.*step", capsys.readouterr().err)
     side = _side(batches, seconds, traced, sum(step.traces.values()), 0.0, 1.0)
     assert side["complete"]
     assert side["traces"] == side["distinct_shapes"] == 2

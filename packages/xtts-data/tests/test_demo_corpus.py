@@ -87,8 +87,10 @@ def test_the_demo_sentences_are_spoken_within_the_corpus_lengths():
 
 
 @pytest.mark.parametrize(("speakers", "progress"), [(1, False), (3, True)])
-def test_layout_and_rows(tmp_path, speakers, progress):
+def test_layout_and_rows(tmp_path, capsys, speakers, progress):
     result = write_demo_corpus(tmp_path / "c", n=3, speakers=speakers, progress=progress, **SHORT)
+    bar = re.search(r"demo corpus: 100%.*\| 3/3 \[.*(utt/s|s/utt)\]", capsys.readouterr().err)
+    assert (bar is not None) == progress  # a bar of the utterances, when asked for
 
     rows = _rows(tmp_path / "c")
     assert result == DemoCorpus(tmp_path / "c", 3, result.total_seconds, speakers)

@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from train_helpers import MICRO, OVERRIDES, as_cli, cli_env
 from xtts_data import text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
-from xtts_train.config import load_stack_config
+from xtts_train.config import TrainConfig, load_stack_config
 from xtts_train.errors import ConfigError
 from xtts_train.evaluation.held_out import voice_sources
 from xtts_train.export import export
@@ -30,6 +31,8 @@ from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames
 from xtts_train.runs.loading import load_reference, load_run, load_run_config, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
 from xtts_train.synthesize import synthesize
+from xtts_train.training import trainer
+from xtts_train.training._loop_parts import FitBar
 
 
 def test_every_shape_is_compiled_once_and_never_again(run):
@@ -179,26 +182,77 @@ def test_a_run_that_evaluates_on_an_empty_validation_split_names_both_fixes(cach
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
-def test_a_run_that_never_evaluates_needs_no_validation_split(cache, tmp_path):
+def test_a_run_that_never_evaluates_needs_no_validation_split(cache, tmp_path, fit_bars):
     # `fit --steps 2` with evaluation every 500 steps (the default) never evaluates.
     settings = [*OVERRIDES, *MICRO, "data.val_fraction=0.0001", "train.eval_every=500"]
-    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"),
                  "--steps", "2", *as_cli(settings)]) == 0  # fmt: skip
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["steps"] == 2
+    (bar,) = fit_bars  # no time budget: the bar counts the steps
+    assert (bar.bar.total, bar.bar.n, bar.bar.unit) == (2, 2, "step")
 
 
-def test_a_run_out_of_minutes_ends_after_its_step_with_a_checkpoint(cache, tmp_path):
+def test_a_run_out_of_minutes_ends_after_its_step_with_a_checkpoint(cache, tmp_path, fit_bars):
     # 6 ms from the first step: the first step (its one host sync) takes longer.
     settings = [*OVERRIDES, *MICRO, "train.eval_every=0", "train.minutes=0.0001"]
-    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"), "--quiet",
+    assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"),
                  "--steps", "50", *as_cli(settings)]) == 0  # fmt: skip
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["steps"] == 1
     assert summary["out_of_minutes"] is True
     assert summary["stopped_by_signal"] is False
     assert "ckpt-1.index" in {p.name for p in (tmp_path / "run" / "checkpoints").iterdir()}
+    (bar,) = fit_bars  # the budget's seconds (under one: one), spent; the step beside
+    assert (bar.bar.total, bar.bar.n, bar.bar.unit) == (1, 1, "s")
+    assert bar.bar.postfix == "step=1/50"
     with pytest.raises(ConfigError, match="minutes"):
         load_stack_config(None, ["train.minutes=0"])
+
+
+@pytest.fixture
+def fit_bars(monkeypatch) -> list[FitBar]:
+    """The progress bars of the `fit` loops run in the test."""
+    made = []
+
+    class Recorded(FitBar):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(trainer, "FitBar", Recorded)
+    return made
+
+
+def test_a_minutes_bar_counts_the_budget_s_seconds_from_the_first_step(capsys):
+    # The demo's budget: 20,000 steps or 5 minutes, whichever ends first.
+    with FitBar(TrainConfig(steps=20000, minutes=5), step=0, progress=True) as fit_bar:
+        bar = fit_bar.bar
+        assert (bar.total, bar.unit, bar.n) == (300, "s", 0)
+        began = time.perf_counter() - 10  # the first step began 10 s ago
+        fit_bar.start(began)
+        assert bar.format_dict["elapsed"] >= 10  # tqdm's clock too: a true rate and ETA
+        fit_bar.after_step(1, began + 12.7)
+        assert (bar.n, bar.postfix) == (12, "step=1/20000")
+        fit_bar.after_step(2, began + 12.9)  # within the same second: the bar stays
+        assert bar.n == 12
+        fit_bar.after_step(3, began + 301.5)  # the step that ends past the budget
+        assert (bar.n, bar.postfix) == (300, "step=3/20000")
+    assert "300/300" in capsys.readouterr().err
+
+
+def test_a_minutes_bar_closes_short_when_the_steps_end_first():
+    with FitBar(TrainConfig(steps=3, minutes=5), step=0, progress=True) as fit_bar:
+        fit_bar.start(time.perf_counter() - 10)
+        fit_bar.after_step(3, time.perf_counter())
+    assert 10 <= fit_bar.bar.n < 300
+    assert fit_bar.bar.postfix == "step=3/3"
+
+
+def test_a_bar_without_minutes_counts_the_steps_from_a_resumed_step():
+    with FitBar(TrainConfig(steps=50), step=20, progress=True) as fit_bar:
+        fit_bar.start(time.perf_counter())  # the clock of a budget it does not have
+        fit_bar.after_step(21, time.perf_counter() + 100)
+    assert (fit_bar.bar.total, fit_bar.bar.unit, fit_bar.bar.n) == (50, "step", 21)
 
 
 def test_evals_without_a_validation_split_speak_the_eval_sentences(run):

@@ -5,6 +5,7 @@ minute of speech and texts with nothing to say refused."""
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -18,7 +19,7 @@ from xtts_data.sentences import PAUSE_SECONDS
 from xtts_train import DecodeConfig, ModelConfig, TextToMel, XttsTrainError, dummy_batch
 from xtts_train.cli import main
 from xtts_train.evaluation.held_out import evaluate
-from xtts_train.inference.long_form import join_pieces, pause_frames, piece_batch
+from xtts_train.inference.long_form import decode_rows, join_pieces, pause_frames, piece_batch
 from xtts_train.models.dropout import seed_states
 from xtts_train.models.text_to_mel.decoding import (
     Decoding,
@@ -116,6 +117,24 @@ def test_pieces_join_with_silence_and_their_attention_placed_block_by_block():
     assert not spoken.stopped  # the second piece ran to its buffer
     assert spoken.alignment == pytest.approx((0.5 * 3 + 1.0 * 2) / 5)
     assert spoken.lengths == [3, 2]
+
+
+class _Instant(Decoding):
+    """A `Decoding` without a model or programs: its batches of rows decode at once."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+
+    def _decode(self, rows, references):
+        return [None] * len(rows)
+
+
+def test_the_decoding_bar_counts_the_pieces(capsys):
+    # 5 pieces, 2 at a time: shown (more than one batch), counted piece by piece.
+    decode_rows(_Instant(batch_size=2), [[1]] * 5, [np.zeros((1, 1))] * 5, progress=True)
+    assert re.search(r"decode: 100%.*\| 5/5 \[.* ?piece/s\]", capsys.readouterr().err)
+    decode_rows(_Instant(batch_size=5), [[1]] * 5, [np.zeros((1, 1))] * 5, progress=True)
+    assert capsys.readouterr().err == ""  # one batch: no bar
 
 
 @pytest.mark.parametrize(("pieces", "batch"), [(1, 1), (2, 2), (3, 4), (4, 4), (9, 4)])

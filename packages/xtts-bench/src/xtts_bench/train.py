@@ -107,16 +107,35 @@ def _run_steps(
     """Each batch through `step`, waiting for its loss: (seconds per step, whether the step
     traced, the last loss). Stops after the step that takes the total past `budget_seconds`."""
     seconds, traced, loss = [], [], float("nan")
-    bar = tqdm.tqdm(batches, desc=label, unit="step", disable=not progress)
-    for index, batch in enumerate(bar):
-        before_traces = sum(traces.values())
-        took, loss = timed_step(step, batch, step=index)
-        seconds.append(took)
-        traced.append(sum(traces.values()) > before_traces)
-        if budget_seconds is not None and sum(seconds) > budget_seconds:
-            bar.close()
-            break
+    with _side_bar(len(batches), label, progress, budget_seconds) as bar:
+        for index, batch in enumerate(batches):
+            before_traces = sum(traces.values())
+            took, loss = timed_step(step, batch, step=index)
+            seconds.append(took)
+            traced.append(sum(traces.values()) > before_traces)
+            _advance(bar, step=index + 1, steps=len(batches), spent=sum(seconds),
+                     budget=budget_seconds)  # fmt: skip
+            if budget_seconds is not None and sum(seconds) > budget_seconds:
+                break
     return seconds, traced, loss
+
+
+def _side_bar(steps: int, label: str, progress: bool, budget: float | None) -> tqdm.tqdm:
+    """A side's progress bar: its steps, or with a `budget` (which may end it first) that
+    budget's seconds of step time, the step beside (`_advance`)."""
+    if budget is None:
+        return tqdm.tqdm(total=steps, desc=label, unit="step", disable=not progress)
+    return tqdm.tqdm(total=max(1, round(budget)), desc=label, unit="s", disable=not progress)
+
+
+def _advance(bar: tqdm.tqdm, *, step: int, steps: int, spent: float,
+             budget: float | None) -> None:  # fmt: skip
+    """`bar` after `step` of `steps` (1-based), `spent` seconds of step time in."""
+    if budget is None:
+        bar.update(1)
+        return
+    bar.set_postfix_str(f"step={step}/{steps}", refresh=False)
+    bar.update((bar.total if spent > budget else min(int(spent), bar.total)) - bar.n)
 
 
 def _side(batches: list, seconds: list[float], traced: list[bool], traces: int,

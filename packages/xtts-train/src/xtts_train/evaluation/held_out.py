@@ -125,7 +125,8 @@ def evaluate(run: str | Path, data: str | Path, *, split: str = "val", n: int | 
         n: the first `n` utterances by id (None: all of the split); at least 2.
         out: folder for `<id>.wav` and `<id>.truth.wav` (None: write nothing).
         step: the checkpoint of this step (None: the last).
-        progress: a progress bar over the utterances.
+        progress: a progress bar over the utterances' pieces (one each unless
+            `decode.split_symbols` cuts a text), shown for more than one batch.
         griffin_lim_iters: Griffin-Lim iterations of the written audio.
         vocoder: a vocoder run trained on the run's audio settings, which writes the
             audio instead of Griffin-Lim (checked before anything is decoded).

@@ -1,11 +1,12 @@
 """What the training loop (`trainer._Run.train`) does besides the step: the warm-up's
-progress lines, the stop signals, the log, eval and checkpoint due after a step, the
-device monitor, the profile of some steps and the run's summary."""
+progress lines, the progress bar, the stop signals, the log, eval and checkpoint due after
+a step, the device monitor, the profile of some steps and the run's summary."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,7 +24,8 @@ from xtts_train.runs.run_writer import RunWriter
 from xtts_train.training.gpu import GpuMonitor
 from xtts_train.training.steps import CompiledSteps
 
-__all__ = ["AfterStep", "Profiler", "StopSignals", "monitoring", "print_built", "run_summary"]
+__all__ = ["AfterStep", "FitBar", "Profiler", "StopSignals", "monitoring", "print_built",
+           "run_summary"]  # fmt: skip
 
 
 def print_built(done: int, total: int, program: Program) -> None:
@@ -36,6 +38,64 @@ def print_built(done: int, total: int, program: Program) -> None:
         built = f"XLA, compiled in {program.compile_seconds:.1f} s"
     tqdm.tqdm.write(f"built {done}/{total}: {program.name} (traced in "
                     f"{program.trace_seconds:.1f} s, {built})")  # fmt: skip
+
+
+class FitBar:
+    """The loop's progress bar: the budget that ends the run, as its total.
+
+    With `train.minutes` it counts that budget's seconds from the first step's start, as
+    the budget does (`start`), so its ETA is the budget's end, and shows the step in its
+    postfix (`step=1393/20000`); when `train.steps` ends the run first it closes short of
+    its total. Without, it counts the steps to `train.steps` (from a resumed run's step).
+
+    Attributes:
+        bar: the tqdm bar (disabled without `progress`).
+    """
+
+    def __init__(self, config: TrainConfig, *, step: int, progress: bool) -> None:
+        self.steps, self.step, self.began = config.steps, step, None
+        self.budget = None if config.minutes is None else 60 * config.minutes  # seconds
+        if self.budget is not None:  # a budget under a second still counts one
+            self.bar = tqdm.tqdm(total=max(1, round(self.budget)), unit="s",
+                                 desc="train", disable=not progress)  # fmt: skip
+        else:
+            self.bar = tqdm.tqdm(total=config.steps, initial=step, unit="step", desc="train",
+                                 disable=not progress)  # fmt: skip
+
+    def __enter__(self) -> FitBar:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._show(time.perf_counter(), final=True)  # full when the budget is spent
+        self.bar.close()
+
+    def start(self, began: float) -> None:
+        """The first step began at `began` (`time.perf_counter`): the budget's clock."""
+        if self.budget is None or self.bar.disable:
+            return
+        self.began = began
+        self.bar.reset()
+        lag = time.perf_counter() - began  # tqdm's clock too: its elapsed time and rate
+        self.bar.start_t -= lag
+        self.bar.last_print_t -= lag
+
+    def after_step(self, step: int, now: float) -> None:
+        """After update `step` (1-based) at `now` (`time.perf_counter`): a counter and a
+        clock read, no host sync; the bar moves when a second of the budget has passed."""
+        self.step = step
+        if self.budget is not None:
+            self._show(now)
+        else:
+            self.bar.update(1)
+
+    def _show(self, now: float, *, final: bool = False) -> None:
+        if self.began is None:
+            return
+        spent = now - self.began
+        seconds = self.bar.total if spent >= self.budget else min(int(spent), self.bar.total)
+        if seconds > self.bar.n or final:
+            self.bar.set_postfix_str(f"step={self.step}/{self.steps}", refresh=False)
+            self.bar.update(max(0, seconds - self.bar.n))  # never back
 
 
 class StopSignals:

@@ -51,6 +51,7 @@ from xtts_train.runs.run_stats import Interval, Timings
 from xtts_train.runs.run_writer import RunWriter, latest_step
 from xtts_train.training._loop_parts import (
     AfterStep,
+    FitBar,
     Profiler,
     StopSignals,
     monitoring,
@@ -232,8 +233,8 @@ class _Run:
         self.gpu = GpuMonitor()
 
     def train(self, start: int, clock: StartupClock, profiler: Profiler) -> dict:
-        """Steps from the checkpoint of `start` to `train.steps` (or a signal). Returns the
-        summary."""
+        """Steps from the checkpoint of `start` to `train.steps` (or `train.minutes`, or a
+        signal). Returns the summary."""
         if self.progress:  # progress lines go through tqdm, beside its bars
             tqdm.tqdm.write(self.task.describe())
         warm = self.steps.warm_up(print_built if self.progress else None)
@@ -246,8 +247,7 @@ class _Run:
             iterator = iter(self.train_pipe.dataset.skip(step))
         timings, interval, startup, out_of_minutes = Timings(), Interval(), None, False
         after_step = AfterStep(self.config, self.writer, self.steps, self.evaluate)
-        bar = tqdm.tqdm(total=self.config.steps, initial=step, unit="step",
-                        disable=not self.progress, desc="train")  # fmt: skip
+        bar = FitBar(self.config, step=step, progress=self.progress)
         deadline = math.inf  # the budget starts at the first step (`train.minutes`)
         with StopSignals() as signals, bar, monitoring(self.gpu), contextlib.closing(profiler):
             while step < self.config.steps and signals.received is None:
@@ -268,9 +268,10 @@ class _Run:
                     clock.add("first_step", time.perf_counter() - got)
                     startup = clock.report()
                     deadline = before + 60 * (self.config.minutes or math.inf)
+                    bar.start(before)  # a bar of `train.minutes` counts from here too
                 profiler.after(step, outputs)
                 interval.add(got - before, called - before, outputs, batch)
-                bar.update(1)
+                bar.after_step(step, called)
                 after_step(step, interval)  # log, eval, checkpoint when due
                 timings.add(self.train_pipe.spec.key_of(batch), before, got, called,
                             time.perf_counter())  # fmt: skip
