@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from train_helpers import MICRO, OVERRIDES, VOCODER
 
+from xtts_audio import wav_bytes
 from xtts_data import prepare, write_demo_corpus
 from xtts_serve import Engine, EngineConfig
 from xtts_train import fit, load_stack_config
@@ -73,6 +75,19 @@ def engine(run, vocoder_run) -> Engine:
                                  vocoder_batching="on"))  # fmt: skip
     engine.warm_up()
     return engine
+
+
+@pytest.fixture(scope="session")
+def tone_clip(engine):
+    """`tone_clip(seconds, hz=220)`: WAV bytes of a tone and its overtones at the run's
+    rate, a voice to condition on."""
+
+    def clip(seconds: float, hz: float = 220) -> bytes:
+        t = np.arange(int(seconds * engine.sample_rate)) / engine.sample_rate
+        wave = sum(0.3 / k * np.sin(2 * np.pi * hz * k * t) for k in range(1, 6))
+        return wav_bytes(np.asarray(wave, np.float32), engine.sample_rate)
+
+    return clip
 
 
 @pytest.fixture(scope="session")

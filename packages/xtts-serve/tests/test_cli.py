@@ -45,10 +45,11 @@ def test_help_explains_every_limit_without_loading_tensorflow():
     assert probe["heavy"] == []
     for flag in ("--run", "--vocoder", "--host", "--port", "--max-queue", "--max-chars",
                  "--voices", "--max-voices", "--max-clip-seconds", "--max-upload-mb",
-                 "--api-key", "--set", "--verbose"):  # fmt: skip
+                 "--api-key", "--set", "--verbose", "--voice-alias", "--model-alias"):  # fmt: skip
         assert flag in probe["out"], flag
     for limit in ("503 with Retry-After", "413", "refused (400)", "127.0.0.1",
-                  "XTTS_SERVE_API_KEY", "forgotten", "restart"):  # fmt: skip
+                  "XTTS_SERVE_API_KEY", "forgotten", "restart", "voices.yaml", "alloy, ash",
+                  "tts-1, tts-1-hd"):  # fmt: skip
         assert limit in " ".join(probe["out"].split()), limit
 
 
@@ -65,6 +66,18 @@ def test_help_explains_every_limit_without_loading_tensorflow():
             ["--api-key", ""],
             "Expected api_key a non-empty string or None, received: an empty key; leave it out to serve without one",
         ),
+        (
+            ["--voice-alias", "alloy"],
+            "Expected a voice alias NAME=VOICE (--voice-alias), each side 1 to 64 printable characters, no space at either end, received: 'alloy'",
+        ),
+        (
+            ["--voice-alias", "alloy=run", "--voice-alias", "alloy=amy"],
+            "Expected each voice alias (--voice-alias) named once, received: ['alloy'] more than once",
+        ),
+        (
+            ["--model-alias", ""],
+            "Expected a model alias (--model-alias) of 1 to 64 printable characters, no space at either end, received: ''",
+        ),
     ],
 )
 def test_a_bad_limit_is_one_line_before_tensorflow_loads(argv, message):
@@ -72,6 +85,25 @@ def test_a_bad_limit_is_one_line_before_tensorflow_loads(argv, message):
     assert probe["code"] == 2
     assert probe["heavy"] == []
     assert probe["err"] == f"xtts-serve serve: error: {message}\n"
+
+
+def test_a_malformed_voices_yaml_is_one_line_before_tensorflow_loads(tmp_path):
+    (tmp_path / "voices.yaml").write_text("alloy: run\n  narrator: : tone\n")
+    probe = _probe("--run", "somewhere", "--voices", str(tmp_path))
+    assert probe["code"] == 2
+    assert probe["heavy"] == []
+    assert probe["err"] == (f"xtts-serve serve: error: Expected {tmp_path / 'voices.yaml'} a "
+                            f"YAML mapping of voice names to voice ids (alloy: amy), received: "
+                            f"malformed YAML (mapping values are not allowed here at line 2, "
+                            f"column 11)\n")  # fmt: skip
+
+
+def test_an_alias_to_no_voice_is_one_line_once_the_voices_load(run, capsys):
+    assert main(["--run", str(run), "--voice-alias", "alloy=nobody"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("xtts-serve serve: error: Expected voice aliases to voices the server starts "
+                   "with ['run'], received: {'alloy': 'nobody'}; an alias names the run's voice "
+                   "('run') or a --voices clip's stem\n")  # fmt: skip
 
 
 def test_a_folder_that_is_not_a_run_is_one_line(tmp_path, capsys):
@@ -101,6 +133,7 @@ def test_the_server_warms_up_serves_and_finishes_its_stream_on_sigterm(run, voco
     command = [sys.executable, "-c", "import sys; from xtts_serve.cli import main; "
                "sys.exit(main())", "--run", str(run), "--vocoder", str(vocoder_run),
                "--port", str(port), "--max-chars", "200", "--no-compile-cache",
+               "--vocoder-batching", engine.config.vocoder_batching,  # as the engine rounds
                *[a for o in engine.config.overrides for a in ("--set", o)]]  # fmt: skip
     env = dict(os.environ, XTTS_COMPILE_CACHE="off", TF_CPP_MIN_LOG_LEVEL="2")
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

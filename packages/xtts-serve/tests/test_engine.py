@@ -118,9 +118,10 @@ def test_without_splitting_a_text_that_grows_past_the_buffer_is_refused(griffin_
         griffin_lim_engine.prepare("1234567 8910111213")
 
 
-def test_unknown_voice_names_the_known_ones(engine):
-    with pytest.raises(RequestError, match=r"Expected voice one of \['run'\]") as caught:
-        engine.prepare("Fine day.", voice="alloy")
+def test_unknown_voice_names_the_known_ones_and_the_aliases(engine):
+    with pytest.raises(RequestError, match=r"Expected voice one of \['run'\], an alias "
+                       r"\(\['alloy', 'ash', 'ballad'") as caught:  # fmt: skip
+        engine.prepare("Fine day.", voice="nobody")
     assert caught.value.status == 400
 
 

@@ -12,10 +12,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-import numpy as np
 import pytest
 
-from xtts_audio import wav_bytes
 from xtts_serve import ServerConfig, create_app
 
 webdriver = pytest.importorskip("selenium.webdriver")
@@ -76,7 +74,8 @@ def _wait(browser, until, seconds: float = 60) -> None:
     WebDriverWait(browser, seconds).until(lambda _: until())
 
 
-def test_the_page_plays_a_stream_and_lists_an_upload(server, browser, engine, tmp_path):
+def test_the_page_plays_a_stream_and_lists_an_upload(server, browser, engine, tone_clip,
+                                                     tmp_path):  # fmt: skip
     browser.get(server)
     assert browser.title == "xtts-serve"
     _wait(browser, lambda: "ready" in browser.find_element(By.ID, "server").text)
@@ -100,9 +99,7 @@ def test_the_page_plays_a_stream_and_lists_an_upload(server, browser, engine, tm
     assert "×" in browser.find_element(By.ID, "rtf").text
 
     clip = tmp_path / "me.wav"
-    t = np.arange(int(1.5 * engine.sample_rate)) / engine.sample_rate
-    wave = sum(0.3 / k * np.sin(2 * np.pi * 220 * k * t) for k in range(1, 6))
-    clip.write_bytes(wav_bytes(np.asarray(wave, np.float32), engine.sample_rate))
+    clip.write_bytes(tone_clip(1.5))
     browser.find_element(By.ID, "clip").send_keys(str(clip))
     browser.find_element(By.ID, "name").send_keys("me")
     browser.find_element(By.ID, "upload").click()

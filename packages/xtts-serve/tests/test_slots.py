@@ -10,7 +10,6 @@ import httpx2
 import numpy as np
 import pytest
 
-from xtts_audio import wav_bytes
 from xtts_serve import ServerConfig, create_app
 
 TEXTS = [
@@ -24,12 +23,9 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def tone(engine):
+def tone(engine, tone_clip):
     """A second voice, from a clip of a 180 Hz tone and its overtones."""
-    t = np.arange(int(1.5 * engine.sample_rate)) / engine.sample_rate
-    wave = sum(0.3 / k * np.sin(2 * np.pi * 180 * k * t) for k in range(1, 6))
-    voice = engine.add_voice(wav_bytes(np.asarray(wave, np.float32), engine.sample_rate),
-                             name="tone")  # fmt: skip
+    voice = engine.add_voice(tone_clip(1.5, hz=180), name="tone")
     yield voice.id
     engine.voices.remove(voice.id)
 

@@ -3,12 +3,22 @@ driven on a scheduler of fake requests, each a list of chunks, one chunk a step.
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
 import pytest
 
-from xtts_serve import BusyError, DecodeWorker, RequestError, UnknownVoiceError, Voice, VoiceStore
+from xtts_serve import (
+    BusyError,
+    ConfigError,
+    DecodeWorker,
+    RequestError,
+    UnknownVoiceError,
+    Voice,
+    VoiceStore,
+)
+from xtts_serve.openai_names import OPENAI_VOICES
 from xtts_serve.worker import Finished
 
 
@@ -180,3 +190,31 @@ def test_the_voice_store_forgets_the_least_recently_used_upload():
     assert caught.value.status == 404
     assert store.default == "run"
     assert VoiceStore([], max_uploads=1).default is None
+
+
+def test_the_voice_store_resolves_aliases_and_openais_names():
+    """An alias names a voice it started with; OpenAI's names the default voice unless an
+    alias names them, or a voice of that id takes the name."""
+    voices = [_voice("run"), _voice("tone"), _voice("alloy")]
+    store = VoiceStore(voices, max_uploads=1, aliases={"narrator": "tone", "echo": "tone"})
+    assert [store.get(name).id for name in ("narrator", "echo", "ash", "alloy", "run")] == [
+        "tone", "tone", "run", "alloy", "run"]  # fmt: skip
+    assert store.aliases == {**dict.fromkeys(OPENAI_VOICES[1:], "run"), "echo": "tone",
+                             "narrator": "tone"}  # fmt: skip
+    with pytest.raises(RequestError, match="'narrator', one the server started with"):
+        store.remove("narrator")
+    assert VoiceStore([_voice("tone")], max_uploads=1).aliases == {}  # no default voice
+    with pytest.raises(UnknownVoiceError, match=r"Expected voice one of \['tone'\] or an "):
+        VoiceStore([_voice("tone")], max_uploads=1).get("alloy")
+
+
+@pytest.mark.parametrize(
+    ("aliases", "message"),
+    [
+        ({"narrator": "nobody"}, "Expected voice aliases to voices the server starts with ['run', 'tone'], received: {'narrator': 'nobody'}"),
+        ({"tone": "run"}, "Expected voice aliases named other than the voices ['run', 'tone'], received: ['tone'], which would hide them"),
+    ],
+)  # fmt: skip
+def test_the_voice_store_refuses_an_alias_to_no_voice_or_over_one(aliases, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        VoiceStore([_voice("run"), _voice("tone")], max_uploads=1, aliases=aliases)

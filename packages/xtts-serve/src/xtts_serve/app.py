@@ -5,7 +5,7 @@ client can get wrong, the API key and body limits, and the metrics.
 | route | |
 | --- | --- |
 | `POST /v1/audio/speech` | OpenAI's speech request, plus `stream` and `language` |
-| `GET /v1/audio/voices` | the voices and the default one |
+| `GET /v1/audio/voices` | the voices, the default one and the aliases |
 | `POST /v1/voices`, `DELETE /v1/voices/{id}` | a voice from an uploaded clip; forget it |
 | `GET /` | the web page: speak a text in a voice, upload one (no API key: it asks) |
 | `GET /healthz` | 503 until the warm-up is done, then 200 (no API key needed) |
@@ -34,7 +34,7 @@ from xtts_serve.metrics import CONTENT_TYPE, ServeMetrics
 from xtts_serve.middleware import ApiKey, BodyLimit, CountRequests, error_body
 from xtts_serve.routes import delete_voice, list_voices, speech, upload_voice
 from xtts_serve.speech import Scheduler
-from xtts_serve.speech_request import MODEL_ALIAS
+from xtts_serve.speech_request import model_names
 from xtts_serve.worker import DecodeWorker
 
 __all__ = ["UPLOAD_PATH", "create_app"]
@@ -49,7 +49,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
 
     Args:
         engine: a loaded engine (warm or not).
-        config: the server's limits and API key; None: `ServerConfig()`'s.
+        config: the server's limits, API key and model aliases; None: `ServerConfig()`'s.
     """
     config = ServerConfig() if config is None else config
     worker = DecodeWorker(functools.partial(_start, engine), max_queue=config.max_queue,
@@ -75,7 +75,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers,
                     lifespan=_lifespan)  # fmt: skip
     app.state.engine, app.state.worker, app.state.metrics = engine, worker, metrics
-    app.state.models = (engine.config.run.resolve().name, MODEL_ALIAS)
+    app.state.models = model_names(engine.config.run.resolve().name, aliases=config.model_aliases)
     return app
 
 

@@ -2,8 +2,10 @@
 uvicorn.
 
 User errors (not a run, a vocoder of other audio settings, a bad limit, a refused
-`--voices` clip) print one line and exit 2 (`xtts_audio.cli_runner`). Parsing (and
-`--help`) loads no TensorFlow; the command then turns on the persistent compile cache
+`--voices` clip, a refused alias) print one line and exit 2 (`xtts_audio.cli_runner`).
+Parsing (and `--help`) loads no TensorFlow, nor do the checks of the flags and of a
+voices.yaml; whether an alias names a voice is checked once the voices load. The command
+then turns on the persistent compile cache
 (`--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it off), loads the engine, and
 serves while its programs compile (`GET /healthz` answers 503 until they are done).
 """
@@ -19,8 +21,16 @@ from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
-from xtts_serve.config import ENV_API_KEY, VOCODER_BATCHING, EngineConfig, ServerConfig
+from xtts_serve.config import (
+    ENV_API_KEY,
+    VOCODER_BATCHING,
+    VOICES_FILE,
+    EngineConfig,
+    ServerConfig,
+    voice_aliases,
+)
 from xtts_serve.errors import XttsServeError
+from xtts_serve.openai_names import OPENAI_MODELS, OPENAI_VOICES
 from xtts_train import XttsTrainError
 from xtts_train.compile import compile_cache
 
@@ -83,7 +93,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--voices", type=Path, metavar="DIR",
         help="a folder of .wav/.flac/.ogg clips, each a voice named by its file's stem, "
-        "checked and conditioned on at start-up",
+        f"checked and conditioned on at start-up; a {VOICES_FILE} in it maps more names to "
+        "voices (NAME: VOICE, as --voice-alias)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--voice-alias", action="append", default=[], metavar="NAME=VOICE",
+        help="a name a request may give for the voice VOICE: the run's own (run) or a "
+        f"--voices clip's stem (repeatable; over the same name in {VOICES_FILE}). OpenAI's "
+        f"voice names ({', '.join(OPENAI_VOICES)}) speak in the run's own voice unless "
+        "aliased. An alias to no voice, or named as a voice, is refused",
+    )  # fmt: skip
+    parser.add_argument(
+        "--model-alias", action="append", default=[], metavar="NAME",
+        help="another name the request's model field may give for the run (repeatable), "
+        "besides the run folder's name, xtts and OpenAI's "
+        f"{', '.join(OPENAI_MODELS)}; any other is refused (400)",
     )  # fmt: skip
     parser.add_argument(
         "--max-voices", type=int, default=_DEFAULTS.max_voices, metavar="N",
@@ -120,12 +144,13 @@ def _parser() -> argparse.ArgumentParser:
 def _serve(args: argparse.Namespace) -> int:
     key = args.api_key if args.api_key is not None else os.environ.get(ENV_API_KEY) or None
     server = ServerConfig(max_queue=args.max_queue, max_upload_mb=args.max_upload_mb,
-                          api_key=key)  # fmt: skip
+                          api_key=key, model_aliases=tuple(args.model_alias))  # fmt: skip
     config = EngineConfig(run=args.run, vocoder=args.vocoder, max_chars=args.max_chars,
                           voices=args.voices, max_voices=args.max_voices,
                           max_clip_seconds=args.max_clip_seconds, slots=args.slots,
-                          vocoder_batching=args.vocoder_batching,
-                          overrides=tuple(args.set))  # fmt: skip
+                          vocoder_batching=args.vocoder_batching, overrides=tuple(args.set),
+                          voice_aliases=tuple(args.voice_alias))  # fmt: skip
+    voice_aliases(config)  # a malformed voices.yaml, too, is refused before TensorFlow
     # Imported once the flags are checked: a bad one is refused before TensorFlow loads
     # (seconds), and `--help` never loads it. Not a cycle.
     import uvicorn

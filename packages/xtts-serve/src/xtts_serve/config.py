@@ -1,6 +1,8 @@
-"""The engine's and the server's settings: frozen, keyword-only, checked when made.
+"""The engine's and the server's settings: frozen, keyword-only, checked when made; and
+the voice aliases they name (`--voice-alias`, a voices folder's `voices.yaml`).
 
-Standard library only: the console script checks its flags before TensorFlow loads.
+Standard library and PyYAML only: the console script checks its flags (and a voices.yaml)
+before TensorFlow loads.
 """
 
 from __future__ import annotations
@@ -9,12 +11,26 @@ import dataclasses
 import math
 from pathlib import Path
 
+import yaml
+
 from xtts_serve.errors import ConfigError
 
-__all__ = ["ENV_API_KEY", "VOCODER_BATCHING", "EngineConfig", "ServerConfig", "json_body_limit"]
+__all__ = [
+    "ENV_API_KEY",
+    "MAX_NAME_CHARS",
+    "VOCODER_BATCHING",
+    "VOICES_FILE",
+    "EngineConfig",
+    "ServerConfig",
+    "json_body_limit",
+    "parse_voice_alias",
+    "voice_aliases",
+]
 
 ENV_API_KEY = "XTTS_SERVE_API_KEY"  # the API key's environment variable (`--api-key`)
 VOCODER_BATCHING = ("auto", "on", "off")
+VOICES_FILE = "voices.yaml"  # in a `--voices` folder: voice aliases, `NAME: VOICE` each
+MAX_NAME_CHARS = 64  # a voice's id or name, an alias, a model alias
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -39,6 +55,10 @@ class EngineConfig:
             batch (a lone window at batch 2, so that it rounds as it does beside others);
             `off`: each window alone; `auto`: on with a GPU, off on a CPU, where batching
             saved little and slowed a lone stream (docs/bench/serve.md).
+        voice_aliases: `NAME=VOICE` entries (`--voice-alias`): a name a request may give
+            for the voice VOICE (the run's, or a `voices` clip's), over the same name in
+            the folder's `VOICES_FILE` (`voice_aliases` merges them; the voices check the
+            targets when they load). Each name once.
     """
 
     run: Path
@@ -50,6 +70,7 @@ class EngineConfig:
     overrides: tuple[str, ...] = ()
     slots: int = 4
     vocoder_batching: str = "auto"
+    voice_aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", Path(self.run))
@@ -58,6 +79,12 @@ class EngineConfig:
             if value is not None:
                 object.__setattr__(self, name, Path(value))
         object.__setattr__(self, "overrides", tuple(self.overrides))
+        object.__setattr__(self, "voice_aliases", _strings("voice_aliases", self.voice_aliases))
+        names = [parse_voice_alias(entry)[0] for entry in self.voice_aliases]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ConfigError(f"Expected each voice alias (--voice-alias) named once, received: "
+                              f"{twice} more than once")  # fmt: skip
         _check_int("max_chars", self.max_chars)
         _check_int("max_voices", self.max_voices)
         _check_int("slots", self.slots)
@@ -77,13 +104,22 @@ class ServerConfig:
         max_upload_mb: the largest body of `POST /v1/voices`, in MiB.
         api_key: every request but `GET /` and `GET /healthz` must send
             `Authorization: Bearer KEY`; None: no key asked for. Left out of the config's repr.
+        model_aliases: more names the `model` field may give for the run (`--model-alias`),
+            besides those every server answers to (`speech_request.model_names`).
     """
 
     max_queue: int = 16
     max_upload_mb: float = 10.0
     api_key: str | None = dataclasses.field(default=None, repr=False)
+    model_aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "model_aliases", _strings("model_aliases", self.model_aliases))
+        for name in self.model_aliases:
+            if not _is_name(name):
+                raise ConfigError(f"Expected a model alias (--model-alias) of 1 to "
+                                  f"{MAX_NAME_CHARS} printable characters, no space at either "
+                                  f"end, received: {name!r}")  # fmt: skip
         _check_int("max_queue", self.max_queue)
         _check_positive("max_upload_mb", self.max_upload_mb)
         if self.api_key is not None and (not isinstance(self.api_key, str) or not self.api_key):
@@ -100,6 +136,77 @@ def json_body_limit(max_chars: int) -> int:
     """The largest JSON body of a speech request: 16 KiB for the other fields, and 6 bytes
     a character of text (JSON's longest escape, `\\uXXXX`)."""
     return 16 * 2**10 + 6 * max_chars
+
+
+def parse_voice_alias(entry: str) -> tuple[str, str]:
+    """A `--voice-alias NAME=VOICE`'s name (what a request may give) and voice (the id it
+    means), split at the first `=`.
+
+    Raises:
+        ConfigError: no `=`, or a side that is empty, over `MAX_NAME_CHARS`, not printable
+            or with a space at either end.
+    """
+    name, equals, voice = str(entry).partition("=")
+    if not (isinstance(entry, str) and equals and _is_name(name) and _is_name(voice)):
+        raise ConfigError(f"Expected a voice alias NAME=VOICE (--voice-alias), each side 1 to "
+                          f"{MAX_NAME_CHARS} printable characters, no space at either end, "
+                          f"received: {entry!r}")  # fmt: skip
+    return name, voice
+
+
+def voice_aliases(config: EngineConfig) -> dict[str, str]:
+    """{name: voice id}: the aliases of `config.voices`'s `VOICES_FILE` (when the folder holds
+    one), and `config.voice_aliases` over them. Whether each voice exists is the voices' to
+    check (`VoiceStore`).
+
+    Raises:
+        ConfigError: a voices.yaml that is not YAML (or UTF-8), or not a mapping of names to
+            voice ids as `parse_voice_alias` takes them.
+    """
+    aliases = {} if config.voices is None else _aliases_file(config.voices / VOICES_FILE)
+    return aliases | dict(parse_voice_alias(entry) for entry in config.voice_aliases)
+
+
+def _aliases_file(path: Path) -> dict[str, str]:
+    """A voices.yaml's {name: voice id}; none when there is no such file."""
+    if not path.is_file():
+        return {}
+    expected = f"Expected {path} a YAML mapping of voice names to voice ids (alloy: amy)"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{expected}, received: malformed YAML ({_yaml_problem(error)})"
+                          ) from None  # fmt: skip
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{expected}, received: a YAML {type(data).__name__}")
+    for name, voice in data.items():
+        if not (_is_name(name) and _is_name(voice)):
+            raise ConfigError(f"{expected}, each side 1 to {MAX_NAME_CHARS} printable "
+                              f"characters, received: the entry {name!r}: {voice!r}")  # fmt: skip
+    return dict(data)
+
+
+def _yaml_problem(error: Exception) -> str:
+    """What a YAML (or UTF-8) error says, and where, on one line."""
+    mark = getattr(error, "problem_mark", None)
+    where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+    return " ".join(str(getattr(error, "problem", None) or error).split()) + where
+
+
+def _is_name(text: object) -> bool:
+    """1 to `MAX_NAME_CHARS` printable characters, no space at either end."""
+    return (isinstance(text, str) and 0 < len(text) <= MAX_NAME_CHARS and text.isprintable()
+            and text == text.strip())  # fmt: skip
+
+
+def _strings(name: str, value: object) -> tuple[str, ...]:
+    """`value` as a tuple (a lone string refused: it is not a list of them)."""
+    if isinstance(value, str):
+        raise ConfigError(f"Expected {name} a sequence of strings, received: the string "
+                          f"{value!r}; wrap it in a tuple")  # fmt: skip
+    return tuple(value)
 
 
 def _check_int(name: str, value: object) -> None:

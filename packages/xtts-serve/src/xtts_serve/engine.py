@@ -37,7 +37,7 @@ import numpy as np
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
 from xtts_serve.speech import Scheduler, SerialScheduler, SlotScheduler, Speech
-from xtts_serve.voices import Voice, VoiceStore, builtin_voices, check_name, upload_reference
+from xtts_serve.voices import Voice, VoiceStore, check_name, load_voices, upload_reference
 from xtts_train import (
     CHUNK_FRAMES,
     MAX_PIECE_BATCH,
@@ -110,7 +110,7 @@ class Engine:
             `decode.split_symbols`, or `max_chars` when splitting is off.
         stream_refusal: why this engine cannot stream (no vocoder, or a postfilter that
             needs the whole utterance); None: it can.
-        voices: the voices it speaks in (`VoiceStore`).
+        voices: the voices it speaks in and their aliases (`VoiceStore`).
         scheduler: what decodes the requests (`SlotScheduler`, or `SerialScheduler`
             without slots), once warm; driven by one thread.
 
@@ -118,14 +118,16 @@ class Engine:
         XttsTrainError: not a run, no checkpoint, a vocoder of other audio settings, an
             override of a setting other than `decode.*` (as `synthesize` refuses them).
         ConfigError: a buffer past `MAX_BUFFER_SECONDS` for the longest piece, a run with
-            no saved reference and no `voices` folder, a folder clip refused, or more
-            than one slot for a decoding that cannot stream.
+            no saved reference and no `voices` folder, a folder clip refused, a voice alias
+            refused (`load_voices`), or more than one slot for a decoding that cannot
+            stream.
     """
 
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
         run = config.run
         self.stack, model, self._tokenizer = load_run(run, overrides=config.overrides)
+        self.voices: VoiceStore = load_voices(config, self.stack)  # refused: before the rest
         stack, audio = self.stack, self.stack.audio
         self.sample_rate = audio.sample_rate
         self._waveforms = Waveforms(run, stack, vocoder=config.vocoder)
@@ -161,7 +163,6 @@ class Engine:
         else:
             self._slot_decoding = SlotDecoding(model, text_len=self._max_ids, slots=config.slots,
                                                chunk_frames=CHUNK_FRAMES, **common)  # fmt: skip
-        self.voices = VoiceStore(builtin_voices(config, stack), max_uploads=config.max_voices)
         self._workspace = tempfile.TemporaryDirectory(prefix="xtts-serve-")
         self.scheduler: Scheduler | None = None  # after the warm-up
         self._traces: dict[str, int] | None = None  # after the warm-up
@@ -217,7 +218,7 @@ class Engine:
 
         Args:
             text: what to say, at most `config.max_chars` characters.
-            voice: a voice's id (`voices`); None: the run's own.
+            voice: a voice's id or alias (`voices`); None: the run's own.
             language: the text's language (BCP-47), for a multilingual run; None: the
                 run's `data.text.language`.
 

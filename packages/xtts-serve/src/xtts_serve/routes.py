@@ -92,10 +92,11 @@ def _server_error(error: Exception) -> Response:
 
 
 async def list_voices(request: Request) -> Response:
-    """`GET /v1/audio/voices`: every voice, and the one used when a request names none."""
+    """`GET /v1/audio/voices`: every voice, the one used when a request names none, and
+    the aliases a request may name them by ({name: voice id})."""
     voices = request.app.state.engine.voices
     return JSONResponse({"voices": [v.to_dict() for v in voices.list()],
-                         "default": voices.default})  # fmt: skip
+                         "default": voices.default, "aliases": voices.aliases})  # fmt: skip
 
 
 async def upload_voice(request: Request) -> Response:

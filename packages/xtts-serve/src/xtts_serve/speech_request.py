@@ -9,8 +9,16 @@ from collections.abc import Sequence
 
 from xtts_serve.errors import RequestError
 from xtts_serve.formats import MEDIA_TYPES, STREAM_FORMATS
+from xtts_serve.openai_names import OPENAI_MODELS
 
-__all__ = ["FIELDS", "FORMATS", "MODEL_ALIAS", "SpeechRequest", "parse_speech"]
+__all__ = [
+    "FIELDS",
+    "FORMATS",
+    "MODEL_ALIAS",
+    "SpeechRequest",
+    "model_names",
+    "parse_speech",
+]
 
 FORMATS = tuple(MEDIA_TYPES)  # wav, pcm (16-bit mono), flac, mp3, opus
 FIELDS = ("model", "input", "voice", "response_format", "speed", "stream", "language")
@@ -23,7 +31,7 @@ class SpeechRequest:
 
     Attributes:
         input: the text (its length and content are the engine's to check).
-        voice: a voice id; None: the run's own.
+        voice: a voice's id or alias (`VoiceStore.get`); None: the run's own.
         response_format: one of `FORMATS`.
         stream: chunked, as the audio is decoded (`STREAM_FORMATS` only).
         language: the text's language (BCP-47) for a multilingual run; None: the run's.
@@ -36,12 +44,18 @@ class SpeechRequest:
     language: str | None = None
 
 
+def model_names(run: str, *, aliases: Sequence[str] = ()) -> tuple[str, ...]:
+    """The `model` names a server answers to, each once: its run folder's name,
+    `MODEL_ALIAS`, `OPENAI_MODELS` and `aliases` (`--model-alias`)."""
+    return tuple(dict.fromkeys((run, MODEL_ALIAS, *OPENAI_MODELS, *aliases)))
+
+
 def parse_speech(body: bytes, *, models: Sequence[str]) -> SpeechRequest:
     """Read a speech request's JSON body; absent or null optional fields take defaults.
 
     Args:
         body: the request's body.
-        models: the `model` names this server answers to.
+        models: the `model` names this server answers to (`model_names`).
 
     Raises:
         RequestError: malformed JSON, not an object, an unknown field, a field of the
@@ -65,7 +79,8 @@ def parse_speech(body: bytes, *, models: Sequence[str]) -> SpeechRequest:
         raise RequestError("Expected the field input: the text to speak, received: none")
     model = _typed(fields, "model", str, MODEL_ALIAS)
     if model not in models:
-        raise RequestError(f"Expected model one of {list(models)}, received: {model!r}")
+        raise RequestError(f"Expected model one of {list(models)}, received: {model!r}; the "
+                           f"server's --model-alias NAME adds a name")  # fmt: skip
     response_format = _typed(fields, "response_format", str, "wav")
     if response_format not in FORMATS:
         raise RequestError(f"Expected response_format one of {list(FORMATS)}, received: "

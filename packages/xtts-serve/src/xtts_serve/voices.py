@@ -1,5 +1,6 @@
 """The voices a server speaks in: the run's own reference, a folder's clips named at
-start-up, and clips uploaded while it runs, each conditioned on once and kept by id.
+start-up, and clips uploaded while it runs, each conditioned on once and kept by id; and
+the aliases a request may name them by (OpenAI's voice names, `--voice-alias`).
 
 Uploads live in memory only, in a bounded least-recently-used store: a restart forgets
 them, and past `max_uploads` the one used longest ago is dropped. A clip is checked as
@@ -15,14 +16,15 @@ import logging
 import secrets
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from xtts_data import XttsDataError
-from xtts_serve.config import EngineConfig
+from xtts_serve.config import MAX_NAME_CHARS, EngineConfig, voice_aliases
 from xtts_serve.errors import ConfigError, RequestError, UnknownVoiceError
+from xtts_serve.openai_names import OPENAI_VOICES
 from xtts_train import StackConfig, XttsTrainError, load_reference
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "check_name",
     "clip_reference",
     "folder_voices",
+    "load_voices",
     "upload_reference",
 ]
 
@@ -41,7 +44,6 @@ _log = logging.getLogger(__name__)
 
 RUN_VOICE = "run"  # the id of the run's own voice (the reference clip `fit` saved)
 CLIP_SUFFIXES = (".wav", ".flac", ".ogg")  # what `--voices DIR` reads
-MAX_NAME_CHARS = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,16 +68,28 @@ class Voice:
 
 
 class VoiceStore:
-    """The voices of a running server: those it started with, and uploads kept least
-    recently used first out past `max_uploads`. Safe to use from several threads.
+    """The voices of a running server: those it started with, their aliases, and uploads
+    kept least recently used first out past `max_uploads`. Safe to use from several threads.
+
+    Every name a request may give is resolved here (`get`): the HTTP routes, the page (through
+    `GET /v1/audio/voices`) and `Engine.prepare` all read it.
 
     Args:
         builtin: the voices it starts with (never dropped, never deleted).
         max_uploads: uploads kept at once.
+        aliases: {name: voice id} of `builtin` (`voice_aliases`); over them, each of
+            `OPENAI_VOICES` that is no voice's id names the `default` voice.
+
+    Raises:
+        ConfigError: an alias named as a voice (it would hide it), or one to no voice of
+            `builtin`.
     """
 
-    def __init__(self, builtin: Sequence[Voice], *, max_uploads: int) -> None:
+    def __init__(self, builtin: Sequence[Voice], *, max_uploads: int,
+                 aliases: Mapping[str, str] | None = None) -> None:  # fmt: skip
         self._builtin = {voice.id: voice for voice in builtin}
+        self._aliases = _alias_table(aliases or {}, voices=list(self._builtin),
+                                     default=self.default)  # fmt: skip
         self._uploads: collections.OrderedDict[str, Voice] = collections.OrderedDict()
         self._max_uploads, self._lock = max_uploads, threading.Lock()
 
@@ -84,23 +98,30 @@ class VoiceStore:
         """The voice of a request that names none: the run's own, if it saved one."""
         return RUN_VOICE if RUN_VOICE in self._builtin else None
 
+    @property
+    def aliases(self) -> dict[str, str]:
+        """{name: voice id}: every alias `get` takes (`GET /v1/audio/voices` lists them)."""
+        return dict(self._aliases)
+
     def get(self, voice_id: str) -> Voice:
-        """The voice `voice_id` (an upload counts as used now).
+        """The voice `voice_id` names: an upload's (it counts as used now), one the server
+        started with, or the one an alias names.
 
         Raises:
-            UnknownVoiceError: no such voice (400), naming the ones there are.
+            UnknownVoiceError: no such voice or alias (400), naming the ones there are.
         """
         with self._lock:
             if voice_id in self._uploads:
                 self._uploads.move_to_end(voice_id)
                 return self._uploads[voice_id]
-            if voice_id in self._builtin:
-                return self._builtin[voice_id]
-            known = sorted(self._builtin)
+        voice = self._builtin.get(self._aliases.get(voice_id, voice_id))  # fixed at start-up
+        if voice is not None:
+            return voice
+        aliases = f", an alias ({sorted(self._aliases)})" if self._aliases else ""
         raise UnknownVoiceError(
-            f"Expected voice one of {known} or an uploaded voice's id (GET /v1/audio/voices "
-            f"lists them), received: {voice_id!r}; uploads are forgotten on a restart or when "
-            f"more than the newest ones kept arrive"
+            f"Expected voice one of {sorted(self._builtin)}{aliases} or an uploaded voice's id "
+            f"(GET /v1/audio/voices lists them), received: {voice_id!r}; uploads are forgotten "
+            f"on a restart or when more than the newest ones kept arrive"
         )
 
     def add(self, reference: np.ndarray, *, name: str | None = None) -> Voice:
@@ -122,9 +143,10 @@ class VoiceStore:
             UnknownVoiceError: no such upload (404).
         """
         with self._lock:
-            if voice_id in self._builtin:
+            if voice_id in self._builtin or voice_id in self._aliases:
                 raise RequestError(f"Expected the id of an uploaded voice, received: "
-                                   f"{voice_id!r}, one the server started with")  # fmt: skip
+                                   f"{voice_id!r}, one the server started with (a voice or "
+                                   f"an alias)")  # fmt: skip
             voice = self._uploads.pop(voice_id, None)
         if voice is None:
             raise UnknownVoiceError(f"Expected the id of an uploaded voice, received: "
@@ -135,6 +157,28 @@ class VoiceStore:
         """Every voice: those it started with, then uploads, least recently used first."""
         with self._lock:
             return [*self._builtin.values(), *self._uploads.values()]
+
+
+def _alias_table(aliases: Mapping[str, str], *, voices: Sequence[str],
+                 default: str | None) -> dict[str, str]:  # fmt: skip
+    """{name: voice id}: each of `OPENAI_VOICES` that is none of `voices` to `default` (none
+    without one), and `aliases` over them.
+
+    Raises:
+        ConfigError: an alias named as one of `voices`, or one to none of them.
+    """
+    hiding = sorted(set(aliases) & set(voices))
+    if hiding:
+        raise ConfigError(f"Expected voice aliases named other than the voices {list(voices)}, "
+                          f"received: {hiding}, which would hide them; rename the alias "
+                          f"(--voice-alias or the folder's voices.yaml)")  # fmt: skip
+    missing = {name: voice for name, voice in aliases.items() if voice not in voices}
+    if missing:
+        raise ConfigError(f"Expected voice aliases to voices the server starts with "
+                          f"{list(voices)}, received: {missing}; an alias names the run's "
+                          f"voice ({RUN_VOICE!r}) or a --voices clip's stem")  # fmt: skip
+    table = {} if default is None else {n: default for n in OPENAI_VOICES if n not in voices}
+    return table | dict(aliases)
 
 
 def check_name(name: str | None) -> None:
@@ -191,6 +235,20 @@ def upload_reference(data: bytes, *, run: Path, stack: StackConfig, max_seconds:
         clip.flush()
         return clip_reference(Path(clip.name), run=run, stack=stack, max_seconds=max_seconds,
                               shown="the uploaded clip")  # fmt: skip
+
+
+def load_voices(config: EngineConfig, stack: StackConfig) -> VoiceStore:
+    """The voices a server starts with (`builtin_voices`) and their aliases
+    (`voice_aliases`: the folder's voices.yaml and `config.voice_aliases`), in a store
+    of `config.max_voices` uploads.
+
+    Raises:
+        ConfigError: as `builtin_voices` and `voice_aliases`; an alias named as a voice, or
+            one to no voice.
+    """
+    aliases = voice_aliases(config)  # a malformed voices.yaml before the clips decode
+    return VoiceStore(builtin_voices(config, stack), max_uploads=config.max_voices,
+                      aliases=aliases)  # fmt: skip
 
 
 def builtin_voices(config: EngineConfig, stack: StackConfig) -> list[Voice]:
