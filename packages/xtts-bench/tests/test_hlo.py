@@ -146,8 +146,12 @@ def test_runner_step_matches_tensorflow_xla(exported, checked):
         got, want = checked[entry["name"]][alias["output"]], tf_after[alias["parameter"]]
         if parameter["dtype"].startswith(("int", "uint", "bool")):  # seeds, the counter
             np.testing.assert_array_equal(got, want, err_msg=parameter["name"])
-        else:
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=parameter["name"])
+        else:  # Adam scales a near-zero gradient up to a whole step, and its rounding with
+            # it (seen: one of 3,328 embedding weights 6.8e-6 apart on one host): each
+            # element within 2% of the parameter's largest update
+            update = np.abs(want - before[alias["parameter"]]).max()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6 + 0.02 * update,
+                                       err_msg=parameter["name"])  # fmt: skip
         changed += not np.array_equal(want, before[alias["parameter"]])
     assert changed > len(entry["aliases"]) // 2  # the step updated the weights
 
