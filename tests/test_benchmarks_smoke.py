@@ -100,7 +100,9 @@ def _errors_in_own_process(module, tmp_path_factory) -> dict[str, str]:
     return _ERRORS[module.__name__]
 
 
-@pytest.mark.parametrize("cls", [pytest.param(cls, id=f"{stem}.{name}")
+# The train benchmarks run in a process of their own, as asv runs them: the slow tier.
+@pytest.mark.parametrize("cls", [pytest.param(cls, id=f"{stem}.{name}",
+                                              marks=[pytest.mark.slow] * (stem in OWN_PROCESS))
                                  for stem, module in MODULES.items()
                                  for name, cls in _classes(module)])  # fmt: skip
 def test_benchmark_runs(cls, tmp_path_factory):

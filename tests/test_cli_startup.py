@@ -96,6 +96,7 @@ def _console(*argv: str, cwd: pathlib.Path) -> subprocess.CompletedProcess:
                           cwd=cwd, env=env, timeout=300)  # fmt: skip
 
 
+@pytest.mark.slow  # a console script's own stderr is the subject: `hatch run test-slow`
 def test_console_script_keeps_tensorflow_noise_off_stderr_unless_verbose(tmp_path):
     corpus = _console("xtts-data", "demo-corpus", "corpus", "--n", "3", "--min-seconds", "0.5",
                       "--max-seconds", "1", cwd=tmp_path)  # fmt: skip

@@ -149,6 +149,7 @@ def test_what_check_runs_before_compiling_accepts_the_recipe(recipe, cache, feat
     assert steps.traces == {}  # built, nothing compiled yet
 
 
+@pytest.mark.slow  # a whole fit in its own process, as a user runs it: `hatch run test-slow`
 def test_the_cpu_recipe_trains_a_few_steps(cache, features, tmp_path):
     # In its own process, as a user runs it; the programs it builds leave with it.
     done = train_cli("fit", "--data", str(cache), "--workdir", str(tmp_path / "run"),

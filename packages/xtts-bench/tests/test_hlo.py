@@ -246,6 +246,7 @@ def test_ljspeech_shapes_are_planned_without_a_cache(recipe):
     assert max(s.frames for s in spec.shapes) > 800  # LJSpeech's 10 s clips
 
 
+@pytest.mark.slow  # the shell script and its runner processes: `hatch run test-slow`
 def test_the_gpu_script_runs_every_program_of_an_export(exported, tmp_path):
     """benchmarks/hlo_gpu.sh's `run`, here on jaxlib's CPU: one JSON line per program."""
     pytest.importorskip("jax")

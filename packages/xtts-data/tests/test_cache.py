@@ -152,7 +152,12 @@ def _killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event):
     assert files(out) == files(cache)  # manifest (with shard checksums), report, shards
 
 
-@pytest.mark.parametrize("event", EVENTS.values(), ids=EVENTS.keys())
+# One kill in the default tier; the other events (a process each) in the slow tier, and
+# every rename in the fault matrix (`-m faults`).
+@pytest.mark.parametrize("event", [
+    pytest.param(event, id=name, marks=[pytest.mark.slow] * (name != "temp file created"))
+    for name, event in EVENTS.items()
+])  # fmt: skip
 def test_killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event):
     _killed_build_resumes_to_identical_files(tmp_path, corpus, cache, event)
 

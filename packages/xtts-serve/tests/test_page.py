@@ -22,8 +22,9 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 DRIVER = shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and DRIVER),
-                                reason="no chromium and chromedriver on PATH")  # fmt: skip
+# The slow tier (`hatch run test-slow`, run by CI): a real browser against a real server.
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and DRIVER),
+                                                   reason="no chromium and chromedriver on PATH")]  # fmt: skip
 KEY = "page-test-key"
 TEXT = "Fine day."
 

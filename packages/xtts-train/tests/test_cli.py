@@ -26,6 +26,7 @@ def _espeak_or_skip() -> None:
         pytest.skip(f"no espeak-ng: {error}")
 
 
+@pytest.mark.slow  # the whole stack in a process of its own: `hatch run test-slow`
 @pytest.mark.parametrize("engine", ["synth", "espeak"])
 def test_demo_runs_the_whole_stack(tmp_path, engine):
     # The micro model and one batch shape (`--set`): the plumbing, not the learning, and a

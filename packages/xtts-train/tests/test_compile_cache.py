@@ -132,6 +132,8 @@ def test_staging_folders_of_dead_processes_are_removed(tmp_path):
 
 
 # -- end to end: the console script in new processes ------------------------------------------
+# A second process finding what the first stored is the subject: the slow tier (`hatch run
+# test-slow`). The cache's parts are tested above, in this process.
 
 
 # The compile cache holds XLA programs: these fits ask for XLA (on a CPU `auto` is the
@@ -159,6 +161,7 @@ def cold(cache, tmp_path_factory):
     return root, [_summary(process, run) for process, run in zip(processes, runs, strict=True)]
 
 
+@pytest.mark.slow
 def test_processes_compiling_at_once_share_the_cache_safely(cold):
     root, summaries = cold
     for summary in summaries:
@@ -173,6 +176,7 @@ def test_processes_compiling_at_once_share_the_cache_safely(cold):
     assert not list(root.glob("*/.staging-*"))  # both removed their staging folders
 
 
+@pytest.mark.slow
 def test_a_second_process_with_the_same_config_hits(cold, cache, tmp_path):
     root, _ = cold
     # Other learning-rate settings and step counts: inputs of the step, same program.
@@ -190,6 +194,7 @@ def test_a_second_process_with_the_same_config_hits(cold, cache, tmp_path):
     assert summary["traces"] == 0
 
 
+@pytest.mark.slow
 def test_a_changed_model_config_misses(cold, cache, tmp_path):
     root, _ = cold
     summary = _summary(_fit(cache, tmp_path / "run", root, "--set", "model.prenet_dim=48"),
@@ -198,6 +203,7 @@ def test_a_changed_model_config_misses(cold, cache, tmp_path):
     assert summary["warm_up"]["cache_hits"] == summary["warm_up"]["stored"] == 0
 
 
+@pytest.mark.slow
 def test_a_damaged_entry_is_compiled_again(cold, cache, tmp_path):
     root = tmp_path / "xla"
     shutil.copytree(cold[0], root)  # the other tests keep the intact cache
@@ -211,6 +217,7 @@ def test_a_damaged_entry_is_compiled_again(cold, cache, tmp_path):
     assert summary["final_loss"] is not None
 
 
+@pytest.mark.slow
 def test_a_graph_executor_fit_compiles_nothing_and_a_second_one_traces_nothing(
     cold, cache, tmp_path
 ):  # fmt: skip

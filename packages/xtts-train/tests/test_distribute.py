@@ -5,10 +5,15 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 import tensorflow as tf
 from train_helpers import MICRO, ONE_SHAPE, VOCODER, as_cli, train_cli
 
 from xtts_train.training.trainer import latest_step
+
+# The slow tier (`hatch run test-slow`, run by CI): logical CPU devices exist only in a
+# process configured at its start, so each run is a process of its own.
+pytestmark = pytest.mark.slow
 
 # Logical devices must be configured before TensorFlow starts: a fresh process.
 TWO_CPUS = """

@@ -16,6 +16,10 @@ from train_helpers import MICRO, ONE_SHAPE, as_cli
 
 from xtts_train.training.trainer import latest_step
 
+# The slow tier (`hatch run test-slow`, run by CI): two worker processes, a killed peer and
+# the pair resumed; whole processes are the subject.
+pytestmark = pytest.mark.slow
+
 
 def _free_ports(n: int) -> list[int]:
     sockets = [socket.socket() for _ in range(n)]

@@ -56,6 +56,7 @@ def test_estimated_lines_are_the_training_estimate():
                                                    cond_frames=stack.data.cond_frames)  # fmt: skip
 
 
+@pytest.mark.slow  # steps measured in another process are the subject: `hatch run test-slow`
 def test_measured_lines_come_from_real_steps_in_another_process():
     stack = load_stack_config(None, [*OVERRIDES, *MICRO, "train.compiler=graph"])
     shapes = [BatchShape(frames=64, text_len=8, batch_size=4),

@@ -124,6 +124,7 @@ def _observed(text_to_mel, vocoder_run) -> dict:
     }
 
 
+@pytest.mark.slow  # whole runs in their own processes: `hatch run test-slow`
 def test_runs_and_decoding_match_what_was_recorded(text_to_mel, vocoder_run):
     observed = _observed(text_to_mel, vocoder_run)
     if RECORD:

@@ -63,9 +63,9 @@ def _losses(workdir) -> dict[int, float]:
     return {line["step"]: line["loss"] for line in lines if "loss" in line}
 
 
-# Both compilers: XLA (its runs share the compile cache) and the graph executor (`auto` on
-# a CPU).
-@pytest.mark.parametrize("compiler", ["xla", "graph"])
+# Both compilers: XLA (its runs share the compile cache; the slow tier, `hatch run
+# test-slow`) and the graph executor (`auto` on a CPU).
+@pytest.mark.parametrize("compiler", [pytest.param("xla", marks=pytest.mark.slow), "graph"])
 def test_killed_training_resumes_where_it_stopped(cache, tmp_path, compile_cache, compiler):
     env = cli_env(compile_cache)
     straight = tmp_path / "straight"
