@@ -3,6 +3,8 @@ is asserted)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import sys
 import pytest
 
 from xtts_bench import cli
+from xtts_bench.audio import format_table
 from xtts_bench.data import format_data_table
 from xtts_data import write_demo_corpus
 
@@ -33,30 +36,28 @@ def _bench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
-def test_audio_benchmark_json_has_every_figure():
+@pytest.fixture(scope="module")
+def audio_results() -> dict:
+    """`xtts-bench audio --json` on tiny inputs, once (a process of its own)."""
     done = _bench(*TINY, "--json")
     assert done.returncode == 0, done.stderr
-    results = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_audio_benchmark_json_has_every_figure(audio_results):
     for name in ("mel", "end_to_end", "decode"):
-        figures = results[name]
+        figures = audio_results[name]
         assert figures["audio_seconds"] > 0
         assert figures["ours_audio_s_per_s"] > 0
         assert figures["baseline_audio_s_per_s"] > 0
         assert figures["ratio"] > 0
-    assert results["mel"]["librosa_pool_audio_s_per_s"] > 0
+    assert audio_results["mel"]["librosa_pool_audio_s_per_s"] > 0
 
 
-def test_table_names_each_comparison():
-    done = _bench(*TINY)
-    assert done.returncode == 0, done.stderr
+def test_table_names_each_comparison(audio_results):
+    table = format_table(audio_results)  # what the command prints without --json
     for label in ("mel", "end_to_end", "decode", "tf.audio.decode_wav", "librosa"):
-        assert label in done.stdout
-
-
-def test_bad_settings_exit_2():
-    done = _bench("--clips", "1", "--batch-size", "4")
-    assert done.returncode == 2
-    assert "expected clips >= batch_size" in done.stderr
+        assert label in table
 
 
 @pytest.mark.parametrize(
@@ -92,18 +93,23 @@ PIPELINES = ("xtts buckets", "xtts fixed", "xtts on the fly", "npy + numpy_funct
 SEGMENT_PIPELINES = ("xtts segments", "segments + numpy_function")
 
 
-def _compare(*args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "xtts_bench.cli", "compare", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+def _compare(capsys, *args: str) -> tuple[int, str, str]:
+    """`xtts-bench compare ARGS` in this process (it sets no thread pools): (exit code,
+    stdout, stderr)."""
+    capsys.readouterr()
+    code = cli.main(["compare", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.fixture(scope="module")
 def compared(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("compare") / "corpus"
     write_demo_corpus(folder, n=12, min_seconds=0.5, max_seconds=1.5)
-    done = _compare(str(folder), *COMPARE, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    printed = io.StringIO()  # a module fixture: capsys is a test's
+    with contextlib.redirect_stdout(printed):
+        assert cli.main(["compare", str(folder), *COMPARE, "--json"]) == 0
+    return json.loads(printed.getvalue())
 
 
 def test_compare_reports_every_pipeline_against_both_baselines(compared):
@@ -144,15 +150,15 @@ def test_compare_table_names_each_pipeline_and_figure(compared):
         assert label in table
 
 
-def test_compare_on_a_missing_corpus_exits_2(tmp_path):
-    done = _compare(str(tmp_path / "nowhere"), *COMPARE)
-    assert done.returncode == 2
-    assert "nowhere (not found)" in done.stderr
+def test_compare_on_a_missing_corpus_exits_2(tmp_path, capsys):
+    code, _, err = _compare(capsys, str(tmp_path / "nowhere"), *COMPARE)
+    assert code == 2
+    assert "nowhere (not found)" in err
 
 
-def test_compare_on_a_corpus_smaller_than_a_batch_says_why(tmp_path):
+def test_compare_on_a_corpus_smaller_than_a_batch_says_why(tmp_path, capsys):
     write_demo_corpus(tmp_path / "corpus", n=3, min_seconds=0.5, max_seconds=1.5)
-    done = _compare(str(tmp_path / "corpus"), *COMPARE)  # batch size 4 > 3 utterances
-    assert done.returncode == 2
-    assert done.stderr.count("\n") == 1, done.stderr  # one line, no traceback
-    assert "fewer utterances than its batch size" in done.stderr
+    code, _, err = _compare(capsys, str(tmp_path / "corpus"), *COMPARE)  # batch 4 > 3 clips
+    assert code == 2
+    assert err.count("\n") == 1, err  # one line, no traceback
+    assert "fewer utterances than its batch size" in err
