@@ -38,9 +38,16 @@ from xtts_train.models.text_to_mel.streaming import Streaming
 
 # Prenet dropout stays on at inference; tests comparing two forward passes switch it off.
 DETERMINISTIC = dict(prenet_dropout=0.0)
+# One layer of each kind, for tests of a property no depth changes (what the frames'
+# statistics or the postfilters put out, which frames a voice's pitch is read from): an
+# eager forward pass and decoding cost about half the tiny model's.
+ONE_LAYER = dict(text_layers=1, decoder_layers=1, cond_layers=1, postnet_layers=1)
 VOICE_STATS = {"voice_stats": "mean_std"}
 VOICE_PITCH = {"voice_pitch": True, "voice_stats": "mean_std"}
 AUDIO = MelConfig.from_preset("xtts")  # the features' recipe, for `pitch_stats`
+# `tiny` at one layer of each kind and small widths (train_helpers.MICRO's sizes).
+MICRO = dict(**ONE_LAYER, d_model=32, heads=2, cond_latents=2, prenet_dim=32,
+             postnet_channels=32, text_convs=1, cond_convs=1)  # fmt: skip
 
 
 def make_batch(config: ModelConfig, *, text_len=8, frames=16, cond_frames=16, seed=0):
@@ -206,7 +213,7 @@ def test_decoder_is_causal():
 
 def test_the_voice_s_pitch_reaches_every_frame():
     field, layer = "voice_pitch", "pitch"
-    model = tiny_model(**DETERMINISTIC, **{field: True})
+    model = tiny_model(**DETERMINISTIC, **ONE_LAYER, **{field: True})
     batch = make_batch(model.config)
     batch = replace(batch, cond_mel=harmonic_mel([110, 220], 16))  # a pitch to read
     model(batch)
@@ -240,7 +247,7 @@ def test_voice_pitch_is_the_mean_and_deviation_of_log2_pitch_over_harmonic_frame
 def test_the_pitch_comes_from_the_frames_the_statistics_come_from(monkeypatch, source):
     # Teacher forcing reads the spoken utterance's pitch with voice_stats_source=utterance
     # (16 frames here), the clip's otherwise (10); decoding reads the clip's.
-    model = tiny_model(**DETERMINISTIC, **VOICE_PITCH, voice_stats_source=source)
+    model = tiny_model(**DETERMINISTIC, **ONE_LAYER, **VOICE_PITCH, voice_stats_source=source)
     batch = make_batch(model.config, frames=16, cond_frames=10)
     read = []
     monkeypatch.setattr(model_module, "pitch_stats",
@@ -268,9 +275,9 @@ def test_voice_stats_are_the_clips_own_statistics():
 
 
 def silent_heads(**overrides):
-    """A deterministic tiny model whose mel head writes zeros, a batch, and its
+    """A deterministic one-layer tiny model whose mel head writes zeros, a batch, and its
     teacher-forced `mel_before` (B, F, M): what the frames' statistics alone put out."""
-    model = tiny_model(**DETERMINISTIC, **overrides)
+    model = tiny_model(**DETERMINISTIC, **ONE_LAYER, **overrides)
     batch = make_batch(model.config, cond_frames=16)
     model(batch)
     for weight in model.mel_head.weights:
@@ -294,7 +301,7 @@ def test_a_clip_moved_in_level_moves_the_decoded_voice_alike():
     # some channels and wider, decodes to the same frames moved and scaled alike, with the
     # same stop probabilities.
     scale = 1.5
-    model = tiny_model(**DETERMINISTIC, **VOICE_STATS, reduction_factor=2)
+    model = tiny_model(**DETERMINISTIC, **ONE_LAYER, **VOICE_STATS, reduction_factor=2)
     batch = make_batch(model.config, cond_frames=16)
     model(batch)
     model.stop_head.bias.assign([-20.0] * 2)  # the whole buffer
@@ -384,7 +391,7 @@ def test_the_postfilter_keeps_each_channel_within_the_clip_s_levels():
 
 
 def test_the_global_variance_stage_matches_the_clip_s_only_when_configured():
-    model = tiny_model(**DETERMINISTIC)
+    model = tiny_model(**DETERMINISTIC, **ONE_LAYER)
     batch = make_batch(model.config, cond_frames=16)
     model(batch)
     model.stop_head.bias.assign([-20.0])  # the whole buffer
@@ -486,7 +493,7 @@ def test_loss_weights_are_checked(kwargs, match):
 
 def test_a_batch_without_a_frame_mask_is_all_real_frames():
     # Keras once took the postnet's mask, passed by position as None, for its own.
-    model = tiny_model(text_layers=1, decoder_layers=1, cond_layers=1, postnet_layers=1)
+    model = tiny_model(**ONE_LAYER)
     batch = make_batch(model.config)
     model(batch)
     unmasked = {k: v for k, v in batch.items() if k != "mel_mask"}
@@ -500,12 +507,14 @@ def test_a_batch_without_a_frame_mask_is_all_real_frames():
 
 @pytest.fixture(scope="module")
 def overfit_losses():
-    """Losses of 30 XLA-compiled Adam steps on one fixed tiny batch (a one-layer model:
-    the compile costs seconds, and overfitting one batch needs no depth)."""
-    model = tiny_model(text_layers=1, decoder_layers=1, cond_layers=1, postnet_layers=1)
+    """Losses of 30 XLA-compiled Adam steps on one fixed batch (`MICRO`: the compile costs
+    seconds, and overfitting one batch needs neither depth nor width)."""
+    model = tiny_model(**MICRO)
     batch = make_batch(model.config)
     model(batch)
     optimizer = keras.optimizers.Adam(3e-3)
+    # Its slots made here: created inside the step, they would trace it twice.
+    optimizer.build(model.trainable_variables)
     signature = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in batch.items()}
 
     @tf.function(input_signature=[signature], jit_compile=True)
@@ -533,34 +542,74 @@ def test_overfits_one_batch(overfit_losses):
     assert last < 0.5 * first
 
 
-def test_infer_under_jit_compile():
-    model = tiny_model()
-    batch = make_batch(model.config)
-    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    model(batch)
-    compiled = tf.function(lambda *a: infer(model, *a, max_frames=8), jit_compile=True)
-    bias = model.stop_head.bias
+@pytest.fixture(scope="module")
+def decoders():
+    """`decoders(max_frames, compiler, **model)`: (model, its `make_batch`, the decoding's
+    inputs, the decoding of `max_frames` frames: eager with compiler None, else a
+    `tf.function`, by XLA or not), built at its first use and shared by the module's tests.
+    Each test sets the stop bias it decodes with. An XLA compile of the decoding costs
+    10-15 s on two cores: the default tier's XLA tests decode with one (`SHARED_XLA`)."""
+    built = {}
+
+    def get(max_frames: int, compiler: str | None, **overrides):
+        key = (max_frames, compiler, *sorted(overrides.items()))
+        if key not in built:
+            model = tiny_model(**overrides)
+            batch = make_batch(model.config)
+            model(batch)
+            args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+
+            def decode(*inputs):
+                return infer(model, *inputs, max_frames=max_frames)
+
+            if compiler is not None:
+                decode = tf.function(decode, jit_compile=compiler == "xla")
+            built[key] = model, batch, args, decode
+        return built[key]
+
+    return get
+
+
+# The XLA decoding of the default tier's compiled tests: r = 2 (a decoder step writes
+# two frames), the voice's pitch and statistics, no prenet dropout (teacher forcing must
+# draw what decoding drew), a buffer of 41 frames (not a multiple of r).
+SHARED_XLA = (41, "xla", dict(**DETERMINISTIC, **VOICE_PITCH, reduction_factor=2))
+# The same tests on the models they were written for (r = 1, 3; prenet dropout on; no
+# voice): each of their properties is asserted on `SHARED_XLA` in the default tier.
+ONE_FRAME_XLA = (8, "xla", {})
+THREE_FRAMES_XLA = (10, "xla", dict(reduction_factor=3))
+
+
+@pytest.mark.parametrize("decoder", [
+    pytest.param(SHARED_XLA, id="shared"),
+    pytest.param(ONE_FRAME_XLA, id="r1", marks=pytest.mark.slow),
+])  # fmt: skip
+def test_infer_under_jit_compile(decoders, decoder):
+    max_frames, compiler, overrides = decoder
+    model, _, args, compiled = decoders(max_frames, compiler, **overrides)
+    r = model.config.reduction_factor
     results = {}
     for stop_bias in (-20.0, 0.0, 20.0):  # same compiled function, other weights
-        bias.assign([stop_bias])
+        model.stop_head.bias.assign([stop_bias] * r)
         results[stop_bias] = {k: v.numpy() for k, v in compiled(*args).items()}
     for result in results.values():
-        assert result["mel"].shape == result["mel_before"].shape == (2, 8, 80)
-        assert result["stop_probs"].shape == (2, 8)
+        assert result["mel"].shape == result["mel_before"].shape == (2, max_frames, 80)
+        assert result["stop_probs"].shape == (2, max_frames)
         assert result["lengths"].dtype == np.int32
-        assert ((result["lengths"] >= 1) & (result["lengths"] <= 8)).all()
+        assert ((result["lengths"] >= 1) & (result["lengths"] <= max_frames)).all()
         assert np.isfinite(result["mel"]).all()
-        assert result["attention"].shape == (2, 8, 8)  # (B, max_frames, T)
+        assert result["attention"].shape == (2, max_frames, 8)  # (B, max_frames, T)
         assert (result["attention"][1, :, 5:] == 0).all()  # row 1 has 5 real tokens
-    assert results[-20.0]["lengths"].tolist() == [8, 8]  # never stops: the whole buffer
+    assert results[-20.0]["lengths"].tolist() == [max_frames] * 2  # never stops: the buffer
     assert results[20.0]["lengths"].tolist() == [1, 1]  # stops at once: the loop ends
-    assert (results[20.0]["stop_probs"][:, 1:] == 0).all()
-    assert (results[20.0]["attention"][:, 1:] == 0).all()  # no frame after the loop
+    # after its first step, which wrote r frames
+    assert (results[20.0]["stop_probs"][:, r:] == 0).all()
+    assert (results[20.0]["attention"][:, r:] == 0).all()  # no frame after the loop
     assert (results[-20.0]["attention"].sum(axis=2) > 0).all()  # every frame attended
 
 
 def test_decoding_is_deterministic_though_training_keeps_the_prenet_dropout():
-    model, decode = tiny_model(), DecodeConfig()
+    model, decode = tiny_model(**ONE_LAYER), DecodeConfig()
     assert model.config.prenet_dropout > 0
     batch = make_batch(model.config)
     model(batch)
@@ -571,26 +620,24 @@ def test_decoding_is_deterministic_though_training_keeps_the_prenet_dropout():
     np.testing.assert_array_equal(first, second)
 
 
+# One XLA case in the default tier, `SHARED_XLA`'s decoding (one compile for every XLA
+# test of decoding): it has each setting of the two XLA cases this test was written with
+# (r = 2; the voice's pitch, which brings its statistics), which run in the slow tier. The
+# eager and graph cases cover each r and voice setting.
 @pytest.mark.parametrize(
     ("r", "max_frames", "compiler", "voice"),
     [(1, 6, None, {}), (1, 6, None, VOICE_PITCH), (3, 7, None, VOICE_STATS),
-     (2, 6, None, VOICE_PITCH),
-     (1, 40, "xla", VOICE_PITCH), (2, 41, "graph", {}), (2, 41, "xla", VOICE_STATS)],
+     (2, 6, None, VOICE_PITCH), (2, 41, "graph", {}), (2, 41, "xla", VOICE_PITCH),
+     pytest.param(1, 40, "xla", VOICE_PITCH, marks=pytest.mark.slow),
+     pytest.param(2, 41, "xla", VOICE_STATS, marks=pytest.mark.slow)],
 )  # fmt: skip
-def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler, voice):
+def test_infer_matches_teacher_forcing_on_its_own_frames(decoders, r, max_frames, compiler,
+                                                         voice):  # fmt: skip
     # Each decoding step reads its past from the blocks' key/value caches; teacher forcing
     # runs the decoder over the whole buffer at once (as decoding did before the caches).
-    model = tiny_model(**DETERMINISTIC, reduction_factor=r, **voice)  # no inference window
-    batch = make_batch(model.config)
-    model(batch)
+    model, batch, args, decode = decoders(max_frames, compiler, **DETERMINISTIC,
+                                          **voice, reduction_factor=r)  # fmt: skip
     model.stop_head.bias.assign([-20.0] * r)  # generate the whole buffer
-    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-
-    def decode(*inputs):
-        return infer(model, *inputs, max_frames=max_frames)
-
-    if compiler is not None:
-        decode = tf.function(decode, jit_compile=compiler == "xla")
     generated = decode(*args)
     assert generated["mel"].shape == (2, max_frames, 80)  # exactly the requested frames
     mask = tf.sequence_mask(generated["lengths"], max_frames, tf.float32)
@@ -604,9 +651,17 @@ def test_infer_matches_teacher_forcing_on_its_own_frames(r, max_frames, compiler
     np.testing.assert_allclose(forced["attention"], generated["attention"], atol=1e-5)
 
 
-@pytest.mark.parametrize("r", [2, 3])
-def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positions(r):
-    model = tiny_model(reduction_factor=r)
+@pytest.mark.parametrize("decoder", [
+    pytest.param(SHARED_XLA, id="shared"),
+    pytest.param(THREE_FRAMES_XLA, id="r3", marks=pytest.mark.slow),
+])  # fmt: skip
+def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positions(
+    decoders, decoder
+):
+    max_frames, compiler, overrides = decoder
+    model, _, args, compiled = decoders(max_frames, compiler, **overrides)
+    r = model.config.reduction_factor
+    assert r > 1
     batch = make_batch(model.config, frames=13)  # not a multiple of r: 13 and 8 real frames
     outputs = model(batch)
     assert outputs["mel_after"].shape == (2, 13, 80)
@@ -614,8 +669,6 @@ def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positio
     assert outputs["attention"].shape == (2, 13, 8)
     # one attention row per decoder step, shared by the r frames it writes
     np.testing.assert_array_equal(outputs["attention"][:, 0], outputs["attention"][:, r - 1])
-    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
-    compiled = tf.function(lambda *a: infer(model, *a, max_frames=10), jit_compile=True)
     for position in (0, r - 1, None):  # the stop token fires first at this frame, or never
         bias = np.full(r, -20.0)
         if position is not None:
@@ -623,10 +676,10 @@ def test_a_reduction_factor_writes_exactly_the_requested_frames_and_stop_positio
         model.stop_head.bias.assign(bias)
         result = compiled(*args)
         probs = result["stop_probs"].numpy()
-        assert result["mel"].shape == (2, 10, 80)
-        assert probs.shape == (2, 10)
+        assert result["mel"].shape == (2, max_frames, 80)
+        assert probs.shape == (2, max_frames)
         if position is None:
-            assert result["lengths"].numpy().tolist() == [10, 10]  # the whole buffer
+            assert result["lengths"].numpy().tolist() == [max_frames] * 2  # the whole buffer
             assert (result["attention"].numpy().sum(axis=2) > 0).all()  # every frame decoded
             continue
         assert result["lengths"].numpy().tolist() == [position + 1] * 2
