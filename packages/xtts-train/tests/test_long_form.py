@@ -39,17 +39,22 @@ LIMIT = ["decode.split_symbols=16"]
 AUDIO = xa.MelConfig.from_preset("xtts")
 
 
-def test_a_text_that_fits_is_one_piece_encoded_as_before(run):
+@pytest.fixture(scope="module")
+def loaded(run):
+    """The run's (stack, model, tokenizer), loaded once: the tests only read them."""
     _, workdir = run
-    stack, _, tokenizer = load_run(workdir)
+    return load_run(workdir)
+
+
+def test_a_text_that_fits_is_one_piece_encoded_as_before(loaded):
+    stack, _, tokenizer = loaded
     (piece,) = text_pieces(TEXT, stack.data.text, tokenizer, name="t", max_symbols=200)
     assert piece == text_ids(TEXT, stack.data.text, tokenizer, name="t")
     assert piece.pause == 0.0
 
 
-def test_a_long_text_is_cut_after_normalisation_with_each_piece_s_pause(run):
-    _, workdir = run
-    stack, _, tokenizer = load_run(workdir)
+def test_a_long_text_is_cut_after_normalisation_with_each_piece_s_pause(loaded):
+    stack, _, tokenizer = loaded
     pieces = text_pieces("Dr. Hale paid $5. " + TEXT, stack.data.text, tokenizer, name="t",
                          max_symbols=16)  # fmt: skip
     assert len(pieces) >= 4
@@ -143,7 +148,7 @@ def test_pieces_decode_side_by_side_in_few_program_shapes(pieces, batch):
 
 
 def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
-        run, vocoder_run, tmp_path, capsys):  # fmt: skip
+        run, loaded, vocoder_run, tmp_path, capsys):  # fmt: skip
     _, workdir = run
     _, vocoder = vocoder_run
     out = tmp_path / "long.wav"
@@ -152,7 +157,7 @@ def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
                  "--set", *LIMIT]) == 0  # fmt: skip
     assert "pieces, each in a 48-frame buffer" in capsys.readouterr().out
     whole = np.load(out.with_suffix(".npy"))
-    stack, model, tokenizer = load_run(workdir)
+    stack, model, tokenizer = loaded
     pieces = text_pieces(TEXT, stack.data.text, tokenizer, name="t", max_symbols=16)
     assert len(pieces) >= 3
     decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
@@ -174,11 +179,11 @@ def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
     np.testing.assert_allclose(streamed.mel, whole, atol=1e-4)
 
 
-def test_evaluate_speaks_a_long_utterance_as_pieces(run, cache):
+def test_evaluate_speaks_a_long_utterance_as_pieces(run, loaded, cache):
     _, workdir = run
     whole = evaluate(workdir, cache, split="all", n=3, overrides=["decode.split_symbols=0"])
     split = evaluate(workdir, cache, split="all", n=3, overrides=["decode.split_symbols=4"])
-    _, _, tokenizer = load_run(workdir)
+    _, _, tokenizer = loaded
     assert all(row["pieces"] == 1 for row in whole.utterances)
     counts = [row["pieces"] for row in split.utterances]
     assert max(counts) > 1
@@ -240,9 +245,15 @@ def test_random_positions_move_training_positions_alone_and_resume_exactly():
     np.testing.assert_array_equal(*inference)
 
 
+@pytest.fixture(scope="module")
+def model_r2() -> TextToMel:
+    """A tiny model of reduction 2 for the stop gate's cases (each sets its stop head)."""
+    return _model(reduction_factor=2)
+
+
 @pytest.mark.parametrize("gate", [0, 2])
-def test_the_stop_gate_holds_the_stop_until_the_alignment_reaches_the_end(gate):
-    model, decode = _model(reduction_factor=2), DecodeConfig(stop_gate=gate)
+def test_the_stop_gate_holds_the_stop_until_the_alignment_reaches_the_end(model_r2, gate):
+    model, decode = model_r2, DecodeConfig(stop_gate=gate)
     model.stop_head.bias.assign([20.0, 20.0])  # the stop head wants to stop at every step
     rng = np.random.default_rng(0)
     ids = [[int(i) for i in rng.integers(2, 40, n - 1)] + [1] for n in (12, 7)]

@@ -6,6 +6,7 @@ computes and needs a vocoder."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -22,13 +23,14 @@ from xtts_train.errors import ConfigError, XttsTrainError
 from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, decoding_inputs
 from xtts_train.models.text_to_mel.frames import groups
-from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.slots import SlotDecoding, Slots
 from xtts_train.models.vocoder import Vocoder
 from xtts_train.runs.loading import load_run_config, load_vocoder
 from xtts_train.runs.media import silence_feature
 
 MAX_FRAMES, COND_FRAMES = 43, 16
+R2_VOICE = {"reduction_factor": 2, "voice_stats": "mean_std", "voice_pitch": True}
+R3_WINDOW_GATE = {"reduction_factor": 3, "decode.window_ahead": 2, "decode.stop_gate": 1}
 
 
 def tiny_model(**overrides) -> TextToMel:
@@ -47,16 +49,73 @@ def text(seed: int = 0, symbols: int = 10) -> tuple[list[int], np.ndarray]:
     return ids, rng.uniform(-11.5, 2.0, (COND_FRAMES, 80)).astype(np.float32)
 
 
-def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray,
-                    decode: DecodeConfig | None = None) -> int:  # fmt: skip
-    """Sets the stop head's bias so the decoding of `ids` stops at the frame of the first
-    half of the buffer whose stop logit is the highest (the frames do not depend on the
-    stop head); returns the length."""
+class Built:
+    """Tiny models and their compiled decodings, each built once for this file's tests
+    (compiling is most of their time). `overrides` name a model's settings and, prefixed
+    `decode.`, its decoding's. A program reads the model's weights when it runs, so every
+    test sets the stop head's bias (`stop_mid_buffer`, or `no_stop`) before it decodes;
+    nothing else of a model or a decoding changes."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple, object] = {}
+
+    def _once(self, key: tuple, build: Callable[[], object]):
+        if key not in self._made:
+            self._made[key] = build()
+        return self._made[key]
+
+    def model(self, overrides: dict) -> TextToMel:
+        sizes = {k: v for k, v in overrides.items() if not k.startswith("decode.")}
+        return self._once(("model", *sorted(sizes.items())), lambda: tiny_model(**sizes))
+
+    def decoding(self, overrides: dict, compiler: str) -> Decoding:
+        """A `Decoding` of one row (as `Streaming` decodes)."""
+
+        def build():
+            return Decoding(self.model(overrides), decode=decode_config(overrides),
+                            cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
+                            compiler=compiler)  # fmt: skip
+
+        return self._once(("decoding", *sorted(overrides.items()), compiler), build)
+
+    def streaming(self, overrides: dict, compiler: str, chunk: int, *,
+                  fresh: bool = False) -> Streaming:  # fmt: skip
+        """A `Streaming`; `fresh`: a new one, no program traced yet (later calls share it)."""
+
+        def build():
+            return Streaming(self.model(overrides), decode=decode_config(overrides),
+                             cond_frames=COND_FRAMES, max_frames=MAX_FRAMES, chunk_frames=chunk,
+                             compiler=compiler)  # fmt: skip
+
+        key = ("streaming", *sorted(overrides.items()), compiler, chunk)
+        if fresh:
+            self._made.pop(key, None)
+        return self._once(key, build)
+
+
+@pytest.fixture(scope="module")
+def built() -> Built:
+    """This file's models and decodings, each built at its first use."""
+    return Built()
+
+
+def decode_config(overrides: dict) -> DecodeConfig:
+    """The `decode.` settings of `overrides`."""
+    return DecodeConfig(**{k.removeprefix("decode."): v for k, v in overrides.items()
+                           if k.startswith("decode.")})  # fmt: skip
+
+
+def stop_mid_buffer(decoding: Decoding, ids: list[int], reference: np.ndarray) -> int:
+    """Sets the stop head's bias of `decoding`'s model so the decoding of `ids` stops at
+    the frame of the first half of the buffer whose stop logit is the highest, measured by
+    `decoding`'s program (the frames do not depend on the stop head; a decoding by another
+    program with that model stops there too: the bias lies halfway between that frame's
+    logit and the highest before it); returns the length."""
+    model = decoding.model
     r = model.config.reduction_factor
     model.stop_head.bias.assign([-20.0] * r)
     inputs = decoding_inputs([ids], [reference], batch_size=1, cond_frames=COND_FRAMES)
-    decode = decode or DecodeConfig()
-    probs = infer(model, *inputs, max_frames=MAX_FRAMES, decode=decode)["stop_probs"].numpy()[0]
+    probs = decoding.function(*inputs)["stop_probs"].numpy()[0]
     logits = np.log(probs.astype(np.float64)) - np.log1p(-probs) + 20.0  # bias 0
     peak = int(np.argmax(logits[: MAX_FRAMES // 2]))
     assert peak > 0, "no frame's stop logit beats every earlier one"
@@ -65,36 +124,44 @@ def stop_mid_buffer(model: TextToMel, ids: list[int], reference: np.ndarray,
     return peak + 1
 
 
+def no_stop(model: TextToMel) -> None:
+    """The stop head's bias so that no decoding stops: each fills its buffer."""
+    model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)
+
+
+# The default tier checks every setting, each under one compiler: the graph executor,
+# which builds a decoding's programs in a second or two, and XLA (several seconds a
+# program) for one representative: a stop inside the buffer, frames past it, reduction 2,
+# chunks of 6. The join is the programs' logic, whichever compiler runs them; XLA's
+# lowering of windowed attention is checked on every commit by the slots' XLA case, and
+# window-ahead's join under XLA (its case until now) in the slow tier (`hatch run
+# test-slow`, run by CI).
 @pytest.mark.parametrize(
     ("overrides", "stop", "min_frames", "chunk", "compiler"),
     [
         ({}, False, 0, 8, "graph"),
         ({}, True, 0, 4, "graph"),
         ({}, True, 30, 8, "graph"),  # past the stop: infer's frames there
-        ({"reduction_factor": 2, "voice_stats": "mean_std", "voice_pitch": True}, True, 0, 8,
-         "graph"),
+        (R2_VOICE, True, 0, 8, "graph"),
         ({"reduction_factor": 3}, False, 0, 5, "graph"),
-        ({"decode.window_ahead": 2}, False, 0, 8, "xla"),
+        ({"decode.window_ahead": 2}, False, 0, 8, "graph"),
+        pytest.param({"decode.window_ahead": 2}, False, 0, 8, "xla", marks=pytest.mark.slow),
         ({"reduction_factor": 2}, True, 20, 6, "xla"),
     ],
 )  # fmt: skip
-def test_streamed_chunks_join_into_the_decoded_mel(overrides, stop, min_frames, chunk,
+def test_streamed_chunks_join_into_the_decoded_mel(built, overrides, stop, min_frames, chunk,
                                                    compiler):  # fmt: skip
-    decode = DecodeConfig(**{k.removeprefix("decode."): v for k, v in overrides.items()
-                             if k.startswith("decode.")})  # fmt: skip
-    model = tiny_model(**{k: v for k, v in overrides.items() if not k.startswith("decode.")})
     ids, reference = text()
-    length = stop_mid_buffer(model, ids, reference, decode) if stop else MAX_FRAMES
-    if not stop:
-        model.stop_head.bias.assign([-20.0] * model.config.reduction_factor)
-    decoding = Decoding(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
-                        compiler=compiler)  # fmt: skip
+    decoding = built.decoding(overrides, compiler)
+    if stop:
+        length = stop_mid_buffer(built.decoding(overrides, "graph"), ids, reference)
+    else:
+        length = MAX_FRAMES
+        no_stop(decoding.model)
     (decoded,) = decoding([ids], reference)
     assert decoded.length == length
     assert length < MAX_FRAMES or not stop
-    streaming = Streaming(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
-                          chunk_frames=chunk, compiler=compiler)  # fmt: skip
-    stream = streaming(ids, reference, min_frames=min_frames)
+    stream = built.streaming(overrides, compiler, chunk)(ids, reference, min_frames=min_frames)
     chunks = list(stream)
     end = max(length, min_frames)
     assert [len(c) for c in chunks] == [min(chunk, end - a) for a in range(0, end, chunk)]
@@ -107,13 +174,12 @@ def test_streamed_chunks_join_into_the_decoded_mel(overrides, stop, min_frames, 
     assert ending.alignment == pytest.approx(decoded.alignment, abs=1e-5)
 
 
-@pytest.mark.parametrize("r", [1, 2])
-def test_each_chunk_comes_once_its_postnet_context_is_decoded(r):
-    model = tiny_model(reduction_factor=r)
-    model.stop_head.bias.assign([-20.0] * r)  # the whole buffer
+@pytest.mark.parametrize("overrides", [{}, {"reduction_factor": 2}], ids=["r1", "r2"])
+def test_each_chunk_comes_once_its_postnet_context_is_decoded(built, overrides):
+    streaming = built.streaming(overrides, "graph", 8)
+    model, r = streaming.model, streaming.model.config.reduction_factor
+    no_stop(model)  # the whole buffer
     chunk, reach = 8, model.postnet.context_frames
-    streaming = Streaming(model, decode=DecodeConfig(), cond_frames=COND_FRAMES,
-                          max_frames=MAX_FRAMES, chunk_frames=chunk, compiler="graph")  # fmt: skip
     stream = streaming(*text())
     assert (stream.decoded, stream.advances) == (0, 0)  # nothing runs before it is asked
     seen = []
@@ -125,11 +191,12 @@ def test_each_chunk_comes_once_its_postnet_context_is_decoded(r):
     assert seen[-1] == (MAX_FRAMES, len({decoded for decoded, _ in seen}))  # one run a step up
 
 
-def test_streaming_traces_each_program_once():
-    model = tiny_model()
-    model.stop_head.bias.assign([-20.0])
-    streaming = Streaming(model, decode=DecodeConfig(), cond_frames=COND_FRAMES,
-                          max_frames=MAX_FRAMES, chunk_frames=8, compiler="xla")  # fmt: skip
+def test_streaming_traces_each_program_once(built):
+    # The slots' XLA setting, whose test then streams through these programs (compiled
+    # for both text buckets here); with no stop it streams as the plain model does, six
+    # chunks in five runs (reduction 3 rounds each run up to a whole step).
+    streaming = built.streaming(R3_WINDOW_GATE, "xla", 8, fresh=True)
+    no_stop(streaming.model)
     for seed in (0, 1):  # two texts of one bucket, six chunks each
         stream = streaming(*text(seed))
         assert len(list(stream)) == 6
@@ -139,19 +206,32 @@ def test_streaming_traces_each_program_once():
     assert streaming.traces == {"start": 2, "advance": 2, "mel": 1}
 
 
+@pytest.fixture(scope="module")
+def vocoder() -> Vocoder:
+    """A built tiny vocoder, shared by this file's tests: a `Vocoding` only reads it."""
+    keras.utils.set_random_seed(0)
+    vocoder = Vocoder(VocoderConfig.from_preset("tiny"))
+    vocoder(np.zeros([1, 42, 80], np.float32))  # built: a program's first run creates nothing
+    return vocoder
+
+
+@pytest.fixture(scope="module")
+def vocoding(vocoder) -> Vocoding:
+    """`vocoder`'s windows of 8 frames, one at a time, by the graph executor."""
+    return Vocoding(vocoder, chunk_frames=8, compiler="graph")
+
+
 @pytest.mark.parametrize(
     ("frames", "pieces"),
     [(30, [30]), (42, [5, 9, 1, 27]), (97, [8] * 12 + [1]), (97, [1] * 97), (100, [64, 36])],
 )  # shorter than one window (42 frames), one window, longer  # fmt: skip
-def test_streamed_audio_joins_into_the_whole_vocoding(frames, pieces):
-    keras.utils.set_random_seed(0)
-    vocoder = Vocoder(VocoderConfig.from_preset("tiny"))
-    vocoding = Vocoding(vocoder, chunk_frames=8, compiler="graph")
+def test_streamed_audio_joins_into_the_whole_vocoding(vocoder, vocoding, frames, pieces,
+                                                      monkeypatch):  # fmt: skip
     assert vocoding.width == 8 + 2 * 17
     mel = np.random.default_rng(0).uniform(-10.0, 1.0, (frames, 80)).astype(np.float32)
     silence, arrived, runs = -11.5, [0], []
-    window = vocoding._programs[1]
-    vocoding._programs[1] = lambda x: runs.append(arrived[-1]) or window(x)  # frames arrived
+    window = vocoding._programs[1]  # counted: the frames arrived at each run (undone after)
+    monkeypatch.setitem(vocoding._programs, 1, lambda x: runs.append(arrived[-1]) or window(x))
 
     def arriving():
         for start, size in zip(np.cumsum([0, *pieces[:-1]]), pieces, strict=True):
@@ -174,14 +254,11 @@ def test_streamed_audio_joins_into_the_whole_vocoding(frames, pieces):
 
 
 @pytest.mark.parametrize("compiler", ["graph", "xla"])
-def test_windows_vocoded_together_are_each_what_it_is_alone(compiler):
+def test_windows_vocoded_together_are_each_what_it_is_alone(vocoder, compiler):
     # A server's streams: their windows of a step in one batch (at the smallest compiled
     # size that holds them), each window's samples those of the same window in other
     # batches with other neighbours, and joined per stream the stream's audio up to float
     # rounding. The warm-up keeps the sizes whose rows round as the largest's.
-    keras.utils.set_random_seed(0)
-    vocoder = Vocoder(VocoderConfig.from_preset("tiny"))
-    vocoder(np.zeros([1, 42, 80], np.float32))  # built: a program's first run creates nothing
     together = Vocoding(vocoder, chunk_frames=8, compiler=compiler, batches=(2, 4, 8))
     together.warm_up()
     assert together.batches[-1] == 8
@@ -207,10 +284,8 @@ def test_windows_vocoded_together_are_each_what_it_is_alone(compiler):
                                "vocoder x8": 1}  # fmt: skip
 
 
-def test_a_vocoder_whose_rows_depend_on_the_batch_vocodes_each_window_alone(caplog):
-    keras.utils.set_random_seed(0)
-    vocoding = Vocoding(Vocoder(VocoderConfig.from_preset("tiny")), chunk_frames=8,
-                        compiler="graph", batches=(2, 4))  # fmt: skip
+def test_a_vocoder_whose_rows_depend_on_the_batch_vocodes_each_window_alone(vocoder, caplog):
+    vocoding = Vocoding(vocoder, chunk_frames=8, compiler="graph", batches=(2, 4))
     batched = vocoding._programs[4]
     vocoding._programs[4] = lambda mel: batched(mel) + tf.reduce_mean(mel[0])  # row 0 heard by all
     vocoding.warm_up()
@@ -282,15 +357,14 @@ def slot_chunks(slots: Slots, texts: list, joins: list[int]) -> list[list[np.nda
 
 @pytest.mark.parametrize(("overrides", "compiler"), [
     ({}, "graph"),
-    ({"reduction_factor": 2, "voice_stats": "mean_std", "voice_pitch": True}, "graph"),
-    ({"reduction_factor": 3, "decode.window_ahead": 2, "decode.stop_gate": 1}, "xla"),
+    (R2_VOICE, "graph"),
+    (R3_WINDOW_GATE, "xla"),
 ])  # fmt: skip
-def test_slots_decode_each_text_exactly_as_it_decodes_alone(overrides, compiler):
-    decode = DecodeConfig(**{k.removeprefix("decode."): v for k, v in overrides.items()
-                             if k.startswith("decode.")})  # fmt: skip
-    model = tiny_model(**{k: v for k, v in overrides.items() if not k.startswith("decode.")})
+def test_slots_decode_each_text_exactly_as_it_decodes_alone(built, overrides, compiler):
+    decode, model = decode_config(overrides), built.model(overrides)
     texts = [text(0), text(1, symbols=40), text(2, symbols=5), text(3, symbols=20)]
-    stop_mid_buffer(model, *texts[0], decode)  # the first text stops; the others may not
+    # The first text stops; the others may not.
+    stop_mid_buffer(built.decoding(overrides, "graph"), *texts[0])
     slots = SlotDecoding(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
                          text_len=40, slots=3, chunk_frames=8, compiler=compiler)  # fmt: skip
     alone = [slot_chunks(Slots(slots), [t], [0])[0] for t in texts]
@@ -302,8 +376,7 @@ def test_slots_decode_each_text_exactly_as_it_decodes_alone(overrides, compiler)
         assert len(mine) == len(solo)
         for a, b in zip(mine, solo, strict=True):
             np.testing.assert_array_equal(a, b)  # bit for bit, beside any other rows
-    streaming = Streaming(model, decode=decode, cond_frames=COND_FRAMES, max_frames=MAX_FRAMES,
-                          chunk_frames=8, compiler=compiler)  # fmt: skip
+    streaming = built.streaming(overrides, compiler, 8)
     for (ids, reference), mine in zip(texts, together, strict=True):
         streamed = list(streaming(ids, reference))  # padded to its own text bucket
         assert [len(c) for c in mine] == [len(c) for c in streamed]
@@ -311,9 +384,9 @@ def test_slots_decode_each_text_exactly_as_it_decodes_alone(overrides, compiler)
     assert slots.traces == {"join": 1, "admit": 1, "advance": 1, "mel": 1}
 
 
-def test_a_text_that_leaves_frees_its_slot_and_ends_its_chunks():
-    model = tiny_model()
-    model.stop_head.bias.assign([-20.0])  # no stop: each text fills its buffer
+def test_a_text_that_leaves_frees_its_slot_and_ends_its_chunks(built):
+    model = built.model({})
+    no_stop(model)  # each text fills its buffer
     slots = Slots(SlotDecoding(model, decode=DecodeConfig(), cond_frames=COND_FRAMES,
                                max_frames=MAX_FRAMES, text_len=10, slots=2, chunk_frames=8,
                                compiler="graph"))  # fmt: skip
