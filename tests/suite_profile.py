@@ -101,6 +101,7 @@ class _Recorder:
         self.sampler = _Sampler(threading.get_ident())
         self.sampler.start()
         self.file, self.file_seconds, self.seconds = None, 0.0, collections.defaultdict(float)
+        self.file_done = False  # the current test is its file's last: write the file's line
 
     def pytest_runtest_logstart(self, nodeid, location) -> None:
         path = nodeid.split("::")[0]
@@ -121,12 +122,11 @@ class _Recorder:
                         outcome=report.outcome)  # fmt: skip
 
     def pytest_runtest_teardown(self, item, nextitem) -> None:
-        if nextitem is None or nextitem.path != item.path:
-            self._pending_file = True
+        self.file_done = nextitem is None or nextitem.path != item.path
 
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        if getattr(self, "_pending_file", False):
-            self._pending_file = False
+        if self.file_done:
+            self.file_done = False
             self._write(file=self.file, seconds=round(self.file_seconds, 2),
                         peak_mb=_peak_mb())  # fmt: skip
 

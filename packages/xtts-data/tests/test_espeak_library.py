@@ -58,9 +58,8 @@ def wheel_loaded(monkeypatch):
 
 def _mapped_files() -> set[str]:
     """The real paths of the files mapped into this process (Linux)."""
-    lines = Path("/proc/self/maps").read_text().splitlines()
-    return {os.path.realpath(line.split(maxsplit=5)[5]) for line in lines
-            if len(line.split(maxsplit=5)) == 6 and line.split(maxsplit=5)[5].startswith("/")}  # fmt: skip
+    fields = [line.split(maxsplit=5) for line in Path("/proc/self/maps").read_text().splitlines()]
+    return {os.path.realpath(f[5]) for f in fields if len(f) == 6 and f[5].startswith("/")}
 
 
 def _demo_corpus(tmp_path) -> int:
