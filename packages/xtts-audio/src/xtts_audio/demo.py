@@ -85,7 +85,9 @@ def run_demo(
     yield f"decoded    {audio.shape[0] / rate:.2f} s, {audio.shape[1]} channel(s) at {rate} Hz"
     yield f"prepared   mono, {config.sample_rate} Hz, {seconds:.2f} s after trimming"
 
-    features_fn = tf.function(lambda w: xa.mel_features(w, config), jit_compile=True)
+    features_fn = tf.function(
+        lambda w: xa.mel_features(w, config), jit_compile=True, autograph=False
+    )
     features = features_fn(trimmed)  # compile outside the timed part
     start = time.perf_counter()
     features = features_fn(trimmed).numpy()

@@ -24,7 +24,7 @@ class BadAudioError(XttsDataError, ValueError):
     """The file cannot be used; `str(error)` is the reason written to the report."""
 
 
-@tf.function(input_signature=[tf.TensorSpec([], tf.string)])
+@tf.function(input_signature=[tf.TensorSpec([], tf.string)], autograph=False)
 def _decode_wav_mono(contents: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     audio, rate = decode_wav(contents)  # (samples, channels)
     return to_mono(audio), rate  # (samples,)
@@ -35,6 +35,7 @@ def _resampler(orig_sr: int, target_sr: int):
     return tf.function(
         lambda wave: resample(wave, orig_sr=orig_sr, target_sr=target_sr),
         input_signature=[tf.TensorSpec([None], tf.float32)],
+        autograph=False,
     )
 
 
@@ -43,6 +44,7 @@ def _trimmer(top_db: float):
     return tf.function(
         lambda wave: trim_silence(wave, top_db=top_db),
         input_signature=[tf.TensorSpec([None], tf.float32)],
+        autograph=False,
     )
 
 

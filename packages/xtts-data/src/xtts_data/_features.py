@@ -40,11 +40,15 @@ class MelExtractor:
         self._flat = flat = dataclasses.replace(config, center=False)  # centred per clip
         spec = tf.TensorSpec([blocks, self._block_samples], tf.float32)
         self._mel = tf.function(
-            lambda x: mel_spectrogram(x, flat), input_signature=[spec], jit_compile=True
+            lambda x: mel_spectrogram(x, flat),
+            input_signature=[spec],
+            jit_compile=True,
+            autograph=False,
         )  # (blocks, block_samples) -> (blocks, block_frames, n_mels)
         self._normalize = tf.function(
             lambda mel: normalize(mel, config),
             input_signature=[tf.TensorSpec([None, config.n_mels], tf.float32)],
+            autograph=False,
         )
 
     def __call__(self, clips: list[np.ndarray]) -> list[np.ndarray]:

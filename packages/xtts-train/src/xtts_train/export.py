@@ -83,13 +83,15 @@ class _Speaker(tf.Module):
             _, self.vocoder = load_vocoder(vocoder)
             self.silence = silence_feature(stack.audio)
             vocoder_xla = resolve(stack.train.compiler, "decode", table=AUTO_COMPILERS) == "xla"
-            self._vocode_buffer = tf.function(self._vocoder_call, jit_compile=vocoder_xla)
+            self._vocode_buffer = tf.function(
+                self._vocoder_call, jit_compile=vocoder_xla, autograph=False
+            )
             assets[_VOCODER_CONFIG] = Path(
                 shutil.copyfile(vocoder / "config.yaml", scratch / _VOCODER_CONFIG)
             )
         self.assets = {name: tf.saved_model.Asset(str(path)) for name, path in assets.items()}
         xla = resolve(stack.train.compiler, "decode") == "xla"  # as decoding runs here
-        self._decode = tf.function(self._infer, jit_compile=xla)
+        self._decode = tf.function(self._infer, jit_compile=xla, autograph=False)
         signature = [
             tf.TensorSpec([None], tf.int32, name="tokens"),
             tf.TensorSpec([None, self.n_mels], tf.float32, name="reference_mel"),
@@ -101,9 +103,11 @@ class _Speaker(tf.Module):
                 tf.lookup.KeyValueTensorInitializer(self.languages, ids), default_value=-1
             )
             signature.append(tf.TensorSpec([], tf.string, name="language"))
-            self.speak = tf.function(self._speak_language, input_signature=signature)
+            self.speak = tf.function(
+                self._speak_language, input_signature=signature, autograph=False
+            )
         else:
-            self.speak = tf.function(self._speak, input_signature=signature)
+            self.speak = tf.function(self._speak, input_signature=signature, autograph=False)
         # Keras keeps its dropout seed states outside `model.variables`: track them and
         # every variable the traced decoding (and vocoder) reads, or the SavedModel cannot
         # hold them (a traced function may capture a seed state it never reads). The

@@ -384,7 +384,7 @@ def _check_in_use(cache: CompileCache) -> bool:
 
     before = {p.name for p in cache.staging.iterdir()}
     nonce = float(int.from_bytes(os.urandom(3), "big"))
-    tf.function(lambda: tf.constant(nonce) + 1.0, jit_compile=True)()
+    tf.function(lambda: tf.constant(nonce) + 1.0, jit_compile=True, autograph=False)()
     return any(_ENTRY.match(p.name) for p in cache.staging.iterdir() if p.name not in before)
 
 

@@ -76,7 +76,7 @@ class AlignedFrames:
                  "mel": mel, "mel_mask": (np.arange(f) < frames)[None].astype(np.float32),
                  "cond_mel": cond, "cond_lengths": np.array([len(clip)], np.int32)}  # fmt: skip
         if (t, f) not in self._programs:
-            self._programs[t, f] = tf.function(self._frames, jit_compile=self._xla)
+            self._programs[t, f] = tf.function(self._frames, jit_compile=self._xla, autograph=False)
         out = self._programs[t, f]({k: tf.constant(v) for k, v in batch.items()})
         return out.numpy()[0, :frames]
 

@@ -128,7 +128,7 @@ class Vocoding:
         xla = resolve(compiler, "decode", table=AUTO_COMPILERS) == "xla"
         self._programs = {
             b: tf.function(lambda mel: model(mel), jit_compile=xla, input_signature=[
-                tf.TensorSpec([b, self.width, model.config.n_mels], tf.float32)])
+                tf.TensorSpec([b, self.width, model.config.n_mels], tf.float32)], autograph=False)
             for b in sorted({1, *self.batches})
         }  # fmt: skip
 

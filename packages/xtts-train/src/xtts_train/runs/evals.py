@@ -129,7 +129,7 @@ class VocoderEvaluation:
         self.stack, self.evaluate, self.model, self.writer = stack, evaluate, model, writer
         self.val, self.train, self.rows = val, train, rows
         self.batch: Batch | None = None  # drawn at the first eval: (B, F, M), (B, F * hop)
-        self.vocode = tf.function(lambda mel: model(mel, training=False))
+        self.vocode = tf.function(lambda mel: model(mel, training=False), autograph=False)
 
     def __call__(self, step: int) -> None:
         mean = {}

@@ -98,11 +98,12 @@ class StepFunctions:
                           for role in ("train", "eval")}  # fmt: skip
         if strategy is not None:  # a program per device; all-reduce and update outside it
             self._gradients = tf.function(
-                self.gradients, jit_compile=self.compilers["train"] == "xla"
+                self.gradients, jit_compile=self.compilers["train"] == "xla", autograph=False
             )
             self._replica_losses = tf.function(
                 functools.partial(self.losses, training=False),
                 jit_compile=self.compilers["eval"] == "xla",
+                autograph=False,
             )
 
     def hyper(self, step: int) -> dict[str, tf.Tensor]:

@@ -202,7 +202,7 @@ class _RolePrograms:
         self.traces: collections.Counter = collections.Counter()
         self.table: dict[tuple[int, ...], Callable] = {}
         self.warm = False
-        self.function = tf.function(self._counted(body), jit_compile=jit_compile)
+        self.function = tf.function(self._counted(body), jit_compile=jit_compile, autograph=False)
 
     @property
     def shapes(self) -> tuple:

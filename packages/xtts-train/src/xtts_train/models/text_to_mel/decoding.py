@@ -332,6 +332,7 @@ class Decoding:
         self._infer = tf.function(
             lambda t, m, c, n: decode_frames(model, decode, t, m, c, n, max_frames=max_frames),
             jit_compile=self.compiler == "xla",
+            autograph=False,
         )
         self._programs: dict[int, tf.types.experimental.ConcreteFunction] = {}
 

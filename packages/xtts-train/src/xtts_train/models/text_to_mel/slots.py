@@ -105,10 +105,10 @@ class SlotDecoding:
             return mel_window(model, frames[row][None], stats[row][None], lengths, first,
                               frames=chunk_frames)  # fmt: skip
 
-        self._join = tf.function(join, jit_compile=xla)
-        self._admit = tf.function(_admit, jit_compile=xla)
-        self._advance = tf.function(advance, jit_compile=xla)
-        self._mel = tf.function(mel, jit_compile=xla)
+        self._join = tf.function(join, jit_compile=xla, autograph=False)
+        self._admit = tf.function(_admit, jit_compile=xla, autograph=False)
+        self._advance = tf.function(advance, jit_compile=xla, autograph=False)
+        self._mel = tf.function(mel, jit_compile=xla, autograph=False)
         self._programs: _SlotPrograms | None = None
         self._empty: tuple[Context, State] | None = None
 

@@ -89,9 +89,9 @@ class Streaming:
         def mel(before, stats, lengths, first):
             return mel_window(model, before, stats, lengths, first, frames=chunk_frames)
 
-        self._start = tf.function(start, jit_compile=xla)
-        self._advance = tf.function(advance, jit_compile=xla)
-        self._mel = tf.function(mel, jit_compile=xla)
+        self._start = tf.function(start, jit_compile=xla, autograph=False)
+        self._advance = tf.function(advance, jit_compile=xla, autograph=False)
+        self._mel = tf.function(mel, jit_compile=xla, autograph=False)
         self._programs: dict[int, _BucketPrograms] = {}
 
     @property
