@@ -107,13 +107,18 @@ def test_fit_trains_the_adversarial_stage_from_a_run_and_resumes_bit_for_bit(
 ):
     _, base = vocoder_run
 
+    # On the graph executor: its step traces in seconds where XLA compiles for most of a
+    # minute, three times. The two objectives' one program under XLA (the vocoder's compiler
+    # everywhere by default) is the test above's; a resume under XLA, test_resume's.
     def adversarial_fit(workdir, steps):
         overrides = [*VOCODER, *ADVERSARIAL, f"train.steps={steps}", "train.min_lr_ratio=1.0",
-                     "train.warmup_steps=0", f"train.init_from={base}"]  # fmt: skip
+                     "train.warmup_steps=0", f"train.init_from={base}",
+                     "train.compiler=graph"]  # fmt: skip
         return fit(load_stack_config(None, overrides), audio_cache, workdir, progress=False)
 
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     summary = adversarial_fit(straight, 4)
+    assert summary["compiler"]["train"] == "graph"
     assert summary["traces"] == summary["compiled_shapes"] == 1
     assert summary["retraces_after_warmup"] == 0
     adversarial_fit(resumed, 2)

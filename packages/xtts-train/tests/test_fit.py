@@ -275,8 +275,31 @@ def test_evals_without_a_validation_split_speak_the_eval_sentences(run):
     assert "val/attention" not in tags
 
 
-def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
-    _, workdir = run
+@pytest.fixture(scope="module")
+def graph_run(run, tmp_path_factory):
+    """The session run with `train.compiler: graph` in its config.yaml, for the tests of
+    synthesize, evaluate and export, whose subject is not XLA: they decode on the graph
+    executor, nothing compiled (an XLA decoding program costs 10-20 s per call on a
+    loaded 2-core CPU, 2-3x a whole graph-executor synthesis). XLA decoding stays tested:
+    the run's own eval decodes under XLA (`auto` on a CPU:
+    test_evals_without_a_validation_split_speak_the_eval_sentences), as do synthesize and
+    export in test_languages, synthesize and evaluate in test_long_form, evaluate in
+    test_tasks, and the vocoder's export here in the slow tier."""
+    return _with_compiler(run[1], tmp_path_factory.mktemp("graph") / "run", "graph")
+
+
+def _with_compiler(workdir, folder, compiler: str, skip: tuple[str, ...] = ("tensorboard",)):
+    """A copy of the run `workdir` in `folder`, less `skip`, whose `train.compiler` is
+    `compiler`."""
+    shutil.copytree(workdir, folder, ignore=shutil.ignore_patterns(*skip))
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    config["train"]["compiler"] = compiler
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def test_synthesize_writes_a_non_silent_wav_and_a_picture(graph_run, tmp_path):
+    workdir = graph_run
     out = tmp_path / "speech.wav"
     result = synthesize(workdir, "Dr. Smith paid $5.", out, max_frames=48)
     audio, rate = tf.audio.decode_wav(tf.io.read_file(str(out)))
@@ -288,8 +311,8 @@ def test_synthesize_writes_a_non_silent_wav_and_a_picture(run, tmp_path):
     assert 0.0 <= result.alignment <= 1.0
 
 
-def test_synthesize_save_mel_writes_the_frames_turned_into_audio(run, tmp_path, capsys):
-    _, workdir = run
+def test_synthesize_save_mel_writes_the_frames_turned_into_audio(graph_run, tmp_path, capsys):
+    workdir = graph_run
     out = tmp_path / "speech.wav"
     assert main(["synthesize", "--run", str(workdir), "--text", "Fine day.", "--out", str(out),
                  "--max-frames", "48", "--save-mel"]) == 0  # fmt: skip
@@ -315,8 +338,8 @@ def test_synthesize_changes_the_run_s_decoding_settings_alone(run, tmp_path, cap
     assert not out.exists()
 
 
-def test_synthesize_sizes_its_buffer_from_the_text_unless_given(run, tmp_path):
-    _, workdir = run
+def test_synthesize_sizes_its_buffer_from_the_text_unless_given(graph_run, tmp_path):
+    workdir = graph_run
     short = synthesize(workdir, "Hi.", tmp_path / "short.wav")
     longer = synthesize(workdir, "Fine day.", tmp_path / "long.wav")
     assert short.max_frames < longer.max_frames
@@ -349,8 +372,8 @@ def test_synthesize_needs_a_trained_run(tmp_path):
         synthesize(tmp_path, "hello", tmp_path / "x.wav")
 
 
-def test_export_writes_a_saved_model_that_decodes_like_the_run(run, tmp_path):
-    _, workdir = run
+def test_export_writes_a_saved_model_that_decodes_like_the_run(graph_run, tmp_path):
+    workdir = graph_run
     out = tmp_path / "saved"
     assert main(["export", "--run", str(workdir), "--out", str(out), "--max-text", "32",
                  "--max-frames", "24"]) == 0  # fmt: skip
@@ -432,18 +455,25 @@ def _serve_without_xtts(saved, inputs: dict[str, np.ndarray], tmp_path) -> dict[
     return dict(np.load(tmp_path / "outputs.npz"))
 
 
-def _stopping_at_once(workdir, folder):
+def _stopping_at_once(workdir, folder, compiler: str):
     """A copy of the run in `folder` whose stop head fires at the first frame (its bias
-    raised): its decoding ends long before the buffer does (the 30-step run's never stops)."""
-    shutil.copytree(workdir, folder, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    raised): its decoding ends long before the buffer does (the 30-step run's never stops).
+    Its `train.compiler` is `compiler`."""
+    _with_compiler(workdir, folder, compiler, skip=("checkpoints", "tensorboard"))
     _, model, _ = load_run(workdir)
     model.stop_head.bias.assign(tf.fill(model.stop_head.bias.shape, 20.0))
     tf.train.Checkpoint(model=model).save(str(folder / "checkpoints" / "ckpt"))
     return folder
 
 
-def test_export_with_a_vocoder_speaks_through_it_without_xtts(run, vocoder_run, tmp_path):
-    workdir = _stopping_at_once(run[1], tmp_path / "run")
+# The decoding and the vocoder in the SavedModel on the graph executor, and under XLA (the
+# CPU's `auto` for both) in the slow tier (`hatch run test-slow`): the XLA programs are
+# compiled again in the serving process, 25-30 s on 2 cores. XLA's export stays in the
+# default tier with test_languages' (decoded in-process).
+@pytest.mark.parametrize("compiler", ["graph", pytest.param("xla", marks=pytest.mark.slow)])
+def test_export_with_a_vocoder_speaks_through_it_without_xtts(run, vocoder_run, tmp_path,
+                                                              compiler):  # fmt: skip
+    workdir = _stopping_at_once(run[1], tmp_path / "run", compiler)
     _, vocoder = vocoder_run
     out, max_frames = tmp_path / "saved", 48
     assert main(["export", "--run", str(workdir), "--out", str(out), "--max-text", "16",
@@ -501,15 +531,15 @@ def test_export_takes_griffin_lim_iters_only_without_a_vocoder(tmp_path):
 
 
 # -- evaluate: free-running synthesis of unseen utterances, scored (the same session run:
-# one fit per test worker, not one per file) ------------------------------------------------
+# one fit per test session, not one per file; its graph-executor copy where it decodes) -----
 
 
 def _evaluate(workdir, cache, *args):
     return main(["evaluate", "--run", str(workdir), "--data", str(cache), "--quiet", *args])
 
 
-def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
-    _, workdir = run
+def test_evaluate_runs_through_the_cli_with_json(graph_run, cache, tmp_path, capsys):
+    workdir = graph_run
     out = tmp_path / "listen"
     assert _evaluate(workdir, cache, "--split", "all", "--n", "3", "--out", str(out),
                      "--json") == 0  # fmt: skip
@@ -537,8 +567,8 @@ def test_evaluate_runs_through_the_cli_with_json(run, cache, tmp_path, capsys):
     )
 
 
-def test_the_text_report_has_a_row_per_utterance_and_a_summary(run, cache, capsys):
-    _, workdir = run
+def test_the_text_report_has_a_row_per_utterance_and_a_summary(graph_run, cache, capsys):
+    workdir = graph_run
     assert _evaluate(workdir, cache, "--split", "all", "--n", "2", "--step", "20",
                      "--set", "decode.global_variance=true",
                      "--set", "decode.reference_frames=24") == 0  # fmt: skip
@@ -592,11 +622,21 @@ def test_bad_input_is_a_one_line_error_with_exit_2(run, cache, tmp_path, capsys,
     assert re.search(message, err), err
 
 
-def test_decoding_texts_of_one_bucket_is_one_program(run):
+@pytest.fixture(scope="module")
+def loaded(run):
+    """(config, model, tokenizer) of the session run, loaded once for the decoding tests:
+    each builds its own `Decoding`, and one that decodes the whole buffer sets the stop
+    head's bias first. They run on the graph executor (`compiler="graph"`): what they
+    check is the same traced program either way, and XLA's decoding is tested where it is
+    the run's (graph_run's docstring says where)."""
+    return load_run(run[1])
+
+
+def test_decoding_texts_of_one_bucket_is_one_program(run, loaded):
     _, workdir = run
-    stack, model, _ = load_run(workdir)
+    stack, model, _ = loaded
     decoding = Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
-                        max_frames=16, batch_size=2)  # fmt: skip
+                        max_frames=16, batch_size=2, compiler="graph")  # fmt: skip
     reference = load_reference(workdir, stack)
     for rows in ([[5, 6, 1]], [[7, 8, 9, 10, 1], [4, 1]], [[3] * 20 + [1]]):
         decoded = decoding(rows, reference)
@@ -609,12 +649,11 @@ def test_decoding_texts_of_one_bucket_is_one_program(run):
     assert decoding.programs == 1
 
 
-def test_each_row_may_have_its_own_reference(run):
-    _, workdir = run
-    stack, model, _ = load_run(workdir)
+def test_each_row_may_have_its_own_reference(loaded):
+    stack, model, _ = loaded
     model.stop_head.bias.assign([-20.0])  # the whole buffer: rows comparable frame by frame
     decoding = Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
-                        max_frames=12, batch_size=2)  # fmt: skip
+                        max_frames=12, batch_size=2, compiler="graph")  # fmt: skip
     rng = np.random.default_rng(0)
     voices = [rng.normal(-5, 2, [stack.data.cond_frames, stack.model.n_mels]).astype(np.float32)
               for _ in range(3)]  # fmt: skip
@@ -628,8 +667,9 @@ def test_each_row_may_have_its_own_reference(run):
         decoding(rows, voices[:2])
 
 
-def test_evaluate_speaks_each_utterance_in_another_utterance_s_voice(run, cache, capsys):
-    _, workdir = run
+def test_evaluate_speaks_each_utterance_in_another_utterance_s_voice(graph_run, cache,
+                                                                     capsys):  # fmt: skip
+    workdir = graph_run
     assert _evaluate(workdir, cache, "--split", "all", "--n", "3", "--json",
                      "--reference-from", "same-speaker") == 0  # fmt: skip
     rows = json.loads(capsys.readouterr().out)["utterances"]
@@ -657,11 +697,10 @@ def test_voice_sources_pair_speakers_as_asked():
     assert all(utterances[j].speaker != u.speaker for u, j in zip(utterances, swapped, strict=True))
 
 
-def test_a_decoding_buffer_too_large_for_memory_is_refused_before_it_runs(run):
+def test_a_decoding_buffer_too_large_for_memory_is_refused_before_it_runs(loaded):
     # The CLI refuses a buffer past a minute of speech first (test_long_form); the
     # decoding itself refuses one past this machine's memory.
-    _, workdir = run
-    stack, model, _ = load_run(workdir)
+    stack, model, _ = loaded
     with pytest.raises(ConfigError, match=r"Expected max_frames <= \d+ on this machine, .*GiB"):
         Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
                  max_frames=10**10)  # fmt: skip
@@ -685,13 +724,14 @@ def test_a_reference_of_another_rate_is_resampled_not_misread(run, tmp_path):
     assert np.mean(np.abs(native - other)) < 0.1
 
 
-def test_decoding_reads_more_of_the_reference_only_when_asked(run, tmp_path):
+def test_decoding_reads_more_of_the_reference_only_when_asked(run, loaded, tmp_path):
     _, workdir = run
     clip = _clip(tmp_path / "long.wav", 1.0, 22050)  # 87 frames
     crop = load_run_config(workdir, "text_to_mel")
     assert crop.reference_frames == crop.data.cond_frames == 16
     assert load_reference(workdir, crop, clip).shape == (16, crop.audio.n_mels)
-    stack, model, _ = load_run(workdir, overrides=["decode.reference_frames=48"])
+    stack = load_run_config(workdir, "text_to_mel", ["decode.reference_frames=48"])
+    _, model, _ = loaded  # a decoding setting: the same model reads more
     assert stack.reference_frames == 48
     assert load_reference(workdir, stack, clip).shape == (48, stack.audio.n_mels)
     model.stop_head.bias.assign([-20.0])  # the whole buffer: frame by frame comparable
@@ -700,7 +740,8 @@ def test_decoding_reads_more_of_the_reference_only_when_asked(run, tmp_path):
     later = voice.copy()
     later[16:] = rng.normal(-5, 2, [32, stack.model.n_mels])  # the crop's 16 frames kept
     for frames, differs in ((16, False), (48, True)):
-        decoding = Decoding(model, decode=stack.decode, cond_frames=frames, max_frames=12)
+        decoding = Decoding(model, decode=stack.decode, cond_frames=frames, max_frames=12,
+                            compiler="graph")  # fmt: skip
         (a,) = decoding([[5, 6, 1]], voice)
         (b,) = decoding([[5, 6, 1]], later)
         changed = not np.allclose(a.buffer, b.buffer, atol=1e-5)

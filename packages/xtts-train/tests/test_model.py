@@ -505,10 +505,14 @@ def test_a_batch_without_a_frame_mask_is_all_real_frames():
 # --- compiled training and inference --------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def overfit_losses():
-    """Losses of 30 XLA-compiled Adam steps on one fixed batch (`MICRO`: the compile costs
-    seconds, and overfitting one batch needs neither depth nor width)."""
+# The train step by the graph executor in the default tier; by XLA in the slow tier (the
+# XLA step's finite losses and its agreement with the graph executor's stay in the default
+# tier: test_steps.py).
+@pytest.fixture(scope="module",
+                params=["graph", pytest.param("xla", marks=pytest.mark.slow)])  # fmt: skip
+def overfit_losses(request):
+    """Losses of 30 compiled Adam steps on one fixed batch (`MICRO`: overfitting one batch
+    needs neither depth nor width), by the graph executor or XLA."""
     model = tiny_model(**MICRO)
     batch = make_batch(model.config)
     model(batch)
@@ -517,7 +521,7 @@ def overfit_losses():
     optimizer.build(model.trainable_variables)
     signature = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in batch.items()}
 
-    @tf.function(input_signature=[signature], jit_compile=True)
+    @tf.function(input_signature=[signature], jit_compile=request.param == "xla", autograph=False)
     def train_step(batch):
         with tf.GradientTape() as tape:
             losses = total_loss(model(batch, training=True), batch)
@@ -528,7 +532,7 @@ def overfit_losses():
     return [{k: v.numpy() for k, v in train_step(batch).items()} for _ in range(30)]
 
 
-def test_jit_compiled_train_step_gives_finite_float32_losses(overfit_losses):
+def test_compiled_train_step_gives_finite_float32_losses(overfit_losses):
     for losses in overfit_losses[:2]:
         assert set(losses) == {"loss", "mel_before", "mel_after", "stop", "guided_attention",
                                "alignment"}  # fmt: skip
@@ -563,7 +567,7 @@ def decoders():
                 return infer(model, *inputs, max_frames=max_frames)
 
             if compiler is not None:
-                decode = tf.function(decode, jit_compile=compiler == "xla")
+                decode = tf.function(decode, jit_compile=compiler == "xla", autograph=False)
             built[key] = model, batch, args, decode
         return built[key]
 

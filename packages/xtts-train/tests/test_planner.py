@@ -8,7 +8,7 @@ import re
 
 import pytest
 import yaml
-from train_helpers import MICRO, OVERRIDES, as_cli
+from train_helpers import MICRO, ONE_SHAPE, OVERRIDES, as_cli
 
 import xtts_data as xd
 from xtts_data import BatchShape
@@ -90,14 +90,17 @@ def test_fit_trains_on_the_planned_sizes_and_a_resume_keeps_them(cache, tmp_path
 
     monkeypatch.setattr(planner, "measure_costs", fake_measure)
     run = tmp_path / "run"
+    # One bucket: each fit traces one program instead of two. A size per bucket of several
+    # is the planner's (the tests above); here, that fit and its resume train on the plan.
     args = ["fit", "--data", str(cache), "--workdir", str(run), "--quiet",
-            *as_cli([*OVERRIDES, *MICRO, "train.memory_budget_gb=0.01"])]  # fmt: skip
+            *as_cli([*ONE_SHAPE, *MICRO, "train.memory_budget_gb=0.01"])]  # fmt: skip
     assert main([*args, "--steps", "2"]) == 0
     config = yaml.safe_load((run / "config.yaml").read_text())
     sizes = config["data"]["batch_sizes"]
     frames = [key[2] for key in measured[0]]
     room = FILL * 0.01 * GiB
     assert sizes == [int((room - 2**20) // (f * 2**16)) for f in frames]
+    assert sizes != [4]  # not data.batch_size's
     assert list(read_plan(run).batch_sizes) == sizes  # for `xtts-data doctor --plan RUN`
     summary = yaml.safe_load((run / "summary.json").read_text())
     assert summary["compiled_shapes"] == len(sizes)
