@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import types
 from pathlib import Path
 
 import tensorflow as tf
+from tensorflow.python.saved_model import save_context  # private: no public save context
 
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
@@ -79,11 +81,15 @@ class _Speaker(tf.Module):
         self.griffin_lim = {} if griffin_lim_iters is None else {"n_iter": griffin_lim_iters}
         assets = {name: workdir / name for name in _ASSETS if (workdir / name).exists()}
         self.vocoder = None
+        # The decoding and the vocoder's call are traced once, inside `speak`, whose graph
+        # carries them: held outside the module's tracked attributes, since saving lists
+        # every tracked `tf.function` for serialization, which traces each again.
+        self._inner = types.SimpleNamespace()
         if vocoder is not None:
             _, self.vocoder = load_vocoder(vocoder)
             self.silence = silence_feature(stack.audio)
             vocoder_xla = resolve(stack.train.compiler, "decode", table=AUTO_COMPILERS) == "xla"
-            self._vocode_buffer = tf.function(
+            self._inner.vocode_buffer = tf.function(
                 self._vocoder_call, jit_compile=vocoder_xla, autograph=False
             )
             assets[_VOCODER_CONFIG] = Path(
@@ -91,7 +97,7 @@ class _Speaker(tf.Module):
             )
         self.assets = {name: tf.saved_model.Asset(str(path)) for name, path in assets.items()}
         xla = resolve(stack.train.compiler, "decode") == "xla"  # as decoding runs here
-        self._decode = tf.function(self._infer, jit_compile=xla, autograph=False)
+        self._inner.decode = tf.function(self._infer, jit_compile=xla, autograph=False)
         signature = [
             tf.TensorSpec([None], tf.int32, name="tokens"),
             tf.TensorSpec([None, self.n_mels], tf.float32, name="reference_mel"),
@@ -113,7 +119,12 @@ class _Speaker(tf.Module):
         # hold them (a traced function may capture a seed state it never reads). The
         # vocoder has no dropout: its weights are all among the variables read.
         self.seed_states = self.model.seed_states()
-        self.variables_read = list(self.speak.get_concrete_function().graph.variables)
+        # Traced once, as saving traces it: under a save context, whose variable policy is
+        # part of a tf.function's cache key (traced outside one, saving traces the whole
+        # decoding again: ~5 s for the micro model, minutes for a large one).
+        with save_context.save_context(tf.saved_model.SaveOptions()):
+            traced = self.speak.get_concrete_function()
+        self.variables_read = list(traced.graph.variables)
 
     def _infer(self, tokens, token_mask, cond_mel, cond_lengths):
         return decode_frames(self.model, self.decode, tokens, token_mask, cond_mel, cond_lengths,
@@ -141,7 +152,7 @@ class _Speaker(tf.Module):
         cond_length = tf.shape(cond)[0]
         cond = tf.pad(cond, [[0, self.cond_frames - cond_length], [0, 0]])[None]  # (1, C, M)
         cond.set_shape([1, self.cond_frames, self.n_mels])
-        result = self._decode(padded, mask, cond, cond_length[None])
+        result = self._inner.decode(padded, mask, cond, cond_length[None])
         length = result["lengths"][0]
         mel = result["mel"][0]  # (max_frames, M)
         frames = decoded_frames(length, count, self.max_frames, self.audio)
@@ -164,7 +175,7 @@ class _Speaker(tf.Module):
         """
         decoded = tf.range(self.max_frames) < frames  # (max_frames,)
         heard = tf.where(decoded[:, None], mel, self.silence)  # (max_frames, M)
-        wave = self._vocode_buffer(heard[None])[0]  # (max_frames * hop,)
+        wave = self._inner.vocode_buffer(heard[None])[0]  # (max_frames * hop,)
         return tf.clip_by_value(wave[: frames * self.audio.hop_length], -1.0, 1.0)
 
 
