@@ -158,6 +158,7 @@ def _add_synthesize(commands) -> None:
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="a vocoder run (fit --task vocoder) trained with this run's audio "
                    "settings (default: Griffin-Lim)")  # fmt: skip
+    _add_griffin_lim_iters(p, "the audio")
     p.add_argument("--language", help="the text's language, a BCP-47 code such as fa or en "
                    "(default: the run's data.text.language); a multilingual run speaks "
                    "with that language's token")  # fmt: skip
@@ -200,6 +201,7 @@ def _add_evaluate(commands) -> None:
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="with --out: a vocoder run (fit --task vocoder) trained with this "
                    "run's audio settings writes the audio (default: Griffin-Lim)")  # fmt: skip
+    _add_griffin_lim_iters(p, "with --out: the audio")
     p.add_argument("--reference-from", choices=("run", "same-speaker", "other-speaker"),
                    default="run",
                    help="the voice each utterance is spoken in: the run's reference clip "
@@ -209,6 +211,28 @@ def _add_evaluate(commands) -> None:
     _add_decoding_set(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _add_griffin_lim_iters(p, what: str) -> None:
+    """`--griffin-lim-iters N` of a command that writes Griffin-Lim's audio without a
+    vocoder (`synthesize`, `evaluate`)."""
+    p.add_argument("--griffin-lim-iters", type=int, metavar="N",
+                   help=f"{what} by Griffin-Lim: its iterations (default: 32; fewer are "
+                   "faster and rougher); not with --vocoder")  # fmt: skip
+
+
+def _griffin_lim_iters(args) -> dict[str, int]:
+    """`griffin_lim_iters` for the command's function, if given: an int >= 1, without
+    `--vocoder` (whose audio it would not change)."""
+    if args.griffin_lim_iters is None:
+        return {}
+    if args.vocoder is not None:
+        raise XttsTrainError("--griffin-lim-iters sets Griffin-Lim's audio, and --vocoder "
+                             "writes the audio instead: pass one of them")  # fmt: skip
+    if args.griffin_lim_iters < 1:
+        raise XttsTrainError(f"--griffin-lim-iters: expected an int >= 1, received "
+                             f"{args.griffin_lim_iters}")  # fmt: skip
+    return {"griffin_lim_iters": args.griffin_lim_iters}
 
 
 def _add_decoding_set(p) -> None:
@@ -443,7 +467,8 @@ def _run_synthesize(args) -> int:
     result = synthesize(args.run, args.text, args.out, reference=args.reference,
                         max_frames=args.max_frames, language=args.language,
                         vocoder=args.vocoder, save_mel=args.save_mel, stream=args.stream,
-                        overrides=args.set, progress=not args.quiet, **chunk)  # fmt: skip
+                        overrides=args.set, progress=not args.quiet, **chunk,
+                        **_griffin_lim_iters(args))  # fmt: skip
     if result.unknown:
         shown = ", ".join(f"{c!r} x{n}" for c, n in result.unknown.items())
         print(f"left out (not in the run's symbols, or removed by cleaning): {shown}; "
@@ -467,9 +492,13 @@ def _run_evaluate(args) -> int:
         raise XttsTrainError(f"--n: expected at least 2 utterances to pair, received {args.n}")
     if args.vocoder is not None and args.out is None:
         raise XttsTrainError("--vocoder writes the audio of --out: pass --out DIR with it")
+    if args.griffin_lim_iters is not None and args.out is None:
+        raise XttsTrainError("--griffin-lim-iters sets the audio of --out: pass --out DIR "
+                             "with it")  # fmt: skip
     report = evaluate(args.run, args.data, split=args.split, n=args.n, out=args.out,
                       step=args.step, progress=not args.quiet, vocoder=args.vocoder,
-                      reference_from=args.reference_from, overrides=args.set)  # fmt: skip
+                      reference_from=args.reference_from, overrides=args.set,
+                      **_griffin_lim_iters(args))  # fmt: skip
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.format())
     return 0
 
