@@ -98,10 +98,14 @@ def test_demo_refuses_a_budget_given_as_a_setting(tmp_path, capsys):
 
 # `check` of the micro model at two shapes. Two compile threads: the warm-up compiles the
 # two shapes at once. The stored traces' test runs it in processes of its own, as a user
-# does: a second process finds what the first stored.
+# does: a second process finds what the first stored. Its subject is two processes, so it
+# runs in the slow tier; the default tier keeps check's report (below, and test_tasks.py),
+# the session run's warm-up on two threads (test_fit.py) and a second process registering
+# the first's stored traces (test_resume.py's graph case).
 CHECK = [*OVERRIDES, *MICRO, "train.compile_workers=2"]
 
 
+@pytest.mark.slow
 def test_check_reports_one_trace_per_shape_then_none(cache, tmp_path):
     def check() -> tuple[str, list[str]]:
         done = train_cli("check", "--data", str(cache), *as_cli(CHECK), "--repeats", "2",

@@ -4,9 +4,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
+import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -17,9 +20,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
-from train_helpers import MICRO, ONE_SHAPE, OVERRIDES, as_cli, cli_env
+from train_helpers import MICRO, ONE_SHAPE, OVERRIDES, as_cli, cli_env, with_compiler
 
-from xtts_data import text_to_ids
+import xtts_train.export as export_module
+from xtts_data import Tokenizer, text_to_ids
 from xtts_train import XttsTrainError
 from xtts_train.cli import main
 from xtts_train.config import TrainConfig, load_stack_config
@@ -28,6 +32,7 @@ from xtts_train.evaluation.held_out import voice_sources
 from xtts_train.export import export
 from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames
+from xtts_train.models.text_to_mel.postfilters import decode_frames
 from xtts_train.runs.loading import load_reference, load_run, load_run_config, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
 from xtts_train.synthesize import synthesize
@@ -41,6 +46,10 @@ def test_every_shape_is_compiled_once_and_never_again(run):
     assert summary["retraces_after_warmup"] == 0
     assert summary["steps"] == 30
     assert summary["nonfinite_skipped"] == 0
+    # `train.compile_workers` 0: a compile thread per core, at most one per program (two
+    # at once on this suite's 2-core machines; test_cli's check runs two in the slow tier).
+    warm = summary["warm_up"]
+    assert warm["workers"] == min(len(os.sched_getaffinity(0)), len(warm["programs"]))
 
 
 def test_outputs_of_a_run(run):
@@ -182,6 +191,9 @@ def test_a_run_that_evaluates_on_an_empty_validation_split_names_both_fixes(cach
     assert not (tmp_path / "run" / "checkpoints").exists()
 
 
+# A whole run of its own, in the slow tier (`hatch run test-slow`): the default tier's run
+# out of minutes (below) is also one that never evaluates on an empty validation split.
+@pytest.mark.slow
 def test_a_run_that_never_evaluates_needs_no_validation_split(cache, tmp_path, fit_bars):
     # `fit --steps 2` with evaluation every 500 steps (the default) never evaluates. One
     # batch shape: bucketing is not the subject (one trace, not two).
@@ -195,8 +207,11 @@ def test_a_run_that_never_evaluates_needs_no_validation_split(cache, tmp_path, f
 
 def test_a_run_out_of_minutes_ends_after_its_step_with_a_checkpoint(cache, tmp_path, fit_bars):
     # 6 ms from the first step: the first step (its one host sync) takes longer. One batch
-    # shape: bucketing is not the subject.
-    settings = [*ONE_SHAPE, *MICRO, "train.eval_every=0", "train.minutes=0.0001"]
+    # shape: bucketing is not the subject. A run that never evaluates (every 500 steps, of
+    # 50) with a share so small that no utterance is held out: it needs no validation split
+    # (test_a_run_that_never_evaluates_needs_no_validation_split, in the slow tier).
+    settings = [*ONE_SHAPE, *MICRO, "data.val_fraction=0.0001", "train.eval_every=500",
+                "train.minutes=0.0001"]  # fmt: skip
     assert main(["fit", "--data", str(cache), "--workdir", str(tmp_path / "run"),
                  "--steps", "50", *as_cli(settings)]) == 0  # fmt: skip
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -283,25 +298,42 @@ def graph_run(run, tmp_path_factory):
     loaded 2-core CPU, 2-3x a whole graph-executor synthesis). XLA decoding stays tested:
     the run's own eval decodes under XLA (`auto` on a CPU:
     test_evals_without_a_validation_split_speak_the_eval_sentences), as do synthesize and
-    export in test_languages, synthesize and evaluate in test_long_form, evaluate in
-    test_tasks, and the vocoder's export here in the slow tier."""
-    return _with_compiler(run[1], tmp_path_factory.mktemp("graph") / "run", "graph")
+    export in test_languages, synthesize in test_tasks, evaluate in test_tasks
+    (`evaluate --vocoder`), streaming in test_streaming, and the vocoder's export here in
+    the slow tier."""
+    return with_compiler(run[1], tmp_path_factory.mktemp("graph") / "run", "graph")
 
 
-def _with_compiler(workdir, folder, compiler: str, skip: tuple[str, ...] = ("tensorboard",)):
-    """A copy of the run `workdir` in `folder`, less `skip`, whose `train.compiler` is
-    `compiler`."""
-    shutil.copytree(workdir, folder, ignore=shutil.ignore_patterns(*skip))
-    config = yaml.safe_load((folder / "config.yaml").read_text())
-    config["train"]["compiler"] = compiler
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    return folder
+# Griffin-Lim runs eagerly: its 32 iterations (the default) cost about a second a clip on
+# a loaded 2-core CPU, while the tests of synthesize and evaluate read the WAV's length,
+# level or sameness, not how far the phase was refined. They ask for `_GL_ITERS`: the
+# Python API's `griffin_lim_iters`, the commands' `--griffin-lim-iters`.
+_GL_ITERS = 2
+_GL_FLAG = ["--griffin-lim-iters", str(_GL_ITERS)]
+
+
+@pytest.mark.parametrize(("command", "flags", "match"), [
+    ("synthesize", ["--griffin-lim-iters", "0"], "--griffin-lim-iters: expected an int >= 1"),
+    ("synthesize", ["--griffin-lim-iters", "4", "--vocoder", "v"], "pass one of them"),
+    ("evaluate", ["--griffin-lim-iters", "4"], "sets the audio of --out: pass --out DIR"),
+    ("evaluate", ["--griffin-lim-iters", "4", "--out", "o", "--vocoder", "v"],
+     "pass one of them"),
+])  # fmt: skip
+def test_griffin_lim_iters_are_refused_where_they_would_not_set_the_audio(
+    tmp_path, capsys, command, flags, match
+):
+    # Refused before the run is read: the run folder need not exist.
+    given = {"synthesize": ["--text", "Hi.", "--out", str(tmp_path / "a.wav")],
+             "evaluate": ["--data", str(tmp_path / "cache")]}[command]  # fmt: skip
+    assert main([command, "--run", str(tmp_path / "run"), *given, *flags]) == 2
+    assert match in capsys.readouterr().err
 
 
 def test_synthesize_writes_a_non_silent_wav_and_a_picture(graph_run, tmp_path):
     workdir = graph_run
     out = tmp_path / "speech.wav"
-    result = synthesize(workdir, "Dr. Smith paid $5.", out, max_frames=48)
+    result = synthesize(workdir, "Dr. Smith paid $5.", out, max_frames=48,
+                        griffin_lim_iters=_GL_ITERS)  # fmt: skip
     audio, rate = tf.audio.decode_wav(tf.io.read_file(str(out)))
     assert int(rate) == 22050
     assert audio.shape[0] > 1000
@@ -315,7 +347,7 @@ def test_synthesize_save_mel_writes_the_frames_turned_into_audio(graph_run, tmp_
     workdir = graph_run
     out = tmp_path / "speech.wav"
     assert main(["synthesize", "--run", str(workdir), "--text", "Fine day.", "--out", str(out),
-                 "--max-frames", "48", "--save-mel"]) == 0  # fmt: skip
+                 "--max-frames", "48", "--save-mel", *_GL_FLAG]) == 0  # fmt: skip
     line = capsys.readouterr().out
     frames = int(re.search(r"(\d+) frames of a 48-frame buffer", line)[1])
     mel = np.load(out.with_suffix(".npy"))
@@ -325,7 +357,8 @@ def test_synthesize_save_mel_writes_the_frames_turned_into_audio(graph_run, tmp_
     assert mel.shape == (frames, stack.audio.n_mels)
     # The WAV is Griffin-Lim (seeded) of exactly these frames, up to 16-bit rounding.
     wave = tf.audio.decode_wav(tf.io.read_file(str(out)))[0][:, 0].numpy()
-    np.testing.assert_allclose(wave, to_waveform(mel, stack.audio).numpy(), atol=1e-3)
+    expected = to_waveform(mel, stack.audio, n_iter=_GL_ITERS).numpy()
+    np.testing.assert_allclose(wave, expected, atol=1e-3)
 
 
 def test_synthesize_changes_the_run_s_decoding_settings_alone(run, tmp_path, capsys):
@@ -340,8 +373,9 @@ def test_synthesize_changes_the_run_s_decoding_settings_alone(run, tmp_path, cap
 
 def test_synthesize_sizes_its_buffer_from_the_text_unless_given(graph_run, tmp_path):
     workdir = graph_run
-    short = synthesize(workdir, "Hi.", tmp_path / "short.wav")
-    longer = synthesize(workdir, "Fine day.", tmp_path / "long.wav")
+    short = synthesize(workdir, "Hi.", tmp_path / "short.wav", griffin_lim_iters=_GL_ITERS)
+    longer = synthesize(workdir, "Fine day.", tmp_path / "long.wav",
+                        griffin_lim_iters=_GL_ITERS)  # fmt: skip
     assert short.max_frames < longer.max_frames
     assert short.npy is None
     assert not (tmp_path / "short.npy").exists()
@@ -372,11 +406,20 @@ def test_synthesize_needs_a_trained_run(tmp_path):
         synthesize(tmp_path, "hello", tmp_path / "x.wav")
 
 
-def test_export_writes_a_saved_model_that_decodes_like_the_run(graph_run, tmp_path):
+def test_export_writes_a_saved_model_that_decodes_like_the_run(graph_run, tmp_path,
+                                                               monkeypatch):  # fmt: skip
     workdir = graph_run
     out = tmp_path / "saved"
+    traced = []  # the decoding's Python runs once a trace
+
+    def counted(*args, **kwargs):
+        traced.append(1)
+        return decode_frames(*args, **kwargs)
+
+    monkeypatch.setattr(export_module, "decode_frames", counted)
     assert main(["export", "--run", str(workdir), "--out", str(out), "--max-text", "32",
                  "--max-frames", "24"]) == 0  # fmt: skip
+    assert len(traced) == 1  # traced once: saving the module traces nothing again
     assert {p.name for p in (out / "assets").iterdir()} == {
         "tokenizer.json", "config.yaml", "reference.npy",
     }  # fmt: skip
@@ -459,7 +502,7 @@ def _stopping_at_once(workdir, folder, compiler: str):
     """A copy of the run in `folder` whose stop head fires at the first frame (its bias
     raised): its decoding ends long before the buffer does (the 30-step run's never stops).
     Its `train.compiler` is `compiler`."""
-    _with_compiler(workdir, folder, compiler, skip=("checkpoints", "tensorboard"))
+    with_compiler(workdir, folder, compiler, skip=("checkpoints", "tensorboard"))
     _, model, _ = load_run(workdir)
     model.stop_head.bias.assign(tf.fill(model.stop_head.bias.shape, 20.0))
     tf.train.Checkpoint(model=model).save(str(folder / "checkpoints" / "ckpt"))
@@ -483,7 +526,8 @@ def test_export_with_a_vocoder_speaks_through_it_without_xtts(run, vocoder_run, 
     }  # fmt: skip
     copied = (out / "assets" / "vocoder_config.yaml").read_text()
     assert copied == (vocoder / "config.yaml").read_text()
-    stack, _, tokenizer = load_run(workdir)
+    stack = load_run_config(workdir, "text_to_mel")  # the settings, not the model
+    tokenizer = Tokenizer.from_dict(json.loads((workdir / "tokenizer.json").read_text()))
     ids = text_to_ids("Hi.", stack.data.text, tokenizer)[0]
     result = _serve_without_xtts(out, {"tokens": np.asarray(ids, np.int32),
                                        "reference_mel": np.load(workdir / "reference.npy")},
@@ -538,12 +582,25 @@ def _evaluate(workdir, cache, *args):
     return main(["evaluate", "--run", str(workdir), "--data", str(cache), "--quiet", *args])
 
 
-def test_evaluate_runs_through_the_cli_with_json(graph_run, cache, tmp_path, capsys):
-    workdir = graph_run
-    out = tmp_path / "listen"
-    assert _evaluate(workdir, cache, "--split", "all", "--n", "3", "--out", str(out),
-                     "--json") == 0  # fmt: skip
-    report = json.loads(capsys.readouterr().out)
+@pytest.fixture(scope="module")
+def evaluated(graph_run, cache, tmp_path_factory):
+    """(exit code, printed JSON report, --out folder) of one `evaluate --split all --n 3
+    --out DIR --json --reference-from same-speaker` of the graph run, which the test of
+    the JSON and the WAVs and the test of the voices both read: one decoding and scoring
+    of the three utterances, not two. The text report's test evaluates in the run's own
+    voice (`--reference-from run`, the default)."""
+    out = tmp_path_factory.mktemp("evaluate") / "listen"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = _evaluate(graph_run, cache, "--split", "all", "--n", "3", "--out", str(out),
+                         "--json", "--reference-from", "same-speaker", *_GL_FLAG)  # fmt: skip
+    return code, printed.getvalue(), out
+
+
+def test_evaluate_runs_through_the_cli_with_json(evaluated):
+    code, printed, out = evaluated
+    assert code == 0
+    report = json.loads(printed)
     assert report["step"] == 30
     assert report["split"] == "all"
     assert report["settings"] == []  # the run's own decoding settings
@@ -632,11 +689,20 @@ def loaded(run):
     return load_run(run[1])
 
 
-def test_decoding_texts_of_one_bucket_is_one_program(run, loaded):
-    _, workdir = run
+@pytest.fixture(scope="module")
+def decoding(loaded):
+    """The run's decoding of 2 rows into a 16-frame buffer, on the graph executor, shared by
+    the decoding tests: each of their texts is of one bucket, so one traced program serves
+    them all (a trace costs seconds). The tests that compare buffers set the stop head's
+    bias first; the model's variables are read when the program runs."""
     stack, model, _ = loaded
-    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
-                        max_frames=16, batch_size=2, compiler="graph")  # fmt: skip
+    return Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
+                    max_frames=16, batch_size=2, compiler="graph")  # fmt: skip
+
+
+def test_decoding_texts_of_one_bucket_is_one_program(run, loaded, decoding):
+    _, workdir = run
+    stack, _, _ = loaded
     reference = load_reference(workdir, stack)
     for rows in ([[5, 6, 1]], [[7, 8, 9, 10, 1], [4, 1]], [[3] * 20 + [1]]):
         decoded = decoding(rows, reference)
@@ -649,11 +715,9 @@ def test_decoding_texts_of_one_bucket_is_one_program(run, loaded):
     assert decoding.programs == 1
 
 
-def test_each_row_may_have_its_own_reference(loaded):
+def test_each_row_may_have_its_own_reference(loaded, decoding):
     stack, model, _ = loaded
     model.stop_head.bias.assign([-20.0])  # the whole buffer: rows comparable frame by frame
-    decoding = Decoding(model, decode=stack.decode, cond_frames=stack.data.cond_frames,
-                        max_frames=12, batch_size=2, compiler="graph")  # fmt: skip
     rng = np.random.default_rng(0)
     voices = [rng.normal(-5, 2, [stack.data.cond_frames, stack.model.n_mels]).astype(np.float32)
               for _ in range(3)]  # fmt: skip
@@ -667,12 +731,12 @@ def test_each_row_may_have_its_own_reference(loaded):
         decoding(rows, voices[:2])
 
 
-def test_evaluate_speaks_each_utterance_in_another_utterance_s_voice(graph_run, cache,
-                                                                     capsys):  # fmt: skip
+def test_evaluate_speaks_each_utterance_in_another_utterance_s_voice(evaluated, graph_run,
+                                                                     cache, capsys):  # fmt: skip
     workdir = graph_run
-    assert _evaluate(workdir, cache, "--split", "all", "--n", "3", "--json",
-                     "--reference-from", "same-speaker") == 0  # fmt: skip
-    rows = json.loads(capsys.readouterr().out)["utterances"]
+    code, printed, _ = evaluated  # --reference-from same-speaker
+    assert code == 0
+    rows = json.loads(printed)["utterances"]
     ids = [row["id"] for row in rows]
     assert [row["reference"] for row in rows] == [ids[1], ids[2], ids[0]]  # the next, cyclic
     assert all(row["reference_speaker"] == row["speaker"] for row in rows)
@@ -724,7 +788,8 @@ def test_a_reference_of_another_rate_is_resampled_not_misread(run, tmp_path):
     assert np.mean(np.abs(native - other)) < 0.1
 
 
-def test_decoding_reads_more_of_the_reference_only_when_asked(run, loaded, tmp_path):
+def test_decoding_reads_more_of_the_reference_only_when_asked(run, loaded, decoding,
+                                                             tmp_path):  # fmt: skip
     _, workdir = run
     clip = _clip(tmp_path / "long.wav", 1.0, 22050)  # 87 frames
     crop = load_run_config(workdir, "text_to_mel")
@@ -739,13 +804,15 @@ def test_decoding_reads_more_of_the_reference_only_when_asked(run, loaded, tmp_p
     voice = rng.normal(-5, 2, [48, stack.model.n_mels]).astype(np.float32)
     later = voice.copy()
     later[16:] = rng.normal(-5, 2, [32, stack.model.n_mels])  # the crop's 16 frames kept
-    for frames, differs in ((16, False), (48, True)):
-        decoding = Decoding(model, decode=stack.decode, cond_frames=frames, max_frames=12,
-                            compiler="graph")  # fmt: skip
-        (a,) = decoding([[5, 6, 1]], voice)
-        (b,) = decoding([[5, 6, 1]], later)
+    # The crop's 16 frames: the shared decoding (`decode.reference_frames` shapes no
+    # program, `cond_frames` does); 48 frames: a decoding of its own.
+    wider = Decoding(model, decode=stack.decode, cond_frames=48, max_frames=12,
+                     compiler="graph")  # fmt: skip
+    for decoder, differs in ((decoding, False), (wider, True)):
+        (a,) = decoder([[5, 6, 1]], voice)
+        (b,) = decoder([[5, 6, 1]], later)
         changed = not np.allclose(a.buffer, b.buffer, atol=1e-5)
-        assert changed == differs, f"reading {frames} frames"
+        assert changed == differs, f"reading {decoder.cond_frames} frames"
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras
 import numpy as np
 import pytest
+from train_helpers import with_compiler
 
 import xtts_audio as xa
 from xtts_data import TextConfig, Tokenizer
@@ -40,10 +42,25 @@ AUDIO = xa.MelConfig.from_preset("xtts")
 
 
 @pytest.fixture(scope="module")
-def loaded(run):
+def graph_run(run, tmp_path_factory) -> Path:
+    """The session's run with `train.compiler: graph`, for the tests that decode: cutting
+    and joining pieces is their subject, not XLA (on a CPU `auto` decodes under XLA, a
+    compile per program and call, most of their time). XLA decoding stays tested by
+    synthesize in test_languages and test_tasks, evaluate in test_tasks and streaming in
+    test_streaming."""
+    return with_compiler(run[1], tmp_path_factory.mktemp("graph") / "run", "graph")
+
+
+@pytest.fixture(scope="module")
+def graph_vocoder(vocoder_run, tmp_path_factory) -> Path:
+    """The session's vocoder run with `train.compiler: graph`, as `graph_run`'s."""
+    return with_compiler(vocoder_run[1], tmp_path_factory.mktemp("graph") / "vocoder", "graph")
+
+
+@pytest.fixture(scope="module")
+def loaded(graph_run):
     """The run's (stack, model, tokenizer), loaded once: the tests only read them."""
-    _, workdir = run
-    return load_run(workdir)
+    return load_run(graph_run)
 
 
 def test_a_text_that_fits_is_one_piece_encoded_as_before(loaded):
@@ -148,9 +165,8 @@ def test_pieces_decode_side_by_side_in_few_program_shapes(pieces, batch):
 
 
 def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
-        run, loaded, vocoder_run, tmp_path, capsys):  # fmt: skip
-    _, workdir = run
-    _, vocoder = vocoder_run
+        graph_run, loaded, graph_vocoder, tmp_path, capsys):  # fmt: skip
+    workdir, vocoder = graph_run, graph_vocoder
     out = tmp_path / "long.wav"
     assert main(["synthesize", "--run", str(workdir), "--text", TEXT, "--out", str(out),
                  "--max-frames", "48", "--save-mel", "--quiet", "--vocoder", str(vocoder),
@@ -158,6 +174,7 @@ def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
     assert "pieces, each in a 48-frame buffer" in capsys.readouterr().out
     whole = np.load(out.with_suffix(".npy"))
     stack, model, tokenizer = loaded
+    assert stack.train.compiler == "graph"
     pieces = text_pieces(TEXT, stack.data.text, tokenizer, name="t", max_symbols=16)
     assert len(pieces) >= 3
     decoding = Decoding(model, decode=stack.decode, cond_frames=stack.reference_frames,
@@ -179,8 +196,8 @@ def test_a_long_text_is_each_piece_as_it_decodes_alone_joined_streamed_or_not(
     np.testing.assert_allclose(streamed.mel, whole, atol=1e-4)
 
 
-def test_evaluate_speaks_a_long_utterance_as_pieces(run, loaded, cache):
-    _, workdir = run
+def test_evaluate_speaks_a_long_utterance_as_pieces(graph_run, loaded, cache):
+    workdir = graph_run
     whole = evaluate(workdir, cache, split="all", n=3, overrides=["decode.split_symbols=0"])
     split = evaluate(workdir, cache, split="all", n=3, overrides=["decode.split_symbols=4"])
     _, _, tokenizer = loaded

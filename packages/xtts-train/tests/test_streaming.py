@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -14,6 +15,7 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+from train_helpers import with_compiler
 
 from xtts_audio import MelConfig
 from xtts_train import DecodeConfig, ModelConfig, Streaming, TextToMel, dummy_batch
@@ -78,19 +80,15 @@ class Built:
 
         return self._once(("decoding", *sorted(overrides.items()), compiler), build)
 
-    def streaming(self, overrides: dict, compiler: str, chunk: int, *,
-                  fresh: bool = False) -> Streaming:  # fmt: skip
-        """A `Streaming`; `fresh`: a new one, no program traced yet (later calls share it)."""
+    def streaming(self, overrides: dict, compiler: str, chunk: int) -> Streaming:
+        """A `Streaming`."""
 
         def build():
             return Streaming(self.model(overrides), decode=decode_config(overrides),
                              cond_frames=COND_FRAMES, max_frames=MAX_FRAMES, chunk_frames=chunk,
                              compiler=compiler)  # fmt: skip
 
-        key = ("streaming", *sorted(overrides.items()), compiler, chunk)
-        if fresh:
-            self._made.pop(key, None)
-        return self._once(key, build)
+        return self._once(("streaming", *sorted(overrides.items()), compiler, chunk), build)
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +129,12 @@ def no_stop(model: TextToMel) -> None:
 
 # The default tier checks every setting, each under one compiler: the graph executor,
 # which builds a decoding's programs in a second or two, and XLA (several seconds a
-# program) for one representative: a stop inside the buffer, frames past it, reduction 2,
-# chunks of 6. The join is the programs' logic, whichever compiler runs them; XLA's
-# lowering of windowed attention is checked on every commit by the slots' XLA case, and
-# window-ahead's join under XLA (its case until now) in the slow tier (`hatch run
-# test-slow`, run by CI).
+# program) for one representative, the slots' XLA setting (reduction 3, window-ahead, the
+# stop gate; no stop, which the gate would hold): its `Streaming` is the one the traces
+# and slots tests below stream through, so only its `Decoding` is compiled here. The join
+# is the programs' logic, whichever compiler runs them: a stop inside the buffer and frames
+# past it are the graph cases', and under XLA (reduction 2, chunks of 6, its default case
+# until now) the slow tier's (`hatch run test-slow`, run by CI).
 @pytest.mark.parametrize(
     ("overrides", "stop", "min_frames", "chunk", "compiler"),
     [
@@ -145,8 +144,8 @@ def no_stop(model: TextToMel) -> None:
         (R2_VOICE, True, 0, 8, "graph"),
         ({"reduction_factor": 3}, False, 0, 5, "graph"),
         ({"decode.window_ahead": 2}, False, 0, 8, "graph"),
-        pytest.param({"decode.window_ahead": 2}, False, 0, 8, "xla", marks=pytest.mark.slow),
-        ({"reduction_factor": 2}, True, 20, 6, "xla"),
+        (R3_WINDOW_GATE, False, 0, 8, "xla"),
+        pytest.param({"reduction_factor": 2}, True, 20, 6, "xla", marks=pytest.mark.slow),
     ],
 )  # fmt: skip
 def test_streamed_chunks_join_into_the_decoded_mel(built, overrides, stop, min_frames, chunk,
@@ -174,7 +173,8 @@ def test_streamed_chunks_join_into_the_decoded_mel(built, overrides, stop, min_f
     assert ending.alignment == pytest.approx(decoded.alignment, abs=1e-5)
 
 
-@pytest.mark.parametrize("overrides", [{}, {"reduction_factor": 2}], ids=["r1", "r2"])
+# The settings (and so the streamings, already traced) of two of the join's graph cases.
+@pytest.mark.parametrize("overrides", [{}, R2_VOICE], ids=["r1", "r2"])
 def test_each_chunk_comes_once_its_postnet_context_is_decoded(built, overrides):
     streaming = built.streaming(overrides, "graph", 8)
     model, r = streaming.model, streaming.model.config.reduction_factor
@@ -193,9 +193,10 @@ def test_each_chunk_comes_once_its_postnet_context_is_decoded(built, overrides):
 
 def test_streaming_traces_each_program_once(built):
     # The slots' XLA setting, whose test then streams through these programs (compiled
-    # for both text buckets here); with no stop it streams as the plain model does, six
-    # chunks in five runs (reduction 3 rounds each run up to a whole step).
-    streaming = built.streaming(R3_WINDOW_GATE, "xla", 8, fresh=True)
+    # for both text buckets here; the first bucket's by the join's XLA case, which streamed
+    # a text of it first: still one trace each); with no stop it streams as the plain
+    # model does, six chunks in five runs (reduction 3 rounds each run up to a whole step).
+    streaming = built.streaming(R3_WINDOW_GATE, "xla", 8)
     no_stop(streaming.model)
     for seed in (0, 1):  # two texts of one bucket, six chunks each
         stream = streaming(*text(seed))
@@ -274,11 +275,10 @@ def test_windows_vocoded_together_are_each_what_it_is_alone(vocoder, compiler):
     mixed = dict(zip(order, together.vocode([flat[i] for i in order]), strict=True))
     for i, samples in enumerate(alone):  # batches of 8 and 5, in another order
         np.testing.assert_array_equal(mixed[i], samples)
-    single = Vocoding(vocoder, chunk_frames=8, compiler=compiler)  # batch 1: `stream`'s
-    first = 0
+    first = 0  # a whole mel runs at batch 1 (`stream`'s program), compiled by the warm-up
     for mel, ws in zip(mels, windows, strict=True):
         joined = np.concatenate(alone[first : first + len(ws)])
-        np.testing.assert_allclose(joined, single(mel, silence=-11.5), atol=1e-5)
+        np.testing.assert_allclose(joined, together(mel, silence=-11.5), atol=1e-5)
         first += len(ws)
     assert together.traces == {"vocoder x1": 1, "vocoder x2": 1, "vocoder x4": 1,
                                "vocoder x8": 1}  # fmt: skip
@@ -299,10 +299,21 @@ def _wav(path) -> np.ndarray:
     return tf.audio.decode_wav(tf.io.read_file(str(path)))[0][:, 0].numpy()
 
 
-def test_synthesize_stream_writes_the_vocoding_of_the_unstreamed_mel(run, vocoder_run, tmp_path,
+@pytest.fixture(scope="module")
+def graph_runs(run, vocoder_run, tmp_path_factory) -> tuple[Path, Path]:
+    """The session's text-to-mel and vocoder runs with `train.compiler: graph`: the CLI's
+    streaming is this test's subject, not XLA (on a CPU `auto` decodes and vocodes under
+    XLA, a compile per program and call of `main`, most of this test's time). The join of
+    XLA's streamed chunks stays tested by test_streamed_chunks_join_into_the_decoded_mel,
+    its vocoding by test_windows_vocoded_together_are_each_what_it_is_alone."""
+    root = tmp_path_factory.mktemp("graph")
+    return (with_compiler(run[1], root / "run", "graph"),
+            with_compiler(vocoder_run[1], root / "vocoder", "graph"))  # fmt: skip
+
+
+def test_synthesize_stream_writes_the_vocoding_of_the_unstreamed_mel(graph_runs, tmp_path,
                                                                      capsys):  # fmt: skip
-    _, workdir = run
-    _, vocoder = vocoder_run
+    workdir, vocoder = graph_runs
     args = ["synthesize", "--run", str(workdir), "--text", "Fine day.", "--max-frames", "48",
             "--vocoder", str(vocoder), "--save-mel"]  # fmt: skip
     assert main([*args, "--out", str(tmp_path / "whole.wav")]) == 0
@@ -313,6 +324,7 @@ def test_synthesize_stream_writes_the_vocoding_of_the_unstreamed_mel(run, vocode
     whole, streamed = (np.load(tmp_path / f"{name}.npy") for name in ("whole", "streamed"))
     np.testing.assert_allclose(streamed, whole, atol=1e-4)  # the same decoded frames
     stack, network = load_vocoder(vocoder)
+    assert stack.train.compiler == "graph"
     vocoding = Vocoding(network, chunk_frames=8, compiler=stack.train.compiler)
     expected = np.clip(vocoding(streamed, silence=silence_feature(stack.audio)), -1.0, 1.0)
     wave = _wav(tmp_path / "streamed.wav")

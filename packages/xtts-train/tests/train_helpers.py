@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from xtts_train.config import load_stack_config
 from xtts_train.tasks.registry import fit
@@ -81,3 +84,15 @@ def vocoder_fit(cache: Path, workdir: Path, steps: int) -> dict:
     overrides = [*VOCODER, f"train.steps={steps}", "train.min_lr_ratio=1.0",
                  "train.eval_every=20"]  # fmt: skip
     return fit(load_stack_config(None, overrides), cache, workdir, progress=False)
+
+
+def with_compiler(workdir: Path, folder: Path, compiler: str,
+                  skip: tuple[str, ...] = ("tensorboard",)) -> Path:  # fmt: skip
+    """A copy of the run `workdir` in `folder`, less `skip`, whose `train.compiler` is
+    `compiler`: the session's runs decoded on the graph executor by the tests whose subject
+    is not XLA (an XLA decoding program costs 10-20 s a call on a loaded 2-core CPU)."""
+    shutil.copytree(workdir, folder, ignore=shutil.ignore_patterns(*skip))
+    config = yaml.safe_load((folder / "config.yaml").read_text())
+    config["train"]["compiler"] = compiler
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
