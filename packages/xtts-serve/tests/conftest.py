@@ -3,11 +3,17 @@
 The micro model of xtts-train's tests (`train_helpers`), 10 steps, one batch shape, on a
 demo corpus of 16 short utterances; utterances of at most 1.2 s (`data.max_seconds`), so
 the decoding buffer is ~100 frames; pieces of at most 20 symbols (`decode.split_symbols`),
-so one text bucket: the engines' warm-up compiles a handful of programs.
+so one text bucket: the engines' warm-up compiles a handful of programs. The two runs are
+trained once per session, however many xdist workers ask (`_once`); the engines, in
+memory, once per worker.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -35,11 +41,30 @@ GRIFFIN_LIM_DECODE = ("decode.split_symbols=0",)
 TEXT = "Fine day. It was a quiet one, and we read."
 
 
-def _fit(corpus: Path, root: Path, overrides: list[str]) -> Path:
+def _once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build(folder)` fills once per test session, however many
+    xdist workers ask (as xtts-train's conftest): the first builds it while holding a lock,
+    the others wait for it and reuse it. `--dist loadfile` may put test_app and test_engine
+    on different workers: each would otherwise train both runs (~15 s of CPU). Only for
+    folders no test changes."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not done.exists():  # a worker that failed to build it left no `done`
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+def _fit(corpus: Path, root: Path, overrides: list[str]) -> None:
     stack = load_stack_config(None, overrides)
     prepare(corpus, root / "cache", audio=stack.audio, data=stack.data)
     fit(stack, root / "cache", root / "run", progress=False)
-    return root / "run"
 
 
 @pytest.fixture(scope="session")
@@ -50,21 +75,24 @@ def text() -> str:
 
 @pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("corpus")
-    write_demo_corpus(folder, n=16, min_seconds=0.4, max_seconds=1.0, seed=3)
-    return folder
+    def write(folder: Path) -> None:
+        write_demo_corpus(folder, n=16, min_seconds=0.4, max_seconds=1.0, seed=3)
+
+    return _once(tmp_path_factory, "serve-corpus", write)
 
 
 @pytest.fixture(scope="session")
 def run(corpus, tmp_path_factory) -> Path:
     """A 10-step text-to-mel run of the micro model."""
-    return _fit(corpus, tmp_path_factory.mktemp("text_to_mel"), TEXT_TO_MEL)
+    return _once(tmp_path_factory, "serve-text-to-mel",
+                 lambda root: _fit(corpus, root, TEXT_TO_MEL)) / "run"  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def vocoder_run(corpus, tmp_path_factory) -> Path:
     """A 10-step micro vocoder run on the same audio settings."""
-    return _fit(corpus, tmp_path_factory.mktemp("vocoder"), VOCODER_RUN)
+    return _once(tmp_path_factory, "serve-vocoder",
+                 lambda root: _fit(corpus, root, VOCODER_RUN)) / "run"  # fmt: skip
 
 
 @pytest.fixture(scope="session")

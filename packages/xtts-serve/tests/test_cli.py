@@ -1,22 +1,26 @@
 """`xtts-serve`: `--help` names every limit and loads no TensorFlow; bad flags are one
 line and exit 2; a real server warms up behind a 503 health check, serves, and on SIGTERM
-finishes the stream in flight before it exits."""
+finishes the stream in flight before it exits (uvicorn in a thread on the session's
+engine; the command's own process in the slow tier)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import httpx2
 import numpy as np
 import pytest
 
-from xtts_serve.cli import main
+from xtts_serve import create_app
+from xtts_serve.cli import SHUTDOWN_SECONDS, main
 
 PROBE = """
 import contextlib, io, json, sys
@@ -126,6 +130,51 @@ def _health(base: str) -> str | None:
         return None  # not listening yet
 
 
+def _stream_then_stop(base: str, text: str, stop) -> bytes:
+    """The body of a PCM stream of `text`, `stop()` called once its first bytes came."""
+    with httpx2.stream("POST", f"{base}/v1/audio/speech", timeout=60,
+                       json={"input": text, "stream": True, "response_format": "pcm"}) as response:  # fmt: skip
+        assert response.status_code == 200
+        chunks = response.iter_bytes()
+        body = next(chunks)  # the stream is in flight
+        stop()
+        return body + b"".join(chunks)
+
+
+def test_uvicorn_finishes_the_stream_in_flight_on_sigterm(engine, text):
+    """The server `xtts-serve` runs (uvicorn, the command's graceful shutdown) in a thread
+    on the session's engine: SIGTERM's handler (`handle_exit`, which uvicorn installs in
+    the main thread) stops it, and the stream in flight ends whole. The command's own
+    process, signalled: the slow tier (below)."""
+    import uvicorn
+
+    port = _free_port()
+    config = uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning",
+                            timeout_graceful_shutdown=SHUTDOWN_SECONDS)  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started and thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.started
+        stop = functools.partial(server.handle_exit, signal.SIGTERM, None)
+        body = _stream_then_stop(f"http://127.0.0.1:{port}", text, stop)
+        thread.join(60)
+        assert not thread.is_alive()  # it stopped, once the stream was done
+    finally:
+        server.should_exit = True
+        thread.join(60)
+    expected = np.concatenate(list(engine.stream(text))).astype("<i2").tobytes()
+    assert body == expected  # whole: the SIGTERM cut nothing
+
+
+# A new process that loads TensorFlow and warms up its own engine (~15 s of CPU): the slow
+# tier. The default tier keeps the shutdown on SIGTERM in-process (above), the 503 while
+# warming up (test_app's test_healthz_is_503_until_the_warm_up_is_done) and the command's
+# start-up in-process up to its voices (test_an_alias_to_no_voice_...).
+@pytest.mark.slow
 def test_the_server_warms_up_serves_and_finishes_its_stream_on_sigterm(run, vocoder_run,
                                                                        engine, text):  # fmt: skip
     port = _free_port()
@@ -145,13 +194,7 @@ def test_the_server_warms_up_serves_and_finishes_its_stream_on_sigterm(run, voco
             time.sleep(0.1)
         assert status == "ready"
         assert "warming up" in seen
-        with httpx2.stream("POST", f"{base}/v1/audio/speech", timeout=60,
-                           json={"input": text, "stream": True, "response_format": "pcm"}) as response:  # fmt: skip
-            assert response.status_code == 200
-            chunks = response.iter_bytes()
-            body = next(chunks)  # the stream is in flight
-            server.send_signal(signal.SIGTERM)
-            body += b"".join(chunks)
+        body = _stream_then_stop(base, text, lambda: server.send_signal(signal.SIGTERM))
         # uvicorn finishes what is in flight, then ends by the signal it caught
         assert server.wait(timeout=60) == -signal.SIGTERM
     finally:
