@@ -6,10 +6,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import subprocess
-import sys
 
 import pytest
+import tensorflow as tf
 
 from xtts_bench import cli
 from xtts_bench.audio import format_table
@@ -30,18 +29,34 @@ TINY = [
 ]
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess:
-    # A fresh process: the benchmark sets TensorFlow's thread pools before TF starts.
-    command = [sys.executable, "-m", "xtts_bench.cli", "audio", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+_POOLS = ("set_intra_op_parallelism_threads", "set_inter_op_parallelism_threads")
 
 
 @pytest.fixture(scope="module")
-def audio_results() -> dict:
-    """`xtts-bench audio --json` on tiny inputs, once (a process of its own)."""
-    done = _bench(*TINY, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def audio_run() -> tuple[dict, list]:
+    """`xtts-bench audio --json` on tiny inputs, once, in this process (a new process would
+    import TensorFlow again): its figures, and the thread-pool settings it made. The
+    benchmark sets TensorFlow's thread pools first, which only a fresh process allows (the
+    command is one): here TensorFlow's setters only record what they are given."""
+    pools: list = []
+    printed = io.StringIO()  # a module fixture: capsys is a test's
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _POOLS:
+            patch.setattr(tf.config.threading, name,
+                          lambda threads, name=name: pools.append((name, threads)))  # fmt: skip
+        with contextlib.redirect_stdout(printed):
+            assert cli.main(["audio", *TINY, "--json"]) == 0
+    return json.loads(printed.getvalue()), pools
+
+
+@pytest.fixture(scope="module")
+def audio_results(audio_run) -> dict:
+    return audio_run[0]
+
+
+def test_audio_benchmark_sets_one_op_per_core_first(audio_run):
+    results, pools = audio_run
+    assert pools == [(_POOLS[0], 1), (_POOLS[1], results["settings"]["threads"])]
 
 
 def test_audio_benchmark_json_has_every_figure(audio_results):

@@ -3,10 +3,10 @@ reported (no timing is asserted)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -14,7 +14,13 @@ import pytest
 import tensorflow as tf
 
 from xtts_bench.cli import main
-from xtts_bench.train import _cv_within_shape, _run_steps, _side, format_train_table
+from xtts_bench.train import (
+    _cv_within_shape,
+    _run_steps,
+    _side,
+    configure_threads,
+    format_train_table,
+)
 
 # One bucket shape, a one-layer model, two batches of the same four utterances (unshuffled:
 # a batch is the whole corpus), so one dynamic shape: three compiles (static, the dynamic
@@ -33,18 +39,39 @@ TINY = [
 ]  # fmt: skip
 
 
-def _bench(*args: str) -> subprocess.CompletedProcess:
-    # A fresh process: the benchmark sets TensorFlow's thread pools before TF starts (it
-    # inherits the session's XLA_FLAGS: the root conftest's).
-    command = [sys.executable, "-m", "xtts_bench.cli", "train", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900)
+_POOLS = ("set_intra_op_parallelism_threads", "set_inter_op_parallelism_threads")
 
 
 @pytest.fixture(scope="module")
-def results() -> dict:
-    done = _bench(*TINY, "--json")
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+def benchmarked() -> tuple[dict, list]:
+    """`xtts-bench train --json` on TINY, once, in this process (a new process would import
+    TensorFlow again): its figures, and the thread-pool settings it made. The benchmark
+    sets TensorFlow's thread pools first, which only a fresh process allows (the command
+    is one): here TensorFlow's setters only record what they are given."""
+    pools: list = []
+    printed = io.StringIO()  # a module fixture: capsys is a test's
+    with pytest.MonkeyPatch.context() as patch:
+        for name in _POOLS:
+            patch.setattr(tf.config.threading, name,
+                          lambda threads, name=name: pools.append((name, threads)))  # fmt: skip
+        with contextlib.redirect_stdout(printed):
+            assert main(["train", *TINY, "--json"]) == 0
+    return json.loads(printed.getvalue()), pools
+
+
+@pytest.fixture(scope="module")
+def results(benchmarked) -> dict:
+    return benchmarked[0]
+
+
+def test_threads_are_set_before_anything_runs(benchmarked):
+    results, pools = benchmarked
+    threads = results["settings"]["threads"]
+    assert pools == [(name, threads) for name in _POOLS]
+    # This process has run TensorFlow: a benchmark started here says to use a fresh one
+    # (TensorFlow lets a pool be "set" to the size it has).
+    with pytest.raises(RuntimeError, match="call it first in a fresh process"):
+        configure_threads(tf.config.threading.get_intra_op_parallelism_threads() + 1)
 
 
 def test_static_side_traces_once_per_compiled_shape(results):
