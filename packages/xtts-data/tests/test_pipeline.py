@@ -52,6 +52,28 @@ def test_no_python_ops_in_the_graph(epoch):
     assert python_ops(epoch[0].dataset) == []
 
 
+def test_the_pipelines_functions_are_traced_without_autograph(cache, monkeypatch):
+    # AutoGraph converts a function by running its calls through `converted_call`; none of
+    # the pipeline's functions (joins, voice warp and a repeat included) goes by it.
+    # (TensorFlow's own, such as TFRecordDataset's file reader built inside one, may: they
+    # are called unconverted.)
+    from tensorflow.python.autograph.impl import api
+
+    converted = []
+
+    def counted(*args, **kwargs):
+        if (getattr(args[0], "__module__", None) or "").startswith("xtts_"):
+            converted.append(args[0].__qualname__)
+        return convert(*args, **kwargs)
+
+    convert = api.converted_call
+    monkeypatch.setattr(api, "converted_call", counted)
+    config = dataclasses.replace(DATA, join=2, voice_warp=0.1)
+    pipeline = make_dataset(cache, config, "train", repeat=True)
+    next(iter(pipeline.dataset))
+    assert converted == []
+
+
 def test_every_batch_has_a_shape_of_the_spec(epoch):
     pipeline, batches = epoch
     assert len(pipeline.spec.shapes) <= (DATA.num_buckets if pipeline.spec.shapes[0] else 1)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import tensorflow as tf
 
-from xtts_data import _references, _source, record
+from xtts_data import _autograph, _references, _source, record
 from xtts_data.buckets import BatchShape, assign, plan_shapes
 from xtts_data.config import DataConfig
 from xtts_data.corpus import Skipped
@@ -217,8 +217,10 @@ def make_dataset(
         ),
         Prefetch(batches=PREFETCH_BATCHES, device=config.prefetch_to_device),
     )
+    with _autograph.off():  # tf.data's functions traced as written
+        dataset = Chain(stages)(src.elements())
     return DataPipeline(
-        dataset=Chain(stages)(src.elements()),
+        dataset=dataset,
         spec=spec,
         split=split,
         num_samples=len(plan.chosen),

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from xtts_data import _source
+from xtts_data import _autograph, _source
 from xtts_data.config import DataConfig, is_int
 from xtts_data.errors import ConfigError
 from xtts_data.pipeline import Split, in_split, keeps_in_memory, matching_shape
@@ -311,8 +311,10 @@ def make_segment_dataset(
         BatchSegments(batch_size=shape.batch_size, deterministic=config.deterministic),
         Prefetch(batches=PREFETCH_BATCHES, device=config.prefetch_to_device),
     )
+    with _autograph.off():  # tf.data's functions traced as written
+        dataset = Chain(stages)(src.elements())
     return SegmentPipeline(
-        dataset=Chain(stages)(src.elements()),
+        dataset=dataset,
         spec=SegmentSpec(shapes=(shape,), n_mels=src.n_mels, hop_length=hop),
         split=split,
         num_samples=int(chosen.sum()),
