@@ -22,6 +22,7 @@ import tensorflow as tf
 import yaml
 from train_helpers import MICRO, ONE_SHAPE, OVERRIDES, as_cli, cli_env, with_compiler
 
+import xtts_audio as xa
 import xtts_train.export as export_module
 from xtts_data import Tokenizer, text_to_ids
 from xtts_train import XttsTrainError
@@ -34,7 +35,12 @@ from xtts_train.inference.vocoding import Vocoding
 from xtts_train.models.text_to_mel.decoding import Decoding, text_buffer_frames
 from xtts_train.models.text_to_mel.postfilters import decode_frames
 from xtts_train.runs.loading import load_reference, load_run, load_run_config, load_vocoder
-from xtts_train.runs.media import decoded_frames, silence_feature, to_waveform
+from xtts_train.runs.media import (
+    _griffin_lim_program,
+    decoded_frames,
+    silence_feature,
+    to_waveform,
+)
 from xtts_train.synthesize import synthesize
 from xtts_train.training import trainer
 from xtts_train.training._loop_parts import FitBar
@@ -327,6 +333,17 @@ def test_griffin_lim_iters_are_refused_where_they_would_not_set_the_audio(
              "evaluate": ["--data", str(tmp_path / "cache")]}[command]  # fmt: skip
     assert main([command, "--run", str(tmp_path / "run"), *given, *flags]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_to_waveform_is_one_program_for_every_length_and_is_griffin_lim():
+    audio = xa.MelConfig.from_preset("xtts")
+    rng = np.random.default_rng(0)
+    for frames in (40, 57):
+        features = rng.normal(-5, 2, [frames, audio.n_mels]).astype(np.float32)
+        wave = xa.griffin_lim(xa.denormalize(features, audio), audio, n_iter=2).numpy()
+        expected = np.clip(wave / max(np.abs(wave).max(), 1e-6) * 0.9, -1.0, 1.0)
+        np.testing.assert_allclose(to_waveform(features, audio, n_iter=2), expected, atol=1e-6)
+    assert _griffin_lim_program(audio, 2).experimental_get_tracing_count() == 1
 
 
 def test_synthesize_writes_a_non_silent_wav_and_a_picture(graph_run, tmp_path):
