@@ -5,7 +5,9 @@ so AutoGraph's conversion of each Python function it reaches (parsing and rewrit
 source) is time and nothing else: about a quarter of the micro model's warm-up (17 -> 12.5 s,
 5153093). Without it, a Python `if`/`while` on a tensor inside traced code fails at its
 trace, where a test sees it. xtts-bench is not scanned: its dynamic-shape baseline is
-written as a user writes it, with TensorFlow's default.
+written as a user writes it, with TensorFlow's default. The data pipelines' tf.data
+functions, which no `tf.function` wraps, are built without AutoGraph by
+`xtts_data._autograph` (test_pipeline.py counts their conversions).
 """
 
 from __future__ import annotations
