@@ -64,7 +64,7 @@ def results(benchmarked) -> dict:
     return benchmarked[0]
 
 
-def test_threads_are_set_before_anything_runs(benchmarked):
+def test_the_benchmark_sets_both_thread_pools_to_its_threads(benchmarked):
     results, pools = benchmarked
     threads = results["settings"]["threads"]
     assert pools == [(name, threads) for name in _POOLS]
