@@ -78,6 +78,9 @@ def test_a_decoding_that_cannot_stream_is_served_whole_one_at_a_time(run, vocode
                                  overrides=overrides, slots=1))  # fmt: skip
     assert engine.slots == 1
     assert "decode.global_variance=false to stream" in engine.stream_refusal
+    engine.warm_up()  # a decoding per piece batch and the whole audio's vocoder, no windows
+    assert not any("(stream)" in name for name in engine._trace_counts())
+    assert any("(whole)" in name for name in engine._trace_counts())
     out = tmp_path / "whole.wav"
     synthesize(run, text, out, vocoder=vocoder_run, max_frames=engine.max_frames,
                overrides=list(overrides))  # fmt: skip

@@ -158,6 +158,7 @@ class Engine:
                                   f"text a chunk at a time; {error}); serve it with --slots "
                                   f"1, one request at a time, decoded whole") from None  # fmt: skip
             self.stream_refusal = self.stream_refusal or str(error)
+            self._stream_waveforms = None  # no stream to vocode: its windows never warmed
             self._decodings = {b: Decoding(model, batch_size=b, **common)
                                for b in _piece_batches(stack)}  # fmt: skip
         else:
