@@ -131,8 +131,13 @@ class Engine:
         stack, audio = self.stack, self.stack.audio
         self.sample_rate = audio.sample_rate
         self._waveforms = Waveforms(run, stack, vocoder=config.vocoder)
+        try:
+            check_streamable(stack.decode)
+            whole_only = None
+        except TrainConfigError as error:  # a postfilter needs the whole utterance
+            whole_only = error
         self._stream_waveforms = None
-        if config.vocoder is not None:  # a stream is vocoded in CHUNK_FRAMES windows
+        if config.vocoder is not None and whole_only is None:  # streams: CHUNK_FRAMES windows
             self._stream_waveforms = Waveforms(run, stack, vocoder=config.vocoder,
                                                chunk_frames=CHUNK_FRAMES,
                                                batches=_batches(config))  # fmt: skip
@@ -149,16 +154,13 @@ class Engine:
                       max_frames=self.max_frames, compiler=stack.train.compiler)  # fmt: skip
         self.stream_refusal = GRIFFIN_LIM_STREAM if config.vocoder is None else None
         self._slot_decoding, self._decodings = None, {}
-        try:
-            check_streamable(stack.decode)
-        except TrainConfigError as error:  # a postfilter needs the whole utterance
+        if whole_only is not None:
             if config.slots > 1:
                 raise ConfigError(f"Expected --slots 1 for a decoding that cannot stream, "
                                   f"received: --slots {config.slots} (decoder slots decode a "
-                                  f"text a chunk at a time; {error}); serve it with --slots "
-                                  f"1, one request at a time, decoded whole") from None  # fmt: skip
-            self.stream_refusal = self.stream_refusal or str(error)
-            self._stream_waveforms = None  # no stream to vocode: its windows never warmed
+                                  f"text a chunk at a time; {whole_only}); serve it with "
+                                  f"--slots 1, one request at a time, decoded whole")  # fmt: skip
+            self.stream_refusal = self.stream_refusal or str(whole_only)
             self._decodings = {b: Decoding(model, batch_size=b, **common)
                                for b in _piece_batches(stack)}  # fmt: skip
         else:
