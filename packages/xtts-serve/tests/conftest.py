@@ -4,21 +4,17 @@ The micro model of xtts-train's tests (`train_helpers`), 10 steps, one batch sha
 demo corpus of 16 short utterances; utterances of at most 1.2 s (`data.max_seconds`), so
 the decoding buffer is ~100 frames; pieces of at most 20 symbols (`decode.split_symbols`),
 so one text bucket: the engines' warm-up compiles a handful of programs. The two runs are
-trained once per session, however many xdist workers ask (`_once`); the engines, in
-memory, once per worker.
+trained once per session, however many xdist workers ask (`train_helpers.once`); the
+engines, in memory, once per worker.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
-from train_helpers import MICRO, OVERRIDES, VOCODER
+from train_helpers import MICRO, OVERRIDES, VOCODER, once
 
 from xtts_audio import wav_bytes
 from xtts_data import prepare, write_demo_corpus
@@ -41,26 +37,6 @@ GRIFFIN_LIM_DECODE = ("decode.split_symbols=0",)
 TEXT = "Fine day. It was a quiet one, and we read."
 
 
-def _once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
-    """The folder `name` that `build(folder)` fills once per test session, however many
-    xdist workers ask (as xtts-train's conftest): the first builds it while holding a lock,
-    the others wait for it and reuse it. `--dist loadfile` may put test_app and test_engine
-    on different workers: each would otherwise train both runs (~15 s of CPU). Only for
-    folders no test changes."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the session's folder, above each worker's own
-    folder, done = root / name, root / f"{name}.done"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
-        if not done.exists():  # a worker that failed to build it left no `done`
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            build(folder)
-            done.touch()
-    return folder
-
-
 def _fit(corpus: Path, root: Path, overrides: list[str]) -> None:
     stack = load_stack_config(None, overrides)
     prepare(corpus, root / "cache", audio=stack.audio, data=stack.data)
@@ -78,20 +54,20 @@ def corpus(tmp_path_factory) -> Path:
     def write(folder: Path) -> None:
         write_demo_corpus(folder, n=16, min_seconds=0.4, max_seconds=1.0, seed=3)
 
-    return _once(tmp_path_factory, "serve-corpus", write)
+    return once(tmp_path_factory, "serve-corpus", write)
 
 
 @pytest.fixture(scope="session")
 def run(corpus, tmp_path_factory) -> Path:
     """A 10-step text-to-mel run of the micro model."""
-    return _once(tmp_path_factory, "serve-text-to-mel",
+    return once(tmp_path_factory, "serve-text-to-mel",
                  lambda root: _fit(corpus, root, TEXT_TO_MEL)) / "run"  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def vocoder_run(corpus, tmp_path_factory) -> Path:
     """A 10-step micro vocoder run on the same audio settings."""
-    return _once(tmp_path_factory, "serve-vocoder",
+    return once(tmp_path_factory, "serve-vocoder",
                  lambda root: _fit(corpus, root, VOCODER_RUN)) / "run"  # fmt: skip
 
 

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_helpers import MICRO, OVERRIDES, VOCODER, as_cli, train_cli, vocoder_fit
+from train_helpers import MICRO, OVERRIDES, VOCODER, as_cli, once, train_cli, vocoder_fit
 
 from xtts_data import prepare, write_demo_corpus
 from xtts_train.config import load_stack_config
-
-
-def _once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
-    """The folder `name` that `build(folder)` fills once per test session, however many
-    xdist workers ask (pytest-xdist's recipe): the first builds it while holding a lock,
-    the others wait for it and reuse it. Only for folders no test changes."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the session's folder, above each worker's own
-    folder, done = root / name, root / f"{name}.done"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
-        if not done.exists():  # a worker that failed to build it left no `done`
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            build(folder)
-            done.touch()
-    return folder
 
 
 def _demo_cache(root: Path, overrides: list[str]) -> None:
@@ -43,19 +21,19 @@ def _demo_cache(root: Path, overrides: list[str]) -> None:
 
 @pytest.fixture(scope="session")
 def cache(tmp_path_factory):
-    return _once(tmp_path_factory, "train", lambda root: _demo_cache(root, OVERRIDES)) / "cache"
+    return once(tmp_path_factory, "train", lambda root: _demo_cache(root, OVERRIDES)) / "cache"
 
 
 @pytest.fixture(scope="session")
 def audio_cache(tmp_path_factory):
     """A cache of the same corpus that keeps each utterance's waveform (vocoder runs)."""
-    return _once(tmp_path_factory, "audio", lambda root: _demo_cache(root, VOCODER)) / "cache"
+    return once(tmp_path_factory, "audio", lambda root: _demo_cache(root, VOCODER)) / "cache"
 
 
 @pytest.fixture(scope="session")
 def vocoder_run(audio_cache, tmp_path_factory):
     """(summary, work dir) of 20 deterministic micro-vocoder steps, one eval at the end."""
-    workdir = _once(tmp_path_factory, "vocoder", lambda root: _fit_vocoder(audio_cache, root))
+    workdir = once(tmp_path_factory, "vocoder", lambda root: _fit_vocoder(audio_cache, root))
     return json.loads((workdir / "run" / "summary.json").read_text()), workdir / "run"
 
 
@@ -82,7 +60,7 @@ def run(cache, tmp_path_factory):
     """(summary, work dir) of a 30-step `xtts-train fit` of the micro model on `cache`, with
     a profile of steps 3..5 and one eval at the end (no validation split: the eval sentence
     only). In its own process: its compiled programs leave with it."""
-    workdir = _once(tmp_path_factory, "run", lambda root: _fit_run(cache, root)) / "run"
+    workdir = once(tmp_path_factory, "run", lambda root: _fit_run(cache, root)) / "run"
     return json.loads((workdir / "summary.json").read_text()), workdir
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -95,4 +97,23 @@ def with_compiler(workdir: Path, folder: Path, compiler: str,
     config = yaml.safe_load((folder / "config.yaml").read_text())
     config["train"]["compiler"] = compiler
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `name` that `build(folder)` fills once per test session, however many
+    xdist workers ask (pytest-xdist's recipe): the first builds it while holding a lock,
+    the others wait for it and reuse it (`--dist loadfile` may put two files sharing it on
+    different workers). Only for folders no test changes."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above each worker's own
+    folder, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when closed
+        if not done.exists():  # a worker that failed to build it left no `done`
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
     return folder
