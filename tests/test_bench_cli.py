@@ -3,12 +3,8 @@ is asserted)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-
 import pytest
-import tensorflow as tf
+from bench_helpers import POOLS, bench_in_process
 
 from xtts_bench import cli
 from xtts_bench.audio import format_table
@@ -29,24 +25,11 @@ TINY = [
 ]
 
 
-_POOLS = ("set_intra_op_parallelism_threads", "set_inter_op_parallelism_threads")
-
-
 @pytest.fixture(scope="module")
 def audio_run() -> tuple[dict, list]:
-    """`xtts-bench audio --json` on tiny inputs, once, in this process (a new process would
-    import TensorFlow again): its figures, and the thread-pool settings it made. The
-    benchmark sets TensorFlow's thread pools first, which only a fresh process allows (the
-    command is one): here TensorFlow's setters only record what they are given."""
-    pools: list = []
-    printed = io.StringIO()  # a module fixture: capsys is a test's
-    with pytest.MonkeyPatch.context() as patch:
-        for name in _POOLS:
-            patch.setattr(tf.config.threading, name,
-                          lambda threads, name=name: pools.append((name, threads)))  # fmt: skip
-        with contextlib.redirect_stdout(printed):
-            assert cli.main(["audio", *TINY, "--json"]) == 0
-    return json.loads(printed.getvalue()), pools
+    """`xtts-bench audio --json` on tiny inputs, once, in this process
+    (`bench_in_process`): its figures and thread-pool settings."""
+    return bench_in_process("audio", *TINY)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +39,7 @@ def audio_results(audio_run) -> dict:
 
 def test_audio_benchmark_sets_one_op_per_core_first(audio_run):
     results, pools = audio_run
-    assert pools == [(_POOLS[0], 1), (_POOLS[1], results["settings"]["threads"])]
+    assert pools == [(POOLS[0], 1), (POOLS[1], results["settings"]["threads"])]
 
 
 def test_audio_benchmark_json_has_every_figure(audio_results):
@@ -121,10 +104,7 @@ def _compare(capsys, *args: str) -> tuple[int, str, str]:
 def compared(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("compare") / "corpus"
     write_demo_corpus(folder, n=12, min_seconds=0.5, max_seconds=1.5)
-    printed = io.StringIO()  # a module fixture: capsys is a test's
-    with contextlib.redirect_stdout(printed):
-        assert cli.main(["compare", str(folder), *COMPARE, "--json"]) == 0
-    return json.loads(printed.getvalue())
+    return bench_in_process("compare", str(folder), *COMPARE)[0]
 
 
 def test_compare_reports_every_pipeline_against_both_baselines(compared):

@@ -3,15 +3,13 @@ reported (no timing is asserted)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import re
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
+from bench_helpers import POOLS, bench_in_process
 
 from xtts_bench.cli import main
 from xtts_bench.train import (
@@ -39,24 +37,11 @@ TINY = [
 ]  # fmt: skip
 
 
-_POOLS = ("set_intra_op_parallelism_threads", "set_inter_op_parallelism_threads")
-
-
 @pytest.fixture(scope="module")
 def benchmarked() -> tuple[dict, list]:
-    """`xtts-bench train --json` on TINY, once, in this process (a new process would import
-    TensorFlow again): its figures, and the thread-pool settings it made. The benchmark
-    sets TensorFlow's thread pools first, which only a fresh process allows (the command
-    is one): here TensorFlow's setters only record what they are given."""
-    pools: list = []
-    printed = io.StringIO()  # a module fixture: capsys is a test's
-    with pytest.MonkeyPatch.context() as patch:
-        for name in _POOLS:
-            patch.setattr(tf.config.threading, name,
-                          lambda threads, name=name: pools.append((name, threads)))  # fmt: skip
-        with contextlib.redirect_stdout(printed):
-            assert main(["train", *TINY, "--json"]) == 0
-    return json.loads(printed.getvalue()), pools
+    """`xtts-bench train --json` on TINY, once, in this process (`bench_in_process`): its
+    figures and thread-pool settings."""
+    return bench_in_process("train", *TINY)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +52,7 @@ def results(benchmarked) -> dict:
 def test_the_benchmark_sets_both_thread_pools_to_its_threads(benchmarked):
     results, pools = benchmarked
     threads = results["settings"]["threads"]
-    assert pools == [(name, threads) for name in _POOLS]
+    assert pools == [(name, threads) for name in POOLS]
     # This process has run TensorFlow: a benchmark started here says to use a fresh one
     # (TensorFlow lets a pool be "set" to the size it has).
     with pytest.raises(RuntimeError, match="call it first in a fresh process"):
