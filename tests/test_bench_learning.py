@@ -16,7 +16,7 @@ from xtts_bench.learning import (
     format_learning_table,
     plot_curve,
 )
-from xtts_bench.long_form import group_rows
+from xtts_bench.long_form import format_long_form, group_rows, slips
 from xtts_bench.settings import LearningBenchConfig
 
 
@@ -238,6 +238,35 @@ def test_long_items_are_grouped_by_their_sentences_with_the_share_in_band():
     assert groups["2"]["wer_truth"] == 0
     assert groups["1"]["wer"] == groups["1"]["wer_truth"] == pytest.approx(1 / 2)
     assert groups["3"]["wer"] == 0
+    # "b" skipped "two" (its recording did not): the recogniser's floor is clean
+    assert (groups["2"]["skipped"], groups["2"]["repeated"]) == (1, 0)
+    assert groups["2"]["clean_share"] == 0.5
+    assert (groups["2"]["skipped_truth"], groups["2"]["clean_share_truth"]) == (0, 1.0)
+    assert groups["1"]["skipped"] == groups["1"]["skipped_truth"] == 1  # "d": "one" unheard
+    assert (groups["all"]["skipped"], groups["all"]["clean_share"]) == (2, 0.5)
+
+
+def test_skipped_and_repeated_words_are_the_alignments_deletions_and_insertions():
+    read = ["a b c d e f", "x y", "p q r", "m n"]
+    heard = ["a c d e f f f", "", "p q z", "m n"]  # skip b + f twice; all gone; z for r; clean
+    assert slips(read, heard) == {"skipped": 1 + 2, "repeated": 2, "clean_share": 0.5}
+    assert slips(["one two"], ["one one one two two"]) == {
+        "skipped": 0, "repeated": 3, "clean_share": 0.0}  # fmt: skip
+    assert slips(read, read)["clean_share"] == 1.0
+
+
+def test_the_long_form_table_shows_skips_and_repeats_beside_the_recordings():
+    rows = [_row("a", "One. Two.", 1.0), _row("b", "One. Two.", 0.5)]
+    heard = {"a": ("one two", "one one two", "one two"), "b": ("one two", "one", "two")}
+    groups = group_rows(rows, heard)
+    assert {k: groups["2"][k] for k in ("skipped", "repeated", "clean_share")} == {
+        "skipped": 1, "repeated": 1, "clean_share": 0.0}  # fmt: skip
+    assert (groups["2"]["skipped_truth"], groups["2"]["clean_share_truth"]) == (1, 0.5)
+    table = format_long_form({"long24": {"whole": {"groups": groups}}})
+    head, row = table.splitlines()[:2]
+    assert head.split()[-6:] == ["skip", "rep.", "clean", "t.skip", "t.rep", "t.clean"]
+    assert row.split()[-6:] == ["1", "1", "0%", "1", "0", "50%"]
+    assert "counts as a repeat" in table
 
 
 def test_long_form_scores_each_corpus_split_and_whole(tmp_path, monkeypatch):

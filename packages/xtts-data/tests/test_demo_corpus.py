@@ -456,3 +456,126 @@ def test_cli_names_the_held_out_voices(tmp_path, capsys):
     assert main(args) == 0
     assert "voices spk1, spk2 held out, in" in capsys.readouterr().out
     assert (tmp_path / "c" / "held-out" / "metadata.csv").is_file()
+
+
+# Texts written before `texts` existed (seed 11, 2-4 s, synth): the default kind keeps them.
+SEED_11_TEXTS = ["And have in is this be letter or.", "Captain common her question which.",
+                 "Certain Mrs. Hale winter morning that.",
+                 "At famous her street voice light often."]  # fmt: skip
+
+
+@pytest.mark.parametrize("options", [{}, {"texts": "sentences"}, {"one_sentence": True}])
+def test_sentences_are_the_texts_they_always_were(tmp_path, options):
+    write_demo_corpus(tmp_path / "c", n=4, seed=11, min_seconds=2.0, max_seconds=4.0, **options)
+    assert [row[1] for row in _rows(tmp_path / "c")] == SEED_11_TEXTS
+
+
+def _durations(root: Path) -> list[float]:
+    return [soundfile.info(root / "wavs" / f"{row[0]}.wav").duration for row in _rows(root)]
+
+
+def test_run_on_texts_are_one_sentence_with_no_punctuation_inside(tmp_path):
+    from xtts_data.sentences import sentences
+
+    write_demo_corpus(tmp_path / "c", n=6, seed=3, min_seconds=4.0, max_seconds=6.0,
+                      texts="run-on")  # fmt: skip
+    rows = _rows(tmp_path / "c")
+    joined = set()
+    for _, raw, spoken in rows:
+        for text in (raw, spoken):
+            assert re.fullmatch(r"[A-Z0-9][a-z0-9 ]+[a-z0-9]\.", text), text  # one final period
+            assert len(sentences(text)) == 1
+        assert not re.search(r"\d", spoken)  # "the 21st" is read "the twenty first"
+        assert normalize_text(spoken, TextConfig()) == normalize_text(raw, TextConfig())
+        joined |= set(raw.lower().split()) & {"and", "then", "while", "so", "but", "until"}
+    assert joined  # clauses joined by plain words
+    assert min(len(raw.split()) for _, raw, _ in rows) > 8  # longer than a 4-12-word sentence
+    assert all(4.0 <= seconds <= 6.0 for seconds in _durations(tmp_path / "c"))
+
+
+def _repeat_kind(raw: str) -> str:
+    """Which text that repeats `raw` is: "word", "distinct" or "numbers"."""
+    tokens = raw.rstrip(".").lower().split()
+    if all(token.isdigit() for token in tokens):
+        return "numbers"
+    if len(set(tokens)) == 1:
+        return "word"
+    assert len(set(tokens)) == len(tokens), raw  # distinct words, no commas
+    assert re.fullmatch(r"[a-z ]+", " ".join(tokens)), raw
+    return "distinct"
+
+
+def test_repeated_texts_repeat_a_word_list_words_or_numbers():
+    config = TextConfig()
+    kinds = {}
+    for seed in range(30):
+        drawn = list(itertools.islice(_demo_espeak.spoken_words(
+            np.random.default_rng(seed), texts="repeated"), 8))  # fmt: skip
+        raw, spoken = (join_words([word[i] for word in drawn]) for i in (0, 1))
+        kinds.setdefault(_repeat_kind(raw), []).append((raw, spoken))
+        assert normalize_text(spoken, config) == normalize_text(raw, config), (raw, spoken)
+    assert set(kinds) == {"word", "distinct", "numbers"}  # each drawn by the seed
+    assert all(len(raw.split()) == 8 for raw, _ in kinds["word"])  # "The the the ..."
+    for raw, spoken in kinds["numbers"]:  # digits, spelled out in what is said
+        assert re.fullmatch(r"(\d{1,2} )+\d{1,2}\.", raw), raw
+        assert re.fullmatch(r"[A-Z][a-z ]+\.", spoken), spoken
+
+
+def test_a_repeated_corpus_fills_its_bounds(tmp_path):
+    write_demo_corpus(tmp_path / "c", n=6, seed=5, min_seconds=2.0, max_seconds=4.0,
+                      texts="repeated")  # fmt: skip
+    rows = _rows(tmp_path / "c")
+    assert all(_repeat_kind(raw) for _, raw, _ in rows)
+    assert any(_repeat_kind(raw) == "word" and len(raw.split()) > 2 for _, raw, _ in rows)
+    assert all(2.0 <= seconds <= 4.0 for seconds in _durations(tmp_path / "c"))
+
+
+@pytest.mark.parametrize(("min_seconds", "shortest"), [(0.1, 0.2), (1.0, 1.0)])
+def test_short_texts_are_one_or_two_words_padded_only_to_the_minimum(tmp_path, min_seconds,
+                                                                     shortest):  # fmt: skip
+    write_demo_corpus(tmp_path / "c", n=8, seed=1, min_seconds=min_seconds, max_seconds=10.0,
+                      texts="short")  # fmt: skip
+    rows = _rows(tmp_path / "c")
+    assert all(1 <= len(raw.split()) <= 2 for _, raw, _ in rows)
+    assert all(re.fullmatch(r"[A-Z][a-z]*( [a-z]+)?[.?!]", raw) for _, raw, _ in rows)
+    assert len({raw for _, raw, _ in rows}) > 3  # drawn by the seed
+    seconds = _durations(tmp_path / "c")
+    # A phrase fills no target of the 10 s bound: it is as long as it is, or the minimum.
+    assert shortest <= min(seconds)
+    assert max(seconds) < max(min_seconds, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"texts": "poems"},
+         r"texts one of sentences, run-on, repeated, short, received: texts='poems'"),
+        ({"texts": "run-on", "one_sentence": True},
+         r"one of one_sentence and texts='run-on'.*received: one_sentence=True, texts='run-on'"),
+        ({"texts": "short", "max_seconds": 1.5},
+         r"max_seconds >= 2.0 with texts='short'.*received: max_seconds=1.5"),
+        ({"texts": "repeated", "engine": "espeak", "language": "de"},
+         r"language='en' with texts='repeated'.*received: language='de'"),
+    ],
+)  # fmt: skip
+def test_bad_text_kinds_are_refused_by_name(tmp_path, monkeypatch, kwargs, match):
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # checked before espeak-ng
+    with pytest.raises(ConfigError, match=match):
+        write_demo_corpus(tmp_path / "c", n=1, **kwargs)
+    assert not (tmp_path / "c").exists()
+
+
+def test_cli_writes_each_text_kind(tmp_path, capsys):
+    for kind in ("run-on", "repeated", "short"):
+        out = tmp_path / kind
+        args = ["demo-corpus", str(out), "--n", "2", "--texts", kind]
+        assert main([*args, "--min-seconds", "0.1", "--max-seconds", "2"]) == 0
+        assert len(_rows(out)) == 2
+    capsys.readouterr()  # the progress bars
+    assert main(["demo-corpus", str(tmp_path / "x"), "--texts", "short", "--one-sentence"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "one_sentence=True, texts='short'" in err[0]
+    with pytest.raises(SystemExit):  # an unknown kind: argparse names the choices
+        main(["demo-corpus", str(tmp_path / "y"), "--texts", "poems"])
+    assert "run-on" in capsys.readouterr().err

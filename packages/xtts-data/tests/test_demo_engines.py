@@ -226,3 +226,38 @@ def test_the_library_speaks_each_text_as_a_fresh_process_would():
     again = espeak_speak(speaker, "Hello world, this is a test.", None)
     assert len(first) > ESPEAK_RATE  # over a second of speech
     np.testing.assert_array_equal(again, first)
+
+
+@pytest.mark.parametrize("texts", ["run-on", "repeated", "short"])
+def test_synth_speaks_each_kind_of_text_as_the_normaliser_reads_it(texts):
+    config = TextConfig()
+    engine = SynthEngine(sample_rate=SR, texts=texts)
+    bounds = _bounds(0.2, 2.0, 3.0, SR)
+    for seed in range(4):
+        speech = engine.utterance(np.random.default_rng(seed), voice=voice(seed), bounds=bounds)
+        assert normalize_text(speech.spoken, config) == normalize_text(speech.raw, config)
+        assert bounds.target <= len(speech.pcm) <= bounds.most
+        assert speech.raw[-1] in ".?!"
+        if texts == "short":
+            assert 1 <= len(speech.raw.split()) <= 2
+        else:  # one sentence, no punctuation inside
+            assert not any(mark in speech.raw[:-1] for mark in ",.?!;:")
+
+
+@needs_espeak
+def test_espeak_speaks_a_run_on_sentence_and_a_short_phrase():
+    from xtts_data.sentences import sentences
+
+    bounds = _bounds(6.0, 8.0, 10.0, ESPEAK_RATE)
+    binary = find_espeak("en")
+    run_on = EspeakEngine(binary=binary, language="en", texts="run-on")
+    speech = run_on.utterance(np.random.default_rng(0), voice=voice(0), bounds=bounds)
+    assert len(sentences(speech.raw)) == 1
+    assert len(speech.raw.split()) > 15  # far past one of the corpus's 4-12-word sentences
+    assert not any(mark in speech.raw[:-1] for mark in ",.?!;:")
+    assert bounds.fewest <= len(speech.pcm) <= bounds.most
+    short = EspeakEngine(binary=binary, language="en", texts="short")
+    tight = _bounds(0.1, 0.1, 2.0, ESPEAK_RATE)
+    speech = short.utterance(np.random.default_rng(0), voice=voice(0), bounds=tight)
+    assert 1 <= len(speech.raw.split()) <= 2
+    assert 0.2 * ESPEAK_RATE < len(speech.pcm) < 1.5 * ESPEAK_RATE  # the phrase, no padding

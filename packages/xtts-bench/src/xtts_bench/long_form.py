@@ -13,7 +13,9 @@ alone). The rows are grouped by the number of sentences in their text
 within 0.85-1.15 (the issue's band), the median ratio, the mean alignment score and
 pairing, the share ended by the stop token, and the offline recogniser's word error rate
 on the syntheses beside that on the recordings' own mels through the same Griffin-Lim
-(`xtts_bench.intelligibility`: pocketsphinx with a unigram over the corpus's words).
+(`xtts_bench.intelligibility`: pocketsphinx with a unigram over the corpus's words), with
+the words its alignment against the read text finds skipped and repeated and the share of
+items with neither (`slips`; the recordings' beside them: the recogniser's own floor).
 
 `xtts-bench peers --long-form` scores both systems' WAVs of the same items through its
 one scorer (`scored_rows`: duration ratio, pairing and identification from each WAV's
@@ -53,6 +55,7 @@ __all__ = [
     "hear",
     "score_long_form",
     "scored_rows",
+    "slips",
 ]
 
 BAND = (0.85, 1.15)  # a duration ratio within it: said all of it, at about the right pace
@@ -124,7 +127,9 @@ def group_rows(rows: Sequence[dict[str, Any]],
     "2", ..., and "all"): n, `in_band` (share of duration ratios within `BAND`),
     `ratio_median` (and min, max), `pairing_mean`, `pieces_mean`, and `wer`, `wer_truth`
     of the group's transcripts (`heard`: per id, the words read and the recogniser's of
-    the synthesis and of the recording); with `evaluate`'s rows `alignment_mean` and
+    the synthesis and of the recording), `skipped`, `repeated` and `clean_share` of the
+    syntheses' transcripts and `skipped_truth`, `repeated_truth`, `clean_share_truth` of
+    the recordings' (`slips`); with `evaluate`'s rows `alignment_mean` and
     `stopped_share`, with `scored_rows`' `top1`."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
@@ -149,6 +154,8 @@ def _figures(rows: list[dict[str, Any]], heard: dict[str, tuple[str, str, str]]
         "pieces_mean": statistics.fmean(row.get("pieces", 1) for row in rows),
         "wer": float(jiwer.wer(list(read), list(synthesis))),
         "wer_truth": float(jiwer.wer(list(read), list(truth))),
+        **slips(read, synthesis),
+        **{f"{key}_truth": value for key, value in slips(read, truth).items()},
     }
     if all("alignment" in row for row in rows):  # an attention model's rows (`evaluate`)
         figures["alignment_mean"] = statistics.fmean(row["alignment"] for row in rows)
@@ -158,12 +165,28 @@ def _figures(rows: list[dict[str, Any]], heard: dict[str, tuple[str, str, str]]
     return figures
 
 
+def slips(read: Sequence[str], heard: Sequence[str]) -> dict[str, float]:
+    """Words skipped and repeated in transcripts `heard` of texts `read` (one per item), as
+    the recogniser's alignment counts them (`jiwer.process_words`): `skipped`, its
+    deletions, and `repeated`, its insertions, both summed over the items, and
+    `clean_share`, the share of items with neither (the issue's "no word skipped or
+    repeated"). Every insertion counts as a repeat: the alignment cannot tell a word said
+    twice from another word inserted. Substitutions count in neither."""
+    jiwer = import_extra("jiwer", hint=ASR_HINT)
+    aligned = jiwer.process_words(list(read), list(heard))
+    clean = sum(not any(chunk.type in ("delete", "insert") for chunk in chunks)
+                for chunks in aligned.alignments)  # fmt: skip
+    return {"skipped": int(aligned.deletions), "repeated": int(aligned.insertions),
+            "clean_share": clean / len(aligned.alignments)}  # fmt: skip
+
+
 def format_long_form(result: dict[str, Any]) -> str:
     """One row per corpus, mode (or system and mode) and sentence count; "-" where a
     system has no such figure."""
     head = (f"{'corpus':<24}{'mode':<13}{'sent.':>6}{'n':>4}{'in band':>9}{'ratio':>7}"
             f"{'range':>13}{'align':>7}{'pair':>6}{'top-1':>7}{'stop':>6}{'pieces':>8}"
-            f"{'WER':>6}{'truth':>7}")  # fmt: skip
+            f"{'WER':>6}{'truth':>7}{'skip':>6}{'rep.':>6}{'clean':>7}{'t.skip':>8}{'t.rep':>7}"
+            f"{'t.clean':>9}")  # fmt: skip
     rows = [head]
     for corpus, modes in result.items():
         for mode, scored in modes.items():
@@ -175,11 +198,16 @@ def format_long_form(result: dict[str, Any]) -> str:
                     f"{_or_dash(g, 'alignment_mean', '7.2f')}{g['pairing_mean']:>6.2f}"
                     f"{_or_dash(g, 'top1', '7.0%')}{_or_dash(g, 'stopped_share', '6.0%')}"
                     f"{g['pieces_mean']:>8.1f}{g['wer']:>6.2f}{g['wer_truth']:>7.2f}"
+                    f"{g['skipped']:>6}{g['repeated']:>6}{g['clean_share']:>7.0%}"
+                    f"{g['skipped_truth']:>8}{g['repeated_truth']:>7}"
+                    f"{g['clean_share_truth']:>9.0%}"
                 )  # fmt: skip
     rows.append(f"in band: duration ratio within {BAND[0]}-{BAND[1]}; split: the run's "
                 f"decode.split_symbols; whole: decode.split_symbols=0; WER: the "
                 f"recogniser's on the syntheses, truth: on the recordings' mels, both through "
-                f"Griffin-Lim")  # fmt: skip
+                f"Griffin-Lim; skip, rep.: words its alignment finds skipped and repeated "
+                f"(every inserted word counts as a repeat), clean: share of items with "
+                f"neither; t.: the same on the recordings")  # fmt: skip
     return "\n".join(rows)
 
 

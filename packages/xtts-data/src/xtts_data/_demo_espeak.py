@@ -85,11 +85,13 @@ class EspeakEngine:
         binary: path of the espeak-ng program, None for its library (`find_espeak`).
         language: "en" or a language of `xtts_data._demo_sentences.SENTENCES`.
         one_sentence: English texts are one sentence each (`_demo_sentences.words`).
+        texts: what an English text is, one of `_demo_sentences.TEXT_KINDS`.
     """
 
     binary: str | None
     language: str
     one_sentence: bool = False
+    texts: str = "sentences"
 
     @property
     def sample_rate(self) -> int:
@@ -110,7 +112,8 @@ class EspeakEngine:
             wav = Path(scratch) / "speech.wav"  # espeak-ng writes only files
             if self.language == "en":
                 return Speech(*english_utterance(rng, espeak, bounds, wav,
-                                                 one_sentence=self.one_sentence))  # fmt: skip
+                                                 one_sentence=self.one_sentence,
+                                                 texts=self.texts))  # fmt: skip
             raw, pcm = sentence_utterance(rng, espeak, bounds, wav, self.language)
         return Speech(raw, "", pcm)
 
@@ -190,9 +193,9 @@ def _fit(pcm: np.ndarray, fewest: int, most: int) -> np.ndarray:
 
 
 def english_utterance(rng: np.random.Generator, espeak: Espeak, bounds: Bounds, path: Path, *,
-                      one_sentence: bool = False):  # fmt: skip
+                      one_sentence: bool = False, texts: str = "sentences"):  # fmt: skip
     """(raw text, spoken text, int16 [samples]) of drawn English words, spoken into `path`
-    (with `one_sentence`, as one sentence: `spoken_words`).
+    (with `one_sentence`, as one sentence; `texts`, the kind of text: `spoken_words`).
 
     The word count aims at the target of `bounds` (fewest, target, most samples); texts
     whose audio passes `most` are shortened and spoken again (a single word that is still
@@ -200,7 +203,8 @@ def english_utterance(rng: np.random.Generator, espeak: Espeak, bounds: Bounds, 
     """
     fewest, target, most = bounds
     count = max(1, round(target / ESPEAK_RATE * espeak.speed / 60 * 0.85))
-    drawn = list(itertools.islice(spoken_words(rng, one_sentence=one_sentence), count))
+    stream = spoken_words(rng, one_sentence=one_sentence, texts=texts)
+    drawn = list(itertools.islice(stream, count))
     while True:
         raw, spoken = (join_words([word[i] for word in drawn]) for i in (0, 1))
         pcm = speak(espeak, spoken, path)
@@ -216,13 +220,14 @@ def spoken_text(raw: str, language: str, *, lowercase: bool = True) -> str:
     return normalize_text(raw, TextConfig(language=language, lowercase=lowercase))
 
 
-def spoken_words(rng: np.random.Generator, *,
-                 one_sentence: bool = False) -> Iterator[tuple[str, str]]:  # fmt: skip
-    """Endless `(raw, spoken)` English words (`_demo_sentences.words`, `one_sentence`
-    passed on), each spoken as the normaliser reads it ("Mrs. Hale" -> "Misess Hale"),
-    capitals kept: `join_words` of the spoken words normalises to what the joined raw
-    words normalise to."""
-    return ((raw, _spoken_word(raw)) for raw in words(rng, one_sentence=one_sentence))
+def spoken_words(rng: np.random.Generator, *, one_sentence: bool = False,
+                 texts: str = "sentences") -> Iterator[tuple[str, str]]:  # fmt: skip
+    """`(raw, spoken)` English words (`_demo_sentences.words`, `one_sentence` and `texts`
+    passed on: endless but for `texts="short"`), each spoken as the normaliser reads it
+    ("Mrs. Hale" -> "Misess Hale"), capitals kept: `join_words` of the spoken words
+    normalises to what the joined raw words normalise to."""
+    drawn = words(rng, one_sentence=one_sentence, texts=texts)
+    return ((raw, _spoken_word(raw)) for raw in drawn)
 
 
 @functools.lru_cache(maxsize=4096)  # a few hundred distinct words: normalise each once

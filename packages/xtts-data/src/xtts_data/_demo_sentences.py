@@ -2,7 +2,9 @@
 
 English (both engines) is drawn word by word from small tables, about 20% of texts holding
 one token a text normaliser must expand; only written forms are here (the demo speaks the
-normaliser's reading of them, `_demo_espeak.spoken_words`). Every other language is spoken
+normaliser's reading of them, `_demo_espeak.spoken_words`). Besides sentences, English has
+the other kinds of `TEXT_KINDS` (`words(texts=...)`): run-on sentences, texts that repeat
+and short phrases, inputs a text-to-mel model is tested on alone. Every other language is spoken
 by espeak-ng from `SENTENCES`: short everyday sentences, about a quarter holding a number in
 digits (a cardinal, a year, a percentage, a decimal), written as people write them in that
 language.
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # annotations only: the CLI reads LANGUAGES without importing numpy
     import numpy as np
 
-__all__ = ["LANGUAGES", "SENTENCES", "join_sentences", "join_words", "words"]
+__all__ = ["LANGUAGES", "SENTENCES", "TEXT_KINDS", "join_sentences", "join_words", "words"]
 
 _SPECIAL_SHARE = 0.2  # utterances holding one token a text normaliser must expand
 
@@ -61,6 +63,20 @@ _SPECIAL = (
     "42",
 )
 _ENDINGS = (".", "?", "!")
+# What a demo text is (`words(texts=...)`); "sentences" is every language's, the others English.
+TEXT_KINDS = ("sentences", "run-on", "repeated", "short")
+# Run-on texts: the special tokens with no punctuation in them, and the plain words that join
+# clauses where a sentence would end (glued to the next clause's first word, so a text cut
+# after any word never ends on one).
+_PLAIN_SPECIAL = tuple(t for t in _SPECIAL if all(c.isalnum() or c == " " for c in t))
+_JOINS = ("and", "then", "while", "so", "but", "and then", "until", "because", "where", "as")
+# fmt: off
+_SHORT = (
+    "Yes.", "No.", "Go.", "Stop.", "Wait.", "Hello.", "Thanks.", "Okay.", "Sure.", "Why?",
+    "Really?", "Come in.", "No way.", "Thank you.", "Good night.", "Not now.", "Of course.",
+    "Hold on.", "Well done.", "See you.", "Me too.", "Go away.", "Sit down.", "Look out!",
+)
+# fmt: on
 
 
 def _capital(text: str) -> str:
@@ -71,15 +87,24 @@ def _pick(rng: np.random.Generator, items: tuple):
     return items[int(rng.integers(len(items)))]
 
 
-def words(rng: np.random.Generator, *, one_sentence: bool = False) -> Iterator[str]:
+def words(rng: np.random.Generator, *, one_sentence: bool = False,
+          texts: str = "sentences") -> Iterator[str]:  # fmt: skip
     """Endless written English words of sentences, punctuation attached (a number or
     abbreviation with what follows it counts as one word). With `one_sentence`, every
     sentence ends in a comma instead: the words run on as clauses of one sentence (the
     same draws, so the same words).
 
+    `texts` other than "sentences" (`TEXT_KINDS`) draws other words: "run-on" (one
+    sentence with no punctuation inside, `_run_on`), "repeated" (a text that repeats,
+    `_repeated`) or "short" (one phrase of one or two words, then nothing: `_short`);
+    `one_sentence` does not apply to them.
+
     Sentence starts are not capitalised here: words that do not fit an utterance are
     skipped, so `join_words` capitalises the words actually kept.
     """
+    if texts != "sentences":
+        yield from _KINDS[texts](rng)
+        return
     special_at = int(rng.integers(4)) if rng.random() < _SPECIAL_SHARE else -1
     count = itertools.count()
     while True:
@@ -96,6 +121,46 @@ def words(rng: np.random.Generator, *, one_sentence: bool = False) -> Iterator[s
             else:
                 mark = "," if rng.random() < 0.1 else ""
             yield raw + mark
+
+
+def _run_on(rng: np.random.Generator) -> Iterator[str]:
+    """Endless words of one sentence with no punctuation inside: clauses of 4-12 words as
+    `words` draws them, without commas or tokens holding punctuation ("Dr.", "$5.50"), each
+    after the first starting with a joining word ("and house", "while the")."""
+    special_at = int(rng.integers(4)) if rng.random() < _SPECIAL_SHARE else -1
+    count, join = itertools.count(), ""
+    while True:
+        for i in range(int(rng.integers(4, 13))):
+            if next(count) == special_at:
+                word = _pick(rng, _PLAIN_SPECIAL)
+            else:
+                word = _pick(rng, _FUNCTION_WORDS if rng.random() < 0.4 else _CONTENT_WORDS)
+            yield f"{join} {word}" if i == 0 and join else word
+        join = _pick(rng, _JOINS)
+
+
+def _repeated(rng: np.random.Generator) -> Iterator[str]:
+    """Endless words of one of three texts that repeat, drawn by `rng`: one word over and
+    over ("the the the"), distinct common words with no commas ("house river the morning";
+    they repeat only past all 132 of them) or whole numbers 1-99 in digits ("4 7 12 30")."""
+    table = _FUNCTION_WORDS + _CONTENT_WORDS
+    kind = int(rng.integers(3))
+    if kind == 0:
+        yield from itertools.repeat(_pick(rng, table))
+    elif kind == 1:
+        while True:
+            yield from (table[int(i)] for i in rng.permutation(len(table)))
+    else:
+        while True:
+            yield str(int(rng.integers(1, 100)))
+
+
+def _short(rng: np.random.Generator) -> Iterator[str]:
+    """One phrase of one or two words ("Yes.", "Thank you."), as a single word."""
+    yield _pick(rng, _SHORT)
+
+
+_KINDS = {"run-on": _run_on, "repeated": _repeated, "short": _short}
 
 
 def join_words(words: list[str]) -> str:

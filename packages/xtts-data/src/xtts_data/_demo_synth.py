@@ -96,9 +96,9 @@ def _sounds(text: str, rng: np.random.Generator, voice: Voice, sr: int):
 
 
 def _compose(rng: np.random.Generator, voice: Voice, sr: int, target: int, most: int,
-             one_sentence: bool = False):  # fmt: skip
+             one_sentence: bool = False, texts: str = "sentences"):  # fmt: skip
     """Words until the next would pass `target` samples (the first word may use `most`);
-    with `one_sentence`, as one sentence (`spoken_words`).
+    with `one_sentence`, as one sentence; `texts`, the kind of text (`spoken_words`).
 
     Returns:
         (raw text, spoken text, phones, int64 [phones] lengths in samples); the first
@@ -107,7 +107,7 @@ def _compose(rng: np.random.Generator, voice: Voice, sr: int, target: int, most:
     phones, lengths = [_GAP], [np.array([round(rng.uniform(0.1, 0.25) * sr)])]
     kept: list[tuple[str, str]] = []
     used, misses = int(lengths[0][0]), 0
-    for raw, spoken in spoken_words(rng, one_sentence=one_sentence):
+    for raw, spoken in spoken_words(rng, one_sentence=one_sentence, texts=texts):
         sounds, samples = _sounds(spoken + " ", rng, voice, sr)
         # A first word too long even for `most` is kept after many tries; _finish cuts it.
         if used + samples.sum() <= (target if kept else most) or misses >= 50:
@@ -230,10 +230,12 @@ class SynthEngine:
     Attributes:
         sample_rate: Hz of the audio it returns.
         one_sentence: every text is one sentence (`_demo_sentences.words`).
+        texts: what a text is, one of `_demo_sentences.TEXT_KINDS`.
     """
 
     sample_rate: int
     one_sentence: bool = False
+    texts: str = "sentences"
 
     def utterance(self, rng: np.random.Generator, *, voice: Voice, bounds: Bounds) -> Speech:
         """Words drawn from `rng` while they fit `bounds.target` samples, spoken with `voice`.
@@ -242,7 +244,8 @@ class SynthEngine:
             The raw and spoken text and int16 [max(target, min(rendered, most))] samples.
         """
         sr, target, most = self.sample_rate, bounds.target, bounds.most  # fewest <= target
-        raw, spoken, phones, lengths = _compose(rng, voice, sr, target, most, self.one_sentence)
+        words = (self.one_sentence, self.texts)
+        raw, spoken, phones, lengths = _compose(rng, voice, sr, target, most, *words)
         audio = _render(phones, lengths, voice, rng, sr)
         return Speech(raw, spoken, _finish(audio, rng, target, most, sr))
 

@@ -19,6 +19,7 @@ from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data._demo_sentences import LANGUAGES as DEMO_LANGUAGES
+from xtts_data._demo_sentences import TEXT_KINDS as DEMO_TEXTS
 from xtts_data.errors import XttsDataError
 
 __all__ = ["main"]
@@ -177,6 +178,15 @@ def _add_demo_corpus(commands) -> None:
                    help="English: every text is one sentence, its clauses joined by commas "
                    "where sentences would end (long single sentences, e.g. longer than a "
                    "model's training clips)")  # fmt: skip
+    p.add_argument("--texts", choices=DEMO_TEXTS, default="sentences", metavar="KIND",
+                   help="English: what a text is (default: sentences): run-on (one sentence, "
+                   "no punctuation but its final period, clauses joined by plain words such "
+                   "as 'and', 'then', 'while'), repeated (one word over and over, distinct "
+                   "words with no commas, or numbers in digits, drawn per text) or short (one "
+                   "or two words, 'Yes.', 'Thank you.'). Run-on and repeated texts fill "
+                   "--min-seconds..--max-seconds as sentences do; a short phrase is as long as "
+                   "it is, padded with silence to --min-seconds (pass e.g. 0.1 for the phrase "
+                   "alone), and needs --max-seconds >= 2. Not with --one-sentence")  # fmt: skip
     p.add_argument(
         "--language",
         default="en",
@@ -337,6 +347,7 @@ def _run_demo_corpus(args) -> int:
         max_seconds=args.max_seconds,
         language=args.language,
         one_sentence=args.one_sentence,
+        texts=args.texts,
         progress=True,
     )
     print(

@@ -10,7 +10,8 @@ The default engine ("synth", `xtts_data._demo_synth`) speaks a small synthesised
 English-like language: a formant synthesiser whose mel spectrograms show harmonics,
 formants and pauses. `engine="espeak"` runs `espeak-ng` instead (`xtts_data._demo_espeak`),
 for real (robotic) speech: English, or with `language` one of the languages with built-in
-sentences (`xtts_data._demo_sentences`).
+sentences (`xtts_data._demo_sentences`). English texts are sentences, or with `texts` inputs
+a text-to-mel model is tested on alone: run-on sentences, texts that repeat, short phrases.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tqdm import tqdm
 from xtts_audio import write_wav
 from xtts_data._demo_engine import Bounds, DemoEngine, voice
 from xtts_data._demo_espeak import ESPEAK_RATE, EspeakEngine, find_espeak
-from xtts_data._demo_sentences import LANGUAGES
+from xtts_data._demo_sentences import LANGUAGES, TEXT_KINDS
 from xtts_data._demo_synth import SynthEngine, speak
 from xtts_data.errors import ConfigError, XttsDataError
 
@@ -35,12 +36,16 @@ __all__ = ["DEMO_SENTENCES", "DemoCorpus", "speak_demo", "write_demo_corpus"]
 logger = logging.getLogger(__name__)
 
 Engine = Literal["synth", "espeak"]
+Texts = Literal["sentences", "run-on", "repeated", "short"]  # `_demo_sentences.TEXT_KINDS`
 
 # Eval sentences of the demo language (its own words, within its 0.4–1.6 s utterances):
 # what `text_to_mel.eval_sentences` is in the demo's runs, as the Harvard sentences are in English.
 DEMO_SENTENCES = ("The captain spoke.", "Her letter was old.")
 
 _BETA = (3.3, 2.1)  # target duration shape: mean at 61% of [min, max], 6.5 s for 1–10 s
+# Seconds a short phrase may take at the slowest voice (at most 1.3 s measured, leading
+# silence included, with either engine): a smaller max_seconds would cut one.
+_SHORT_MAX_SECONDS = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,11 +80,15 @@ def _target_durations(
 
 
 def _sample_bounds(
-    rng: np.random.Generator, sr: int, min_seconds: float, max_seconds: float
-) -> Bounds:
-    """(fewest, target, most) samples of one utterance; fewest <= target <= most."""
+    rng: np.random.Generator, sr: int, min_seconds: float, max_seconds: float,
+    texts: Texts = "sentences",
+) -> Bounds:  # fmt: skip
+    """(fewest, target, most) samples of one utterance; fewest <= target <= most. A short
+    phrase is as long as it is: its target is the fewest (no silence beyond the minimum)."""
     most = int(np.floor(max_seconds * sr))
     fewest = min(int(np.ceil(min_seconds * sr)), most)
+    if texts == "short":
+        return Bounds(fewest, fewest, most)
     target = round(float(_target_durations(1, rng, min_seconds, max_seconds)[0]) * sr)
     return Bounds(fewest, min(max(target, fewest), most), most)
 
@@ -178,6 +187,7 @@ def write_demo_corpus(
     max_seconds: float = 10.0,
     language: str = "en",
     one_sentence: bool = False,
+    texts: Texts = "sentences",
     progress: bool = False,
 ) -> DemoCorpus:
     """Write a deterministic demo corpus in LJSpeech layout, with no download.
@@ -218,14 +228,25 @@ def write_demo_corpus(
         one_sentence: (English) every text is one sentence, its clauses joined by commas
             where the sentences would end: sentences as long as the utterances, e.g. longer
             than a model's training clips (`xtts-bench learning --long-form`).
+        texts: (English) what a text is: "sentences" (the default); "run-on" (one sentence
+            with no punctuation inside but its final period, clauses joined by plain words
+            such as "and", "then", "while"); "repeated" (drawn per text: one word over and
+            over, "the the the the", distinct common words with no commas, or whole numbers
+            in digits, "4 7 12 30", that the normaliser spells out); "short" (one phrase of
+            one or two words, "Yes.", "Thank you."). Run-on and repeated texts fill the
+            targets between `min_seconds` and `max_seconds` as sentences do; a short phrase
+            is as long as it is, padded with silence to `min_seconds` (pass a small one,
+            e.g. 0.1, for wavs of the phrase alone), and needs `max_seconds` >=
+            `_SHORT_MAX_SECONDS` (2 s) so that none is cut. Not with `one_sentence`.
         progress: show a tqdm progress bar.
 
     Returns:
         What was written.
 
     Raises:
-        ConfigError: an argument is out of range, an unknown language, or a language other
-            than "en" with the synth engine or `one_sentence`.
+        ConfigError: an argument is out of range, an unknown language or `texts`, a language
+            other than "en" with the synth engine, `one_sentence` or `texts` other than
+            "sentences", or `one_sentence` with such `texts`.
         XttsDataError: `out` is not empty, or espeak-ng is missing, has no voice for the
             language, or fails.
     """
@@ -236,23 +257,39 @@ def write_demo_corpus(
     _require(not one_sentence or language == "en", "language='en' with one_sentence (the "
              "other languages speak their built-in sentences whole)",
              f"language={language!r}")  # fmt: skip
+    _check_texts(texts, language=language, one_sentence=one_sentence, max_seconds=max_seconds)
     # the engine before any file: espeak-ng is looked up here
-    backend = _engine(engine, sample_rate=sample_rate, language=language, one_sentence=one_sentence)
+    backend = _engine(engine, sample_rate=sample_rate, language=language,
+                      one_sentence=one_sentence, texts=texts)  # fmt: skip
     root = _empty_directory(out)
     seconds = (min_seconds, max_seconds)
     return _write_corpus(
         root, engine=backend, n=n, seed=seed, speakers=speakers, held_out=held_out_speakers,
-        seconds=seconds, progress=progress,
+        seconds=seconds, progress=progress, texts=texts,
     )  # fmt: skip
 
 
-def _engine(engine: Engine, *, sample_rate: int, language: str,
-            one_sentence: bool = False) -> DemoEngine:  # fmt: skip
+def _check_texts(texts: str, *, language: str, one_sentence: bool, max_seconds: float) -> None:
+    _require(texts in TEXT_KINDS, f"texts one of {', '.join(TEXT_KINDS)}", f"texts={texts!r}")
+    if texts == "sentences":
+        return
+    _require(language == "en", f"language='en' with texts={texts!r} (the other languages "
+             f"speak their built-in sentences)", f"language={language!r}")  # fmt: skip
+    _require(not one_sentence, f"one of one_sentence and texts={texts!r} (one_sentence "
+             f"joins sentences; texts={texts!r} are no sentences to join)",
+             f"one_sentence=True, texts={texts!r}")  # fmt: skip
+    _require(texts != "short" or max_seconds >= _SHORT_MAX_SECONDS,
+             f"max_seconds >= {_SHORT_MAX_SECONDS} with texts='short' (so that no phrase "
+             f"is cut)", f"max_seconds={max_seconds}")  # fmt: skip
+
+
+def _engine(engine: Engine, *, sample_rate: int, language: str, one_sentence: bool = False,
+            texts: Texts = "sentences") -> DemoEngine:  # fmt: skip
     """The engine named `engine`; espeak-ng is looked up (and its voice checked) here."""
     if engine == "espeak":
         return EspeakEngine(binary=find_espeak(language), language=language,
-                            one_sentence=one_sentence)  # fmt: skip
-    return SynthEngine(sample_rate=sample_rate, one_sentence=one_sentence)
+                            one_sentence=one_sentence, texts=texts)  # fmt: skip
+    return SynthEngine(sample_rate=sample_rate, one_sentence=one_sentence, texts=texts)
 
 
 def _write_corpus(
@@ -265,6 +302,7 @@ def _write_corpus(
     seconds: tuple[float, float],
     progress: bool,
     held_out: int = 0,
+    texts: Texts = "sentences",
 ) -> DemoCorpus:
     """Utterances `0 .. n - 1` of `engine` into the empty corpus folder `root` (those of
     the last `held_out` voices into `root/held-out`).
@@ -279,6 +317,8 @@ def _write_corpus(
         progress: show a tqdm progress bar.
         held_out: the last this many voices go to `root/held-out` (its own metadata.csv
             and wavs/).
+        texts: the kind of text `engine` speaks (`_sample_bounds`: a short one fills no
+            target).
 
     Returns:
         What was written.
@@ -290,7 +330,8 @@ def _write_corpus(
         uid, speaker = _utterance_id(index), voice(index % speakers)
         folder = root / "held-out" if speaker.index >= speakers - held_out else root
         rng = np.random.default_rng([seed, index])
-        speech = engine.utterance(rng, voice=speaker, bounds=_sample_bounds(rng, sr, *seconds))
+        bounds = _sample_bounds(rng, sr, *seconds, texts)
+        speech = engine.utterance(rng, voice=speaker, bounds=bounds)
         write_wav(folder / "wavs" / f"{uid}.wav", speech.pcm, sr)
         rows[folder].append(_row(uid, speech.raw, speech.spoken,
                                  speaker.name if speakers > 1 else ""))  # fmt: skip
