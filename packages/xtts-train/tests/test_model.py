@@ -44,6 +44,7 @@ DETERMINISTIC = dict(prenet_dropout=0.0)
 ONE_LAYER = dict(text_layers=1, decoder_layers=1, cond_layers=1, postnet_layers=1)
 VOICE_STATS = {"voice_stats": "mean_std"}
 VOICE_PITCH = {"voice_pitch": True, "voice_stats": "mean_std"}
+RELATIVE = {"alignment": "relative"}  # location-relative alignment (`location`)
 AUDIO = MelConfig.from_preset("xtts")  # the features' recipe, for `pitch_stats`
 # `tiny` at one layer of each kind and small widths (train_helpers.MICRO's sizes).
 MICRO = dict(**ONE_LAYER, d_model=32, heads=2, cond_latents=2, prenet_dim=32,
@@ -118,6 +119,8 @@ def test_defaults_are_the_tiny_preset_and_dicts_round_trip():
         (dict(voice_pitch=1), "voice_pitch=1"),
         (dict(pitch_contour=True), r"unknown field\(s\) \['pitch_contour'\]"),
         (dict(n_layers=2), r"unknown field\(s\) \['n_layers'\]"),
+        (dict(alignment="gmm"), "content, relative.*alignment='gmm'"),
+        (dict(alignment="relative", decoder_layers=1), "at least 2 with.*decoder_layers=1"),
     ],
 )
 def test_invalid_config_names_the_field(overrides, match):
@@ -632,8 +635,10 @@ def test_decoding_is_deterministic_though_training_keeps_the_prenet_dropout():
     ("r", "max_frames", "compiler", "voice"),
     [(1, 6, None, {}), (1, 6, None, VOICE_PITCH), (3, 7, None, VOICE_STATS),
      (2, 6, None, VOICE_PITCH), (2, 41, "graph", {}), (2, 41, "xla", VOICE_PITCH),
+     (1, 6, None, RELATIVE), (2, 41, "graph", RELATIVE),
      pytest.param(1, 40, "xla", VOICE_PITCH, marks=pytest.mark.slow),
-     pytest.param(2, 41, "xla", VOICE_STATS, marks=pytest.mark.slow)],
+     pytest.param(2, 41, "xla", VOICE_STATS, marks=pytest.mark.slow),
+     pytest.param(2, 41, "xla", RELATIVE, marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_infer_matches_teacher_forcing_on_its_own_frames(decoders, r, max_frames, compiler,
                                                          voice):  # fmt: skip
@@ -727,9 +732,10 @@ def mixed_float16():
     keras.mixed_precision.set_global_policy("float32")
 
 
-def test_a_checkpoint_of_the_model_alone_holds_every_weight(tmp_path):
+@pytest.mark.parametrize("overrides", [{}, RELATIVE], ids=["content", "relative"])
+def test_a_checkpoint_of_the_model_alone_holds_every_weight(tmp_path, overrides):
     # Keras 3 does not make list-held sublayers checkpoint children; `LazyLayer` does.
-    model = tiny_model()
+    model = tiny_model(**overrides)
     config = model.config
     model(make_batch(config))
     path = tf.train.Checkpoint(model=model).save(str(tmp_path / "ckpt"))

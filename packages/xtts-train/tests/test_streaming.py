@@ -33,6 +33,8 @@ from xtts_train.runs.media import silence_feature
 MAX_FRAMES, COND_FRAMES = 43, 16
 R2_VOICE = {"reduction_factor": 2, "voice_stats": "mean_std", "voice_pitch": True}
 R3_WINDOW_GATE = {"reduction_factor": 3, "decode.window_ahead": 2, "decode.stop_gate": 1}
+# Location-relative alignment (`models/text_to_mel/location.py`), two frames a step.
+R2_RELATIVE = {"reduction_factor": 2, "alignment": "relative"}
 
 
 def tiny_model(**overrides) -> TextToMel:
@@ -371,6 +373,7 @@ def slot_chunks(slots: Slots, texts: list, joins: list[int]) -> list[list[np.nda
     ({}, "graph"),
     (R2_VOICE, "graph"),
     (R3_WINDOW_GATE, "xla"),
+    (R2_RELATIVE, "graph"),  # the alignment position is loop state: each row keeps its own
 ])  # fmt: skip
 def test_slots_decode_each_text_exactly_as_it_decodes_alone(built, overrides, compiler):
     decode, model = decode_config(overrides), built.model(overrides)

@@ -53,6 +53,7 @@ MEL_STD = 2.5
 
 VOICE_STATS = ("off", "mean_std")  # ModelConfig.voice_stats
 VOICE_STATS_SOURCES = ("clip", "utterance")  # ModelConfig.voice_stats_source
+ALIGNMENTS = ("content", "relative")  # ModelConfig.alignment
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
     "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
@@ -174,6 +175,16 @@ class ModelConfig(FrozenConfig):
             at its usual end, while the distance between a step and a symbol, which
             sinusoidal encodings give attention, is kept. Inference starts at 0. 0 (the
             default) turns it off.
+        alignment: how the decoder finds its way along the text: "content" (the
+            default) or "relative" (docs/train/alignment.md). With "content" each
+            cross-attention reads the text by content alone, its head 0 guided toward the
+            diagonal. "relative" is location-relative alignment (Very Attentive Tacotron,
+            Battenberg 2025; `models/text_to_mel/location.py`): an alignment layer after
+            the first decoder block keeps a position on the text that moves forward every
+            step by a move it predicts (at most half a symbol a frame, one a step at
+            least, never past the last symbol), and the later blocks' cross-attention is
+            biased by each symbol's distance from it. The position is part of the decoding
+            loop's state. Needs `decoder_layers` of at least 2.
 
     `from_preset("tiny", vocab_size=40)` or `from_dict({"preset": "tiny", ...})` starts
     from the sizes of `PRESETS`.
@@ -206,6 +217,7 @@ class ModelConfig(FrozenConfig):
     voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
+    alignment: str = "content"
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -233,6 +245,12 @@ class ModelConfig(FrozenConfig):
                        "clip while voice_stats is off (no statistics to take)")  # fmt: skip
         if self.d_model % self.heads:
             self._fail("d_model", self.d_model, f"a multiple of heads={self.heads}")
+        if self.alignment not in ALIGNMENTS:
+            self._fail("alignment", self.alignment, f"one of {', '.join(ALIGNMENTS)}")
+        if self.alignment == "relative" and self.decoder_layers < 2:
+            self._fail("decoder_layers", self.decoder_layers,
+                       "at least 2 with alignment: relative (the blocks after the first "
+                       "attend relative to the position the first one finds)")  # fmt: skip
         for name in ("dropout", "prenet_dropout"):
             value = getattr(self, name)
             if not (_number(value) and 0.0 <= value < 1.0):
@@ -591,6 +609,17 @@ class TextToMelConfig(FrozenConfig):
             loss (Tachibana et al. 2017; 0 turns it off) on the decoder's cross-attention
             over the text, and the width of its diagonal band as a share of the text and
             frames (`xtts_train.models.text_to_mel.alignment`).
+        forward_sum_weight: weight of the forward-sum alignment loss (Badlani et al.
+            2021, as FastPitch and RAD-TTS use it; `alignment.forward_sum_loss`): minus the
+            log-probability of every monotonic path through the decoder's alignment over
+            the text. 0 (the default) leaves it out of the compiled steps; a change
+            between 0 and another value changes the program, between two others it does not.
+        alignment_prior: in training, add the log of a static beta-binomial prior
+            (Badlani et al. 2021; `alignment.beta_binomial_prior`) to the alignment's
+            scores (head 0 of each cross-attention, or the alignment layer's with
+            `model.alignment: relative`): attention starts near the diagonal. Off by
+            default; the eval losses and decoding never use it (they do not know the
+            length).
         eval_sentences: fixed texts spoken free-running at every eval (`train.eval_every`;
             defaults: two Harvard sentences, English; the demo sets
             `xtts_data.DEMO_SENTENCES`, its language's). Read into token ids when the run
@@ -603,6 +632,8 @@ class TextToMelConfig(FrozenConfig):
     stop_pos_weight: float = 5.0
     guided_attention_weight: float = 10.0
     guided_attention_sigma: float = 0.2
+    forward_sum_weight: float = 0.0
+    alignment_prior: bool = False
     eval_sentences: tuple[str, ...] = (
         "The birch canoe slid on the smooth planks.",
         "Glue the sheet to the dark blue background.",
@@ -612,9 +643,11 @@ class TextToMelConfig(FrozenConfig):
         for name in ("stop_pos_weight", "guided_attention_sigma"):
             if not _number(getattr(self, name)) or getattr(self, name) <= 0:
                 self._fail(name, getattr(self, name), "a number > 0")
-        for name in ("stop_weight", "guided_attention_weight"):
+        for name in ("stop_weight", "guided_attention_weight", "forward_sum_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 self._fail(name, getattr(self, name), "a number >= 0")
+        if not isinstance(self.alignment_prior, bool):
+            self._fail("alignment_prior", self.alignment_prior, "true or false")
         sentences = self.eval_sentences
         if not (isinstance(sentences, tuple | list) and sentences
                 and all(isinstance(x, str) and x.strip() for x in sentences)):  # fmt: skip

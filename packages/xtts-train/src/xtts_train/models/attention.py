@@ -96,22 +96,26 @@ class MultiHeadAttention(keras.layers.MultiHeadAttention):
         query = tf.transpose(self._query_dense(query), HEADS_FIRST)
         return query * tf.cast(self._inverse_sqrt_key_dim, query.dtype)
 
-    def attend(self, query: tf.Tensor, keys: tf.Tensor, values: tf.Tensor,
-               mask: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
-        """Queries against given keys and values (`keys_values`), no dropout: what `call`
-        computes, for a decoding step.
+    def attend(self, query: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, mask: tf.Tensor,
+               bias: tf.Tensor | None = None,
+               training: bool = False) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
+        """Queries against given keys and values (`keys_values`): what `call` computes,
+        with an additive bias on the scores if given (location-relative alignment,
+        `text_to_mel.location`); attention dropout only in `training`.
 
         Args:
             query: float [B, Q, D], the layer's query input.
             keys, values: head-major [B, N, S, H] and [B, N, S, Hv].
             mask: bool [B|1, Q|1, S], True where a query may attend.
+            bias: float32 [B, N, Q, S] added to the scaled scores, or None.
 
         Returns:
-            The output [B, Q, D] and the probabilities float [B, N, Q, S].
+            The output [B, Q, D] and the probabilities float [B, N, Q, S] (before dropout).
         """
         query = self._queries(query)  # (B, N, Q, H)
-        probs = _probabilities(query, keys, mask[:, None])  # (B, N, Q, S)
-        output = tf.transpose(tf.matmul(probs, values), HEADS_FIRST)  # (B, Q, N, Hv)
+        probs = _probabilities(query, keys, mask[:, None], bias)  # (B, N, Q, S)
+        kept = self._dropout_layer(probs, training=training)
+        output = tf.transpose(tf.matmul(kept, values), HEADS_FIRST)  # (B, Q, N, Hv)
         return self._output_dense(output), probs
 
     def attend_cached(self, query: tf.Tensor, cache: Cache,
@@ -243,11 +247,14 @@ def _block(mask: tf.Tensor | None, end: int, rate: float,
     return attend
 
 
-def _probabilities(query: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor | None) -> tf.Tensor:
+def _probabilities(query: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor | None,
+                   bias: tf.Tensor | None = None) -> tf.Tensor:  # fmt: skip
     """Keras's masked softmax of the scores: query (B, N, Q, H) (scaled), keys (B, N, S, H),
-    mask bool (B|1, 1, Q|1, S) or None → float (B, N, Q, S); a row with no key to see is
-    zero, not uniform."""
+    mask bool (B|1, 1, Q|1, S) or None, bias float (B, N, Q, S) added to the scores or
+    None → float (B, N, Q, S); a row with no key to see is zero, not uniform."""
     scores = tf.matmul(query, keys, transpose_b=True)  # (B, N, Q, S)
+    if bias is not None:
+        scores = scores + tf.cast(bias, scores.dtype)
     if mask is None:
         return tf.nn.softmax(scores)
     probs = tf.nn.softmax(tf.where(mask, scores, _large_negative(scores.dtype)))

@@ -42,7 +42,7 @@ class TextToMelTask(Task):
 
     name = "text_to_mel"
     loss_settings = ("stop_weight", "stop_pos_weight", "guided_attention_weight",
-                     "guided_attention_sigma")  # fmt: skip
+                     "guided_attention_sigma", "forward_sum_weight")  # fmt: skip
     bucketed = True
 
     def __init__(self, model: TextToMel, losses: TextToMelConfig) -> None:
@@ -72,11 +72,15 @@ class TextToMelTask(Task):
         return cls(model, stack.text_to_mel)
 
     def losses(self, batch, hyper, *, training):
-        outputs = self.model(batch, training=training)
+        prior = training and self.loss_config.alignment_prior
+        outputs = self.model(batch, training=training, prior=prior)
         return total_loss(outputs, batch, stop_weight=hyper["stop_weight"],
                           pos_weight=hyper["stop_pos_weight"],
                           guided_weight=hyper["guided_attention_weight"],
-                          guided_sigma=hyper["guided_attention_sigma"])  # fmt: skip
+                          guided_sigma=hyper["guided_attention_sigma"],
+                          forward_sum_weight=(hyper["forward_sum_weight"]
+                                              if self._forward_sum else None),
+                          reduction_factor=self.model.config.reduction_factor)  # fmt: skip
 
     def placeholder_batch(self, signature):
         """One real frame and token per row (the losses average over real ones)."""
@@ -97,8 +101,18 @@ class TextToMelTask(Task):
     def describe(self):
         return self.model.describe()
 
+    @property
+    def _forward_sum(self) -> bool:
+        """The forward-sum loss is in the compiled steps (`forward_sum_weight` above 0)."""
+        return self.loss_config.forward_sum_weight > 0
+
     def trace_settings(self):
-        return {**super().trace_settings(), "model": repr(self.model.config)}
+        settings = {**super().trace_settings(), "model": repr(self.model.config)}
+        if self._forward_sum:  # another program, with the same weights
+            settings["forward_sum"] = True
+        if self.loss_config.alignment_prior:
+            settings["alignment_prior"] = True
+        return settings
 
     def on_first_batch(self, writer, batch):
         writer.keep_reference(batch)  # synthesize's default voice

@@ -53,12 +53,15 @@ class Context(NamedTuple):
         stats: the reference clip's statistics float32 [B, 2, M] that the frames of the
             `State` are normalised by (`frames.clip_stats`; identity statistics with
             `ModelConfig.voice_stats` off).
+        align_keys: the alignment layer's keys of the text float32 [B, T, W]
+            (`ModelConfig.alignment: relative`; [B, T, 0] without one).
     """
 
     memory_kvs: list
     memory_mask: tf.Tensor
     pitch_term: tf.Tensor
     stats: tf.Tensor
+    align_keys: tf.Tensor
 
 
 class State(NamedTuple):
@@ -74,6 +77,9 @@ class State(NamedTuple):
         caches: per decoder block, its self-attention keys and values (`Decoder.step`).
         focus: int32 [B], the furthest alignment peak so far (the inference window's).
         done: bool [B], the utterance stopped.
+        place: float32 [B], the next step's alignment position on the text, the sum of
+            the moves of the steps run (`ModelConfig.alignment: relative`, `location`;
+            stays 0 without it).
     """
 
     t: tf.Tensor
@@ -84,6 +90,7 @@ class State(NamedTuple):
     caches: list
     focus: tf.Tensor
     done: tf.Tensor
+    place: tf.Tensor
 
 
 def generate(
@@ -149,15 +156,16 @@ def start(decoder: Decoder, config: ModelConfig, decode: DecodeConfig, memory: t
     batch, width = memory.shape[0], memory.shape[1]
     r = config.reduction_factor
     steps = groups(max_frames, r)
-    caches, memory_kvs, pitch_term = decoder.start(memory, steps, pitch)
+    caches, memory_kvs, pitch_term, align_keys = decoder.start(memory, steps, pitch)
     state = State(
         t=tf.constant(0), frame=tf.zeros([batch, 1, config.n_mels]),
         frames=tf.zeros([batch, steps * r, config.n_mels]), probs=tf.zeros([batch, steps * r]),
         attention=tf.zeros([batch, steps, width]), caches=caches,
         focus=tf.zeros([batch], tf.int32), done=tf.zeros([batch], tf.bool),
+        place=tf.zeros([batch]),
     )  # fmt: skip
     stats = identity_stats(batch, config.n_mels) if stats is None else stats
-    return Context(memory_kvs, memory_mask, pitch_term, stats), state
+    return Context(memory_kvs, memory_mask, pitch_term, stats, align_keys), state
 
 
 def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
@@ -180,13 +188,15 @@ def advance(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeC
     guides = _guides(decode, context, text_len)
 
     def step(s: State) -> State:
-        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, guides)
+        group, prob, row, caches, peak, place = _step(decoder, heads, config, context, s,
+                                                      guides)  # fmt: skip
         return State(
             t=s.t + 1, frame=group[:, -1:],
             frames=dynamic_update_slice(s.frames, group, [0, s.t * r, 0]),
             probs=dynamic_update_slice(s.probs, prob, [0, s.t * r]),
             attention=dynamic_update_slice(s.attention, row, [0, s.t, 0]), caches=caches,
             focus=tf.maximum(s.focus, peak), done=s.done | tf.reduce_any(prob > 0.5, axis=1),
+            place=place,
         )  # fmt: skip
 
     until = tf.minimum(until, steps)
@@ -217,7 +227,8 @@ def advance_rows(decoder: Decoder, heads: Heads, config: ModelConfig, decode: De
     guides = _guides(decode, context, text_len)
 
     def step(s: State) -> State:
-        group, prob, row, caches, peak = _step(decoder, heads, config, context, s, guides)
+        group, prob, row, caches, peak, place = _step(decoder, heads, config, context, s,
+                                                      guides)  # fmt: skip
         live = ~s.done  # (B,)
         t = s.t + tf.cast(live, tf.int32)
         stopped = tf.reduce_any(prob > 0.5, axis=1) | (t >= steps)
@@ -227,7 +238,7 @@ def advance_rows(decoder: Decoder, heads: Heads, config: ModelConfig, decode: De
             probs=write_rows(s.probs, prob, s.t * r, live),
             attention=write_rows(s.attention, row, s.t, live), caches=caches,
             focus=tf.where(live, tf.maximum(s.focus, peak), s.focus),
-            done=s.done | (live & stopped),
+            done=s.done | (live & stopped), place=tf.where(live, place, s.place),
         )  # fmt: skip
 
     (_, state) = tf.while_loop(
@@ -273,17 +284,20 @@ def _step(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
           guides: _Guides) -> tuple[tf.Tensor, ...]:  # fmt: skip
     """One decoder step from `s`: the group of frames (B, r, M), its stop probabilities
     (B, r) (held by the stop gate), the alignment row float32 (B, 1, S), the caches with
-    the step written, and the row's alignment peak int32 (B,)."""
+    the step written, the row's alignment peak int32 (B,) and the alignment position
+    float32 (B,) (`s.place` without an aligner)."""
     window, gate, text_len = guides
     mask = context.memory_mask if window is None else window(s.focus)  # (B, 1, S)
-    hidden, row, caches = decoder.step(s.frame, s.t, s.caches, context.memory_kvs, mask,
-                                       context.pitch_term)  # fmt: skip
+    aligned = (context.align_keys, context.memory_mask[:, 0, :text_len], s.place)
+    hidden, row, caches, place = decoder.step(s.frame, s.t, s.caches, context.memory_kvs,
+                                              mask, context.pitch_term, aligned)  # fmt: skip
+    place = s.place if place is None else place
     group, logits = heads(hidden, config.reduction_factor)  # (B, r, M), (B, r)
     prob = tf.sigmoid(logits)  # (B, r)
     peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
     if gate is not None:  # no stop before the focus reaches the text's end
         prob = tf.where(gate(tf.maximum(s.focus, peak))[:, None], prob, tf.minimum(prob, 0.5))
-    return group, prob, row, caches, peak
+    return group, prob, row, caches, peak, place
 
 
 def _stop_gate(decode: DecodeConfig, memory_mask: tf.Tensor,

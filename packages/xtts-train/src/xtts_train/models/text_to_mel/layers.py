@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from xtts_train.models.attention import MultiHeadAttention
 from xtts_train.models.dropout import Dropout, keep_mask, next_seed, quantized_rate
+from xtts_train.models.text_to_mel.location import Aligner
 
 if TYPE_CHECKING:
     from xtts_train.config import ModelConfig
@@ -109,9 +110,10 @@ class Block(LazyLayer):
         self.ff_out = keras.layers.Dense(d)
         self.drop = Dropout(config.dropout)
 
-    def call(self, x, *, self_mask=None, memory=None, memory_mask=None,
+    def call(self, x, *, self_mask=None, memory=None, memory_mask=None, memory_bias=None,
              return_attention=False, training=False):  # fmt: skip
-        """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S).
+        """x: (B, T, D); self_mask: bool (B, 1|T, T); memory: (B, S, D), memory_mask (B, 1, S);
+        memory_bias: float32 (B, heads, T, S) added to the cross-attention's scores, or None.
 
         Returns (B, T, D), and with `return_attention` also the cross-attention
         probabilities (B, heads, T, S) (before attention dropout).
@@ -124,14 +126,22 @@ class Block(LazyLayer):
         probs = None
         if self.cross_attn is not None:
             h = self.cross_norm(x)
-            h, probs = self.cross_attn(h, memory, attention_mask=memory_mask,
-                                       return_attention_scores=True, training=training)  # fmt: skip
+            if memory_bias is None:
+                h, probs = self.cross_attn(
+                    h, memory, attention_mask=memory_mask, return_attention_scores=True,
+                    training=training,
+                )  # fmt: skip
+            else:  # location-relative: Keras's attention takes no bias
+                if not self.cross_attn.built:
+                    self.cross_attn.build(h.shape, memory.shape)
+                h, probs = self.cross_attn.attend(h, *self.cross_attn.keys_values(memory),
+                                                  memory_mask, memory_bias, training)  # fmt: skip
             x = x + self.drop(h, training=training)
         h = self.drop(self.ff_in(self.ff_norm(x)), training=training)
         x = x + self.drop(self.ff_out(h), training=training)  # (B, T, D)
         return (x, probs) if return_attention else x
 
-    def step(self, x, position, cache, memory_kv, memory_mask):
+    def step(self, x, position, cache, memory_kv, memory_mask, memory_bias=None):
         """One position of a causal cross-attending block in a decoding, its past read
         from `cache` instead of recomputed: what `call` computes at `position`.
 
@@ -141,7 +151,8 @@ class Block(LazyLayer):
             cache: keys and values of the self-attention, head-major (B, N, P, H), P the
                 positions of the buffer; positions before `position` written.
             memory_kv: the cross-attention's keys and values of the memory
-                (`MultiHeadAttention.keys_values`); memory_mask: bool (B, 1, S).
+                (`MultiHeadAttention.keys_values`); memory_mask: bool (B, 1, S);
+                memory_bias: float32 (B, N, 1, S) or None, as `call`'s.
 
         Returns:
             (B, 1, D), the cross-attention probabilities (B, N, 1, S), and `cache` with
@@ -151,7 +162,8 @@ class Block(LazyLayer):
         seen = (tf.range(cache[0].shape[2])[None, :] < at)[:, None, :]  # (B|1, 1, P)
         out, cache = self.self_attn.attend_cached(self.self_norm(x), cache, seen)
         x = x + out
-        out, probs = self.cross_attn.attend(self.cross_norm(x), *memory_kv, memory_mask)
+        out, probs = self.cross_attn.attend(self.cross_norm(x), *memory_kv, memory_mask,
+                                            memory_bias)  # fmt: skip
         x = x + out
         x = x + self.ff_out(self.ff_in(self.ff_norm(x)))  # (B, 1, D)
         return x, probs, cache
@@ -247,6 +259,9 @@ class Decoder(LazyLayer):
             for i in range(config.decoder_layers)
         ]
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.latents = config.cond_latents
+        # `model.alignment: relative`: a position on the text carried from step to step.
+        self.aligner = Aligner(config, name="aligner") if config.alignment == "relative" else None
 
     def prenet_keep(self, batch: int, frames: int) -> tf.Tensor:
         """Scaled dropout keep-masks of the two prenet layers in training: (2, B, F,
@@ -258,25 +273,44 @@ class Decoder(LazyLayer):
         keep = keep_mask(shape, self.rate, self.seed)
         return tf.cast(keep, self.compute_dtype) / (1.0 - rate)
 
-    def call(self, frames_in, memory, memory_mask, keep, pitch=None, training=False, start=0):
+    def call(self, frames_in, memory, memory_mask, keep, pitch=None, training=False, start=0,
+             prior=None):  # fmt: skip
         """frames_in: (B, F, M) shifted frames; memory (B, S, D); memory_mask bool (B, 1, S);
         keep: `prenet_keep` (2, B, F, P); start: the first step's position (the text's
         `start`, in training with `model.random_positions`); pitch: the voice's (B, 1, 2) with
-        `model.voice_pitch` (`frames.pitch_stats`) → hidden (B, F, D), and the alignment head's
-        cross-attention over the memory (head 0 of every block, averaged over blocks),
+        `model.voice_pitch` (`frames.pitch_stats`); prior: float32 (B, F, T) added to the
+        alignment's scores in training (`alignment.beta_binomial_prior`, F here the
+        steps) or None → hidden (B, F, D), and the alignment head's cross-attention over
+        the memory (head 0 of every block, averaged over blocks),
         float32 (B, F, S). That head is the one the guided-attention loss shapes; the
-        other heads are free to read the speaker latents."""
+        other heads are free to read the speaker latents. With `model.alignment: relative`
+        the alignment is the alignment layer's attention instead (`location`; zero on
+        the latents), and the blocks after the first attend relative to its position."""
         x = frames_in
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
         memory = tf.cast(memory, self.compute_dtype)
         x = self.project(x) + self.pitch_term(pitch)  # (B, F, D)
         x = x + positions(x, start)
-        attention = []
-        for block in self.blocks:
-            x, probs = block(x, memory=memory, memory_mask=memory_mask,
+        attention, places, width = [], None, memory.shape[1]
+        text_len = width - self.latents
+        head_prior = None  # the prior on head 0 of every block (content alignment)
+        if prior is not None and self.aligner is None:
+            heads = self.blocks[0].cross_attn.num_heads
+            head_prior = tf.pad(prior[:, None], [[0, 0], [0, heads - 1], [0, 0],
+                                                 [0, self.latents]])  # fmt: skip
+        for index, block in enumerate(self.blocks):
+            bias = head_prior if places is None else self.aligner.cross_bias(
+                index, places, text_len, width)  # fmt: skip
+            x, probs = block(x, memory=memory, memory_mask=memory_mask, memory_bias=bias,
                              return_attention=True, training=training)  # fmt: skip
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
+            if index == 0 and self.aligner is not None:
+                keys = self.aligner.keys(memory[:, :text_len])  # (B, T, W)
+                weights, places = self.aligner(x, keys, memory_mask[:, 0, :text_len], prior)
+                attention = [tf.pad(weights, [[0, 0], [0, 0], [0, self.latents]])]
+        if self.aligner is not None:
+            return self.norm(x), attention[0]
         return self.norm(x), tf.add_n(attention) / len(attention)
 
     def pitch_term(self, pitch: tf.Tensor | None = None) -> tf.Tensor:
@@ -295,11 +329,14 @@ class Decoder(LazyLayer):
         return term
 
     def start(self, memory: tf.Tensor, steps: int,
-              pitch: tf.Tensor | None = None) -> tuple[list, list, tf.Tensor]:  # fmt: skip
+              pitch: tf.Tensor | None = None,
+              ) -> tuple[list, list, tf.Tensor, tf.Tensor]:  # fmt: skip
         """What a decoding of `steps` steps keeps between them (`step`): every block's
         empty self-attention cache, zeros (B, N, steps, H) keys and values, the
-        cross-attention's keys and values of `memory` (B, S, D), computed once, and the
-        voice of every input frame (`pitch_term`, with the voice's `pitch`)."""
+        cross-attention's keys and values of `memory` (B, S, D), computed once, the
+        voice of every input frame (`pitch_term`, with the voice's `pitch`), and the
+        alignment layer's keys of the text float32 (B, T, W) (`model.alignment:
+        relative`; else (B, T, 0): none)."""
         memory = tf.cast(memory, self.compute_dtype)
         caches, memory_kvs = [], []
         for block in self.blocks:
@@ -307,9 +344,12 @@ class Decoder(LazyLayer):
             shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
             caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
             memory_kvs.append(block.cross_attn.keys_values(memory))
-        return caches, memory_kvs, self.pitch_term(pitch)
+        text = memory[:, : memory.shape[1] - self.latents]  # (B, T, D)
+        keys = tf.zeros([*text.shape[:2], 0]) if self.aligner is None else self.aligner.keys(text)
+        return caches, memory_kvs, self.pitch_term(pitch), keys
 
-    def step(self, frame, position, caches, memory_kvs, memory_mask, pitch_term):
+    def step(self, frame, position, caches, memory_kvs, memory_mask, pitch_term,
+             aligned=None):  # fmt: skip
         """Decoding step `position` (int32 scalar, or int32 (B,): one a row, decoder slots):
         what `call` computes at that position, each block's past read from its cache
         (`start`).
@@ -319,22 +359,37 @@ class Decoder(LazyLayer):
                 at step 0).
             caches, memory_kvs, pitch_term: as `start` returns them (the caches as the last step
                 left them); memory_mask: bool (B, 1, S), this step's key mask of the memory.
+            aligned: with `model.alignment: relative`, the alignment layer's keys (`start`),
+                the real text symbols bool (B, T) and this step's position float32 (B,)
+                (the moves of the steps before it); else None.
 
         Returns:
-            hidden (B, 1, D), the alignment row float32 (B, 1, S) (as `call`'s), and the
-            caches with `position` written.
+            hidden (B, 1, D), the alignment row float32 (B, 1, S) (as `call`'s), the
+            caches with `position` written, and the next step's alignment position
+            float32 (B,) (None without an aligner).
         """
         x = frame
         for layer in self.prenet:  # no dropout: decoding is deterministic
             x = layer(x)  # (B, 1, P)
         x = self.project(x) + pitch_term  # (B, 1, D)
         x = x + positions(x, position)
-        written, attention = [], []
-        for block, cache, memory_kv in zip(self.blocks, caches, memory_kvs, strict=True):
-            x, probs, cache = block.step(x, position, cache, memory_kv, memory_mask)
+        written, attention, place = [], [], None
+        width = memory_mask.shape[-1]
+        for index, (block, cache, memory_kv) in enumerate(
+                zip(self.blocks, caches, memory_kvs, strict=True)):  # fmt: skip
+            bias = None
+            if place is not None:  # this step's position (`aligned`'s), not the next one
+                bias = self.aligner.cross_bias(index, aligned[2][:, None], width - self.latents,
+                                               width)  # fmt: skip
+            x, probs, cache = block.step(x, position, cache, memory_kv, memory_mask, bias)
             written.append(cache)
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, 1, S)
-        return self.norm(x), tf.add_n(attention) / len(attention), written
+            if index == 0 and self.aligner is not None:
+                weights, place = self.aligner.step(x, *aligned)  # (B, 1, T), (B,)
+                attention = [tf.pad(weights, [[0, 0], [0, 0], [0, self.latents]])]
+        if self.aligner is not None:
+            return self.norm(x), attention[0], written, place
+        return self.norm(x), tf.add_n(attention) / len(attention), written, None
 
 
 class Postnet(LazyLayer):

@@ -12,7 +12,11 @@ import tensorflow as tf
 
 from xtts_train.compile.naming import name_scoped
 from xtts_train.models.loss_weights import check_weight
-from xtts_train.models.text_to_mel.alignment import alignment_score, guided_attention_loss
+from xtts_train.models.text_to_mel.alignment import (
+    alignment_score,
+    forward_sum_loss,
+    guided_attention_loss,
+)
 
 __all__ = ["masked_l1", "stop_loss", "total_loss"]
 
@@ -68,9 +72,11 @@ def total_loss(
     pos_weight: float = 5.0,
     guided_weight: float = 0.0,
     guided_sigma: float = 0.2,
+    forward_sum_weight: float | None = None,
+    reduction_factor: int = 1,
 ) -> dict[str, tf.Tensor]:
-    """The training objective: L1 of the mel before and after the postnet, stop BCE, and
-    the guided-attention loss.
+    """The training objective: L1 of the mel before and after the postnet, stop BCE, the
+    guided-attention loss and, with a `forward_sum_weight`, the forward-sum alignment loss.
 
     Args:
         outputs: `TextToMel` outputs: `mel_before`, `mel_after` [B, F, M], `stop_logits`
@@ -81,11 +87,15 @@ def total_loss(
         pos_weight: weight of stop frames inside the stop loss.
         guided_weight, guided_sigma: weight of the guided-attention loss in `loss`, and
             its band width (`xtts_train.models.text_to_mel.alignment.guided_attention_loss`).
+        forward_sum_weight: weight of `alignment.forward_sum_loss` in `loss`; None: not
+            computed (it is a loop over the decoder steps, so it costs when present even
+            at weight 0). reduction_factor: the model's, for that loss.
 
     Returns:
         float32 scalars `loss` (`mel_before + mel_after + stop_weight * stop +
-        guided_weight * guided_attention`), `mel_before`, `mel_after`, `stop`,
-        `guided_attention`, and `alignment` (the batch's mean `alignment_score`, a
+        guided_weight * guided_attention [+ forward_sum_weight * forward_sum]`),
+        `mel_before`, `mel_after`, `stop`, `guided_attention`, `forward_sum` (with a
+        `forward_sum_weight`), and `alignment` (the batch's mean `alignment_score`, a
         measure, not in `loss`).
 
     Raises:
@@ -102,5 +112,10 @@ def total_loss(
     }
     loss = (parts["mel_before"] + parts["mel_after"] + stop_weight * parts["stop"]
             + guided_weight * parts["guided_attention"])  # fmt: skip
+    if forward_sum_weight is not None:
+        check_weight("forward_sum_weight", forward_sum_weight)
+        parts["forward_sum"] = forward_sum_loss(attention, token_mask, mask,
+                                                reduction_factor=reduction_factor)  # fmt: skip
+        loss = loss + forward_sum_weight * parts["forward_sum"]
     alignment = tf.reduce_mean(tf.stop_gradient(alignment_score(attention, token_mask, mask)))
     return {"loss": loss, **parts, "alignment": alignment}

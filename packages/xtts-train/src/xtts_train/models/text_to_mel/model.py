@@ -42,6 +42,7 @@ from xtts_train.config import ModelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models import dropout
 from xtts_train.models.features import from_standard, standardize
+from xtts_train.models.text_to_mel.alignment import beta_binomial_prior
 from xtts_train.models.text_to_mel.frames import (
     clip_mask,
     clip_stats,
@@ -152,7 +153,7 @@ class TextToMel(keras.Model):
         self.built = True
 
     def call(self, batch: Mapping[str, tf.Tensor], training: bool = False,
-             prenet_dropout: bool = True) -> dict[str, tf.Tensor]:  # fmt: skip
+             prenet_dropout: bool = True, prior: bool = False) -> dict[str, tf.Tensor]:  # fmt: skip
         """Teacher-forced prediction of every frame of `batch["mel"]` from the frames before it.
 
         Args:
@@ -164,6 +165,11 @@ class TextToMel(keras.Model):
                 `prenet_dropout` is false).
             prenet_dropout: false: the prenet keeps every unit, as in free-running
                 decoding (ground-truth-aligned frames, `inference.aligned`).
+            prior: add the log of the beta-binomial alignment prior
+                (`alignment.beta_binomial_prior`, from the masks' lengths) to the
+                alignment's scores: head 0 of every cross-attention, or the alignment
+                layer's with `ModelConfig.alignment: relative`. Training only: decoding
+                does not know the length.
 
         Returns:
             `mel_before` and `mel_after` (postnet) float32 [B, F, M], `stop_logits` float32
@@ -197,8 +203,12 @@ class TextToMel(keras.Model):
         else:  # no draw: the seed states stay where they are
             keep = tf.ones([2, frames.shape[0], inputs.shape[1], self.decoder.prenet_dim],
                            self.decoder.compute_dtype)  # fmt: skip
+        log_prior = None
+        if prior:
+            log_prior = beta_binomial_prior(batch["token_mask"], spoken, reduction_factor=r)
         hidden, attention = self.decoder(inputs, memory, memory_mask, keep, pitch,
-                                         training=training, start=start)  # fmt: skip
+                                         training=training, start=start,
+                                         prior=log_prior)  # fmt: skip
         before, stop_logits = self.heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = denormalize_by(before, stats)

@@ -175,6 +175,8 @@ def _admit(context: Context, state: State, one_context: Context, one_state: Stat
     at = tf.reshape(row, [1, 1])
 
     def put(rows: tf.Tensor, new: tf.Tensor) -> tf.Tensor:
+        if rows.shape.num_elements() == 0:  # (no alignment layer's keys): nothing to write
+            return rows
         return tf.tensor_scatter_nd_update(rows, at, tf.broadcast_to(new, [1, *rows.shape[1:]]))
 
     return (tf.nest.map_structure(put, context, one_context),
