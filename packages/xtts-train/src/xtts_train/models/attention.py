@@ -31,7 +31,7 @@ from xtts_train.models.dropout import (
     seeded_keep_mask,
 )
 
-__all__ = ["HEADS_FIRST", "MultiHeadAttention", "blocked_attention", "write_rows"]
+__all__ = ["HEADS_FIRST", "MultiHeadAttention", "blocked_attention", "masked_softmax", "write_rows"]
 
 HEADS_FIRST = [0, 2, 1, 3]  # (B, T, N, H) <-> (B, N, T, H)
 Cache = tuple[tf.Tensor, tf.Tensor]  # head-major keys (B, N, P, H) and values (B, N, P, Hv)
@@ -257,6 +257,13 @@ def _probabilities(query: tf.Tensor, keys: tf.Tensor, mask: tf.Tensor | None,
         scores = scores + tf.cast(bias, scores.dtype)
     if mask is None:
         return tf.nn.softmax(scores)
+    return masked_softmax(scores, mask)
+
+
+def masked_softmax(scores: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Keras's masked softmax over the last axis: masked scores set to a large negative
+    number, masked probabilities zero (a row with nothing to see is zero, not uniform).
+    scores float [..., S], mask bool broadcastable to them → float [..., S]."""
     probs = tf.nn.softmax(tf.where(mask, scores, _large_negative(scores.dtype)))
     return tf.where(mask, probs, tf.zeros((), probs.dtype))
 

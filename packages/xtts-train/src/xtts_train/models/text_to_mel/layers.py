@@ -379,8 +379,8 @@ class Decoder(LazyLayer):
                 zip(self.blocks, caches, memory_kvs, strict=True)):  # fmt: skip
             bias = None
             if place is not None:  # this step's position (`aligned`'s), not the next one
-                bias = self.aligner.cross_bias(index, aligned[2][:, None], width - self.latents,
-                                               width)  # fmt: skip
+                at = aligned[2][:, None]  # (B, 1)
+                bias = self.aligner.cross_bias(index, at, width - self.latents, width)
             x, probs, cache = block.step(x, position, cache, memory_kv, memory_mask, bias)
             written.append(cache)
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, 1, S)

@@ -31,6 +31,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from xtts_train.models.attention import masked_softmax
+
 if TYPE_CHECKING:
     from xtts_train.config import ModelConfig
 
@@ -40,7 +42,6 @@ REACH = 8  # symbols each side that the bias tables tell apart
 # Every table starts as a Gaussian of this many symbols about the position (in log
 # space): the layers read near it from the first step instead of learning to from zeros.
 _START_WIDTH = 1.5
-_NEGATIVE = -1e9
 # The move a step asks for at the start, in symbols a frame (speech: 0.1-0.2).
 _START_RATE = 0.15
 
@@ -85,10 +86,10 @@ def last_symbol(text_mask: tf.Tensor) -> tf.Tensor:
     return tf.maximum(tf.reduce_sum(tf.cast(text_mask, tf.float32), axis=1, keepdims=True) - 1, 0)
 
 
-def _bump(centre: float) -> np.ndarray:
-    """A table's start: the log of a Gaussian of `_START_WIDTH` symbols about `centre`,
+def _bump() -> np.ndarray:
+    """A table's start: the log of a Gaussian of `_START_WIDTH` symbols about distance 0,
     float32 [2 REACH + 1]."""
-    distance = np.arange(-REACH, REACH + 1, dtype=np.float32) - centre
+    distance = np.arange(-REACH, REACH + 1, dtype=np.float32)
     return (-np.square(distance) / (2 * _START_WIDTH**2)).astype(np.float32)
 
 
@@ -112,11 +113,11 @@ class Aligner(keras.layers.Layer):
         start_logit = keras.initializers.Constant(math.log(share / (1 - share)))
         self.rate = keras.layers.Dense(1, bias_initializer=start_logit, name="rate")
         self.table = self.add_weight(
-            shape=(2 * REACH + 1,), initializer=keras.initializers.Constant(_bump(0.0)),
+            shape=(2 * REACH + 1,), initializer=keras.initializers.Constant(_bump()),
             name="table",
         )  # fmt: skip
         blocks = max(config.decoder_layers - 1, 1)
-        start = np.broadcast_to(_bump(0.0), (blocks, config.heads, 2 * REACH + 1))
+        start = np.broadcast_to(_bump(), (blocks, config.heads, 2 * REACH + 1))
         self.cross_tables = self.add_weight(
             shape=start.shape, initializer=keras.initializers.Constant(start.copy()),
             name="cross_tables",
@@ -147,8 +148,7 @@ class Aligner(keras.layers.Layer):
         `text_mask` bool (B, T) → float32 (B, Q, T), zero at padding."""
         symbols = tf.range(content.shape[-1], dtype=tf.float32)[None, None, :]  # (1, 1, T)
         logits = content + relative_bias(self.table, symbols - positions[:, :, None])
-        mask = text_mask[:, None, :]
-        return tf.where(mask, tf.nn.softmax(tf.where(mask, logits, _NEGATIVE)), 0.0)
+        return masked_softmax(logits, text_mask[:, None, :])
 
     def call(self, hidden: tf.Tensor, keys: tf.Tensor, text_mask: tf.Tensor,
              prior: tf.Tensor | None = None) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
