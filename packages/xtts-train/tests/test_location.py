@@ -12,9 +12,10 @@ import pytest
 import tensorflow as tf
 from test_model import DETERMINISTIC, RELATIVE, make_batch, tiny_model
 
-from xtts_train.config import ModelConfig, TextToMelConfig
+from xtts_train.config import DecodeConfig, ModelConfig, TextToMelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.alignment import beta_binomial_prior, forward_sum_loss
+from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.location import REACH, Aligner, move_limit, relative_bias
 from xtts_train.models.text_to_mel.losses import total_loss
 from xtts_train.tasks.text_to_mel import TextToMelTask
@@ -86,8 +87,35 @@ def test_a_relative_model_s_alignment_is_its_alignment_layer_s_and_trains_every_
     np.testing.assert_allclose(attention[0].sum(axis=1), 1.0, rtol=1e-5)
     assert (attention[1, :, 5:] == 0).all()  # row 1 has 5 real symbols
     aligner = model.decoder.aligner
-    grads = tape.gradient(loss, [aligner.table, aligner.cross_tables])
+    grads = tape.gradient(loss, [aligner.table, aligner.cross_tables, aligner.ending])
     assert all(float(tf.norm(g)) > 0 for g in grads)
+
+
+def test_the_symbols_left_vector_is_read_by_linear_interpolation_and_zero_past_the_end():
+    aligner = _aligner()
+    table = np.random.default_rng(3).normal(size=aligner.ending.shape).astype(np.float32)
+    aligner.ending.assign(table)
+    text_mask = tf.constant([[True] * 12, [True] * 4 + [False] * 8])  # last symbols 11, 3
+    positions = tf.constant([[0.0, 8.5, 11.0], [0.0, 2.25, 3.0]])
+    left = aligner.left(positions, text_mask).numpy()  # (B, Q, D)
+    np.testing.assert_allclose(left[0, 0], table[REACH], rtol=1e-6)  # 11 left: held at REACH
+    np.testing.assert_allclose(left[0, 1], 0.5 * table[2] + 0.5 * table[3], atol=1e-6)
+    np.testing.assert_allclose(left[:, 2], [table[0], table[0]], rtol=1e-6)  # at the end
+    np.testing.assert_allclose(left[1, 0], table[3], rtol=1e-6)
+    np.testing.assert_allclose(left[1, 1], 0.25 * table[0] + 0.75 * table[1], atol=1e-6)
+
+
+def test_the_stop_gate_of_a_relative_model_waits_for_the_position():
+    model = tiny_model(**DETERMINISTIC, **RELATIVE, reduction_factor=2)
+    batch = make_batch(model.config)
+    model(batch)
+    model.stop_head.bias.assign([20.0, 20.0])  # the stop token fires at every frame
+    model.decoder.aligner.rate.bias.assign([-30.0])  # the position stays at symbol 0
+    args = [batch[k] for k in ("tokens", "token_mask", "cond_mel", "cond_lengths")]
+    free = infer(model, *args, max_frames=12)
+    gated = infer(model, *args, max_frames=12, decode=DecodeConfig(stop_gate=2))
+    assert free["lengths"].numpy().tolist() == [1, 1]
+    assert gated["lengths"].numpy().tolist() == [12, 12]  # symbol 0 is never near the end
 
 
 def _paths(steps: int, symbols: int) -> int:

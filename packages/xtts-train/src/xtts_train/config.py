@@ -316,7 +316,8 @@ class DecodeConfig(FrozenConfig):
             100, is below the longest training text of the measured corpus (116
             symbols); a decoding setting, as `global_variance` is.
         stop_gate: the stop token may end an utterance only once the
-            alignment head's furthest peak is within this many symbols of the text's last
+            alignment head's furthest peak (with `model.alignment: relative`, the
+            alignment position) is within this many symbols of the text's last
             one (its `<eos>`); before that, a step's stop probabilities are held at 0.5,
             which does not stop. 0 (the default) turns the gate off. A decoding setting.
 

@@ -291,19 +291,19 @@ def _step(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
     aligned = (context.align_keys, context.memory_mask[:, 0, :text_len], s.place)
     hidden, row, caches, place = decoder.step(s.frame, s.t, s.caches, context.memory_kvs,
                                               mask, context.pitch_term, aligned)  # fmt: skip
-    place = s.place if place is None else place
     group, logits = heads(hidden, config.reduction_factor)  # (B, r, M), (B, r)
     prob = tf.sigmoid(logits)  # (B, r)
     peak = tf.argmax(row[:, 0, :text_len], axis=1, output_type=tf.int32)
-    if gate is not None:  # no stop before the focus reaches the text's end
-        prob = tf.where(gate(tf.maximum(s.focus, peak))[:, None], prob, tf.minimum(prob, 0.5))
-    return group, prob, row, caches, peak, place
+    if gate is not None:  # no stop before the focus (the position, if any) reaches the end
+        reached = tf.maximum(s.focus, peak) if place is None else tf.cast(place, tf.int32)
+        prob = tf.where(gate(reached)[:, None], prob, tf.minimum(prob, 0.5))
+    return group, prob, row, caches, peak, s.place if place is None else place
 
 
 def _stop_gate(decode: DecodeConfig, memory_mask: tf.Tensor,
                text_len: int) -> Callable[[tf.Tensor], tf.Tensor] | None:  # fmt: skip
     """The stop gate (None when off): focus int32 (B,), the furthest alignment peak so far
-    → bool (B,), whether it is within `decode.stop_gate` symbols of the row's last
+    (or the alignment position) → bool (B,), whether it is within `decode.stop_gate` symbols of the row's last
     real symbol (its `<eos>`), where the stop token may fire."""
     if decode.stop_gate == 0:
         return None

@@ -285,7 +285,8 @@ class Decoder(LazyLayer):
         float32 (B, F, S). That head is the one the guided-attention loss shapes; the
         other heads are free to read the speaker latents. With `model.alignment: relative`
         the alignment is the alignment layer's attention instead (`location`; zero on
-        the latents), and the blocks after the first attend relative to its position."""
+        the latents), the first block's output gets the vector of the symbols left after its
+        position (`Aligner.left`) and the later blocks attend relative to it."""
         x = frames_in
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
@@ -309,6 +310,7 @@ class Decoder(LazyLayer):
                 keys = self.aligner.keys(memory[:, :text_len])  # (B, T, W)
                 weights, places = self.aligner(x, keys, memory_mask[:, 0, :text_len], prior)
                 attention = [tf.pad(weights, [[0, 0], [0, 0], [0, self.latents]])]
+                x = x + tf.cast(self.aligner.left(places, memory_mask[:, 0, :text_len]), x.dtype)
         if self.aligner is not None:
             return self.norm(x), attention[0]
         return self.norm(x), tf.add_n(attention) / len(attention)
@@ -387,6 +389,8 @@ class Decoder(LazyLayer):
             if index == 0 and self.aligner is not None:
                 weights, place = self.aligner.step(x, *aligned)  # (B, 1, T), (B,)
                 attention = [tf.pad(weights, [[0, 0], [0, 0], [0, self.latents]])]
+                left = self.aligner.left(aligned[2][:, None], aligned[1])  # (B, 1, D)
+                x = x + tf.cast(left, x.dtype)
         if self.aligner is not None:
             return self.norm(x), attention[0], written, place
         return self.norm(x), tf.add_n(attention) / len(attention), written, None

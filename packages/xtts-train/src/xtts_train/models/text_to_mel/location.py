@@ -16,6 +16,12 @@ the table's end values). Content still decides *what* a step reads; the position
 it trained on. (A first form moved the position to the attention's expected symbol: after
 700 steps it stalled on a symbol and never stopped, a fixed point of frames and position.)
 
+The first block's output also gets a learned vector of the symbols left to say (the last
+symbol's index - `p_s`, read from a table by linear interpolation, 0 once the position
+holds at the end): the stop head and the later blocks know where the text ends. Without
+it the stop token keyed on elapsed time alone and never fired on texts shorter than every
+clip ("Sit down.": the position at the end after 14 steps, no stop in 100).
+
 `p_s` is the sum of the moves of the steps before `s`, so training computes every
 position at once (an exclusive cumulative sum) and the transformer blocks stay parallel
 over the frames; decoding adds one move a step, the position in the loop state beside
@@ -94,11 +100,13 @@ def _bump() -> np.ndarray:
 
 
 class Aligner(keras.layers.Layer):
-    """The alignment layer and the cross-attentions' relative bias tables.
+    """The alignment layer, the cross-attentions' relative bias tables and the symbols-left
+    vectors.
 
     Weights: a query and a key projection (width `d_model // heads`), the alignment
-    layer's table (2 REACH + 1), and one table per later decoder block and head
-    (`decoder_layers - 1, heads, 2 REACH + 1`).
+    layer's table (2 REACH + 1), one table per later decoder block and head
+    (`decoder_layers - 1, heads, 2 REACH + 1`), and the symbols-left table (REACH + 1,
+    d_model), zeros at the start.
     """
 
     def __init__(self, config: ModelConfig, **kwargs: Any) -> None:
@@ -115,6 +123,9 @@ class Aligner(keras.layers.Layer):
         self.table = self.add_weight(
             shape=(2 * REACH + 1,), initializer=keras.initializers.Constant(_bump()),
             name="table",
+        )  # fmt: skip
+        self.ending = self.add_weight(
+            shape=(REACH + 1, config.d_model), initializer="zeros", name="ending",
         )  # fmt: skip
         blocks = max(config.decoder_layers - 1, 1)
         start = np.broadcast_to(_bump(), (blocks, config.heads, 2 * REACH + 1))
@@ -178,6 +189,19 @@ class Aligner(keras.layers.Layer):
         weights = self.attend(content, position[:, None], text_mask)
         ahead = tf.minimum(position + moves[:, 0], last_symbol(text_mask)[:, 0])
         return weights, ahead
+
+    def left(self, positions: tf.Tensor, text_mask: tf.Tensor) -> tf.Tensor:
+        """The vector added to the first block's output at `positions` float32 (B, Q):
+        the `ending` table read at the symbols left to the last real symbol of
+        `text_mask` bool (B, T) (0 .. REACH, further ones as REACH) by linear
+        interpolation → float32 (B, Q, D)."""
+        at = tf.clip_by_value(last_symbol(text_mask) - positions, 0.0, REACH)  # (B, Q)
+        low = tf.minimum(tf.floor(at), REACH - 1)
+        share = (at - low)[..., None]  # (B, Q, 1)
+        index = tf.cast(low, tf.int32)
+        table = tf.cast(self.ending, tf.float32)
+        below, above = tf.gather(table, index), tf.gather(table, index + 1)  # (B, Q, D)
+        return below + (above - below) * share
 
     def cross_bias(self, block: int, positions: tf.Tensor, text_len: int,
                    width: int) -> tf.Tensor:  # fmt: skip
