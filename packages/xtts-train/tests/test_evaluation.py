@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from xtts_train.evaluation import scores
 from xtts_train.evaluation.scores import dtw_distance, dtw_distances, duration_ratio, pairing_scores
 
 
@@ -31,8 +32,7 @@ def test_distance_is_the_mean_cost_along_the_path():
 
 
 def _one_pair(a: np.ndarray, b: np.ndarray) -> float:
-    """The DTW distance as the textbook writes it: cell by cell, one pair."""
-    cost = np.abs(a[:, None, :] - b[None, :, :]).mean(axis=2)
+    """The DTW distance as the textbook writes it: the whole table, cell by cell, one pair."""
     total = np.full((len(a) + 1, len(b) + 1), np.inf)
     steps = np.zeros_like(total)
     total[0, 0] = 0.0
@@ -40,22 +40,37 @@ def _one_pair(a: np.ndarray, b: np.ndarray) -> float:
         for j in range(1, len(b) + 1):
             options = [(total[i - 1, j - 1], steps[i - 1, j - 1]), (total[i - 1, j], steps[i - 1, j]),
                        (total[i, j - 1], steps[i, j - 1])]  # fmt: skip
-            best = min(range(3), key=lambda k: options[k][0])  # the first on a tie
-            total[i, j] = cost[i - 1, j - 1] + options[best][0]
+            best = min(range(3), key=lambda k: options[k][0])  # diagonal, up, left: first on a tie
+            total[i, j] = np.abs(a[i - 1] - b[j - 1]).mean() + options[best][0]
             steps[i, j] = options[best][1] + 1
     return float(total[-1, -1] / steps[-1, -1])
 
 
-def test_many_truths_at_once_are_each_pair_to_the_last_bit():
-    rng = np.random.default_rng(3)
-    synthesis = rng.normal(-5, 2, (70, 8))  # past one block of cost rows
-    truths = [rng.normal(-5, 2, (int(n), 8)) for n in rng.integers(1, 40, 11)]  # 2 groups
-    expected = [_one_pair(synthesis, t) for t in truths]
-    assert dtw_distances(synthesis, truths).tolist() == expected
-    assert [dtw_distance(synthesis, t) for t in truths] == expected
-    assert dtw_distances(synthesis[:1], truths[:1]).tolist() == [
-        _one_pair(synthesis[:1], truths[0])
-    ]
+@pytest.mark.parametrize("bins", [8, 80])
+@pytest.mark.parametrize("frames", [1, 5, 70])
+@pytest.mark.parametrize("quantised", [False, True])
+def test_many_truths_at_once_are_each_pair_to_the_last_bit(bins, frames, quantised, monkeypatch):
+    monkeypatch.setattr(scores, "_COST_CELLS", 16)  # diagonals of up to 70 cells: in parts
+    rng = np.random.default_rng(frames * bins)
+    frames_of = rng.normal(-5, 2, (2, bins))  # quantised: 2 frames, repeated: many ties
+    mel = (lambda n: frames_of[rng.integers(0, 2, n)]) if quantised else (
+        lambda n: rng.normal(-5, 2, (n, bins)))  # fmt: skip
+    synthesis = mel(frames)
+    lengths = [1, frames, 90, *rng.integers(1, 40, 8)]  # 11 truths: 2 groups
+    truths = [mel(int(n)) for n in lengths]
+    expected = np.array([_one_pair(synthesis, t) for t in truths])
+    np.testing.assert_array_equal(dtw_distances(synthesis, truths), expected)
+    np.testing.assert_array_equal([dtw_distance(synthesis, t) for t in truths], expected)
+    np.testing.assert_array_equal(dtw_distances(synthesis, truths[::-1]), expected[::-1])
+    np.testing.assert_array_equal(dtw_distances(synthesis[:1], truths[:1]),
+                                  [_one_pair(synthesis[:1], truths[0])])  # fmt: skip
+
+
+def test_ties_go_to_the_diagonal_then_up_then_left():
+    synthesis, truth = np.array([[0.0], [1], [0], [1]]), np.array([[0.0], [2], [1]])
+    assert _one_pair(synthesis, truth) == 0.5  # any other order of the three on a tie: 0.4
+    np.testing.assert_array_equal(dtw_distances(synthesis, [truth, truth[:1], synthesis]),
+                                  [0.5, 0.5, 0.0])  # fmt: skip
 
 
 def test_pairing_is_below_one_when_each_synthesis_matches_its_own_truth():

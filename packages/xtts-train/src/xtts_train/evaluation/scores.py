@@ -34,10 +34,11 @@ def dtw_distance(synthesised: np.ndarray, truth: np.ndarray) -> float:
     return float(dtw_distances(synthesised, [truth])[0])
 
 
-# Truths aligned at once by `dtw_distances`: its tables are [group, frames_a + 1, longest
-# truth + 1] float64, two of them (~100 MB for 8 truths of 1,000 frames against 800).
+# Truths aligned at once by `dtw_distances`: it keeps three anti-diagonals of two tables,
+# [3, group, frames_a + 1] float64 each (~0.9 MB for 8 truths against 2,300 frames), the
+# truths frame-reversed (a copy of the inputs) and [group, _COST_CELLS, n_mels] differences.
 _DTW_GROUP = 8
-_COST_ROWS = 64  # frames of the synthesis whose cost rows are computed at once
+_COST_CELLS = 128  # cells of a diagonal whose costs are computed at once: cache-sized
 
 
 def dtw_distances(synthesised: np.ndarray, truths: Sequence[np.ndarray]) -> np.ndarray:
@@ -67,28 +68,43 @@ def dtw_distances(synthesised: np.ndarray, truths: Sequence[np.ndarray]) -> np.n
 
 
 def _aligned(a: np.ndarray, truths: list[np.ndarray]) -> list[float]:
-    """The DTW distances of `a` against a few `truths`, their tables stacked: a truth
-    shorter than the longest is padded with cells no cell of its own path reads (a cell
-    reads only cells to its left and above)."""
-    rows, cols = len(a), max(len(b) for b in truths)
-    cost = np.zeros((len(truths), rows, cols))
-    for t, b in enumerate(truths):  # each cell as one pair's table computed it
-        for start in range(0, rows, _COST_ROWS):  # cache-sized parts: 5x faster
-            part = a[start : start + _COST_ROWS]
-            cost[t, start : start + len(part), : len(b)] = np.abs(
-                part[:, None, :] - b[None, :, :]).mean(axis=2)  # fmt: skip
-    total = np.full((len(truths), rows + 1, cols + 1), np.inf)
-    steps = np.zeros((len(truths), rows + 1, cols + 1))
-    total[:, 0, 0] = 0.0
+    """The DTW distances of `a` against a few `truths`, their tables stacked and filled one
+    anti-diagonal i + j = k at a time, of which only the two read and the one written are
+    kept: diagonal k in row k % 3, cell (i, k - i) in column i, so that each read is a slice.
+    A diagonal's costs are computed as it is reached, each cell as one pair's table computed
+    it. A truth shorter than the longest is padded with frames no cell of its own path reads
+    (a cell reads only cells to its left and above)."""
+    rows, cols, bins = len(a), max(len(b) for b in truths), a.shape[1]
+    flipped = np.zeros((len(truths), cols, bins))  # frame j - 1 of a truth at cols - j
+    for t, b in enumerate(truths):
+        flipped[t, cols - len(b) :] = b[::-1]
+    total = np.full((3, len(truths), rows + 1), np.inf)  # cells of row 0, column 0: inf
+    steps = np.zeros((3, len(truths), rows + 1))
+    total[0, :, 0] = 0.0  # cell (0, 0)
+    scratch = np.empty(len(truths) * _COST_CELLS * bins)
+    ends = np.array([rows + len(b) for b in truths])  # diagonals of the last cells
+    distances = [0.0] * len(truths)
     for k in range(2, rows + cols + 1):  # anti-diagonals i + j = k of the 1-based table
-        i = np.arange(max(1, k - cols), min(rows, k - 1) + 1)
-        j = k - i
-        options = np.stack([total[:, i - 1, j - 1], total[:, i - 1, j], total[:, i, j - 1]])
-        lengths = np.stack([steps[:, i - 1, j - 1], steps[:, i - 1, j], steps[:, i, j - 1]])
+        lo, hi = max(1, k - cols), min(rows, k - 1)  # its cells (i, k - i), lo <= i <= hi
+        cost = np.empty((len(truths), hi + 1 - lo))
+        for start in range(lo, hi + 1, _COST_CELLS):  # cells i in [start, end): cache-sized
+            end = min(start + _COST_CELLS, hi + 1)
+            part = scratch[: len(truths) * (end - start) * bins].reshape(len(truths), -1, bins)
+            np.subtract(a[None, start - 1 : end - 1],
+                        flipped[:, cols - k + start : cols - k + end], out=part)  # fmt: skip
+            cost[:, start - lo : end - lo] = np.abs(part, out=part).mean(axis=2)
+        new, one, two = k % 3, (k - 1) % 3, (k - 2) % 3  # rows of diagonals k, k - 1, k - 2
+        total[new, :, 0] = np.inf  # cell (0, k); the row held diagonal k - 3, (0, 0) for k = 3
+        options = np.stack([total[two, :, lo - 1 : hi], total[one, :, lo - 1 : hi],
+                            total[one, :, lo : hi + 1]])  # fmt: skip
+        lengths = np.stack([steps[two, :, lo - 1 : hi], steps[one, :, lo - 1 : hi],
+                            steps[one, :, lo : hi + 1]])  # fmt: skip
         best = np.argmin(options, axis=0)[None]  # diagonal, up, left: the first on a tie
-        total[:, i, j] = cost[:, i - 1, j - 1] + np.take_along_axis(options, best, 0)[0]
-        steps[:, i, j] = np.take_along_axis(lengths, best, 0)[0] + 1
-    return [float(total[t, rows, len(b)] / steps[t, rows, len(b)]) for t, b in enumerate(truths)]
+        total[new, :, lo : hi + 1] = cost + np.take_along_axis(options, best, 0)[0]
+        steps[new, :, lo : hi + 1] = np.take_along_axis(lengths, best, 0)[0] + 1
+        for t in np.flatnonzero(ends == k):  # its last cell (rows, len(truths[t]))
+            distances[t] = float(total[new, t, rows] / steps[new, t, rows])
+    return distances
 
 
 def pairing_scores(distances: np.ndarray) -> np.ndarray:
