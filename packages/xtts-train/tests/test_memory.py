@@ -83,7 +83,9 @@ def test_training_estimate_grows_with_the_model():
 
 @pytest.mark.parametrize("overrides", [{}, {"reduction_factor": 3, "postnet_layers": 1,
                                             "cond_convs": 1, "vocab_size": 90,
-                                            "voice_pitch": True}])  # fmt: skip
+                                            "voice_pitch": True},
+                                       {"alignment": "relative"},
+                                       {"alignment": "relative", "decoder_layers": 3}])  # fmt: skip
 def test_parameter_count_from_the_sizes_is_the_model_s(overrides):
     config = dataclasses.replace(ModelConfig.from_preset("tiny"), **overrides)
     model = TextToMel(config, MelConfig.from_preset("xtts"))

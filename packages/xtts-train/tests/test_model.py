@@ -753,8 +753,9 @@ def test_a_checkpoint_of_the_model_alone_holds_every_weight(tmp_path, overrides)
 
 
 @pytest.mark.usefixtures("mixed_float16")
-def test_mixed_precision_forward_gives_float32_outputs_and_losses():
-    model = tiny_model()
+@pytest.mark.parametrize("overrides", [{}, RELATIVE], ids=["content", "relative"])
+def test_mixed_precision_forward_gives_float32_outputs_and_losses(overrides):
+    model = tiny_model(**overrides)
     batch = make_batch(model.config)
     outputs = model(batch, training=True)
     assert model.decoder.blocks[0].ff_in.compute_dtype == "float16"

@@ -303,8 +303,8 @@ def _step(decoder: Decoder, heads: Heads, config: ModelConfig, context: Context,
 def _stop_gate(decode: DecodeConfig, memory_mask: tf.Tensor,
                text_len: int) -> Callable[[tf.Tensor], tf.Tensor] | None:  # fmt: skip
     """The stop gate (None when off): focus int32 (B,), the furthest alignment peak so far
-    (or the alignment position) → bool (B,), whether it is within `decode.stop_gate` symbols of the row's last
-    real symbol (its `<eos>`), where the stop token may fire."""
+    (or the alignment position) → bool (B,), whether it is within `decode.stop_gate`
+    symbols of the row's last real symbol (its `<eos>`), where the stop token may fire."""
     if decode.stop_gate == 0:
         return None
     last = tf.reduce_sum(tf.cast(memory_mask[:, 0, :text_len], tf.int32), axis=1) - 1  # (B,)

@@ -116,7 +116,8 @@ class Aligner(keras.layers.Layer):
         self.limit = move_limit(config.reduction_factor)
         self.norm = keras.layers.LayerNormalization(epsilon=1e-5)
         self.query = keras.layers.Dense(width, name="query")
-        self.key = keras.layers.Dense(width, name="key")
+        # No bias: a key bias adds the same score to every symbol (no gradient, no effect).
+        self.key = keras.layers.Dense(width, use_bias=False, name="key")
         share = min(_START_RATE * config.reduction_factor / self.limit, 0.9)
         start_logit = keras.initializers.Constant(math.log(share / (1 - share)))
         self.rate = keras.layers.Dense(1, bias_initializer=start_logit, name="rate")
@@ -148,6 +149,7 @@ class Aligner(keras.layers.Layer):
         T) and the moves they ask for float32 (B, Q), in (0, `move_limit`) symbols."""
         hidden = self.norm(hidden)
         query = tf.cast(self.query(hidden), tf.float32)  # (B, Q, W)
+        keys = tf.cast(keys, tf.float32)  # a layer's call casts them to its compute dtype
         content = tf.matmul(query, keys, transpose_b=True) * self.scale
         moves = self.limit * tf.sigmoid(tf.cast(self.rate(hidden), tf.float32))[..., 0]
         return content, moves
