@@ -1,7 +1,8 @@
 """`xtts-bench peers` without its extra: the settings, the one-line missing-extra error, the
 scorer on synthetic mels and WAVs, the choice of scored checkpoints, and the launcher's
 pinning, thread settings, checkpoint clock and stop (on a stand-in trainer). Nothing
-here trains Glow-TTS or needs torch."""
+here trains Glow-TTS or needs torch, except the Matcha-TTS side's tests at the end, which
+skip where matcha-tts is not installed."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import dataclasses
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +29,7 @@ from xtts_bench.peers import (
     wav_mels,
 )
 from xtts_bench.peers.bench import plot_peers
-from xtts_bench.peers.launch import Trainer, run_side_by_side
+from xtts_bench.peers.launch import ONE_THREAD, Trainer, run_side_by_side
 from xtts_bench.settings import PeersBenchConfig
 from xtts_train import ConfigError
 
@@ -382,3 +385,152 @@ def test_an_interrupted_scoring_keeps_what_it_had_scored(tmp_path, monkeypatch):
     assert kept["complete"] is False
     assert kept["systems"] == {"xtts": {"points": ["xtts scored"]}}
     assert kept["sentences"] == ["a", "b"]
+
+
+# The Matcha-TTS side (`xtts_bench.peers.matcha`), on a tiny model and chirps, where
+# matcha-tts is installed. Always in processes of its own, as the bench runs it: torch's
+# triton, which Matcha's imports load, segfaults where TensorFlow was loaded first (as it is
+# here), while TensorFlow after it is fine (its `synthesize` vocodes so).
+_MATCHA = [sys.executable, "-m", "xtts_bench.peers.matcha"]
+_MATCHA_TINY = {"hidden": 16, "encoder_layers": 1, "decoder_channels": 16, "batch_size": 2,
+                "learning_rate": 1e-3, "every_minutes": 0.001, "seed": 0}  # fmt: skip
+# The model at the recipe's size and the bench's, a batch, 30 steps on it: as JSON.
+_MATCHA_PROBE = """
+import json, sys
+from pathlib import Path
+import numpy as np, torch
+from xtts_bench.peers import matcha
+work = Path(sys.argv[1])
+torch.manual_seed(0)
+manifest, config = matcha._read(work)
+recipe = {**manifest["settings"], "hidden": 192, "encoder_layers": 6, "decoder_channels": 256}
+big = matcha.MatchaTTS(**matcha.model_config(recipe, 178, config["data_statistics"]))
+batch = matcha._Batches(work / "features.npz", batch_size=4, seed=0).next()
+model = matcha.MatchaTTS(**config)
+optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+losses = [matcha._update(model, optimizer, batch) for _ in range(30)]
+raw = matcha._mel(manifest["train"][0]["audio"]).T
+json.dump({"recipe_parameters": sum(p.numel() for p in big.parameters()),
+           "encoder": dict(config["encoder"].encoder_params),
+           "decoder_channels": list(config["decoder"].channels),
+           "x": batch["x"].tolist(), "x_lengths": batch["x_lengths"].tolist(),
+           "y_shape": list(batch["y"].shape), "y_lengths": batch["y_lengths"].tolist(),
+           "losses": losses, "raw_mel": raw.tolist()}, sys.stdout)
+"""
+
+
+def _matcha_run(*argv: str, timeout: float = 300) -> str:
+    """A Matcha process to completion with one thread per framework; its stdout."""
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **ONE_THREAD})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def matcha_work(tmp_path_factory) -> Path:
+    """A prepared Matcha work folder: its manifest over 16 kHz chirps (4 to train on, 2
+    held out, one long-form item), token ids 2..11 of a 12-symbol vocabulary."""
+    if importlib.util.find_spec("matcha") is None:  # found without importing it (see above)
+        pytest.skip("matcha-tts (the matcha extra) is not installed")
+    folder = tmp_path_factory.mktemp("matcha")
+    ids = ["a", "b", "c", "d", "e", "f"]
+    paths = _chirps(folder / "wavs", dict(zip(ids, (0.6, 0.7, 0.5, 0.8, 0.6, 0.5), strict=True)))
+    rows = [{"id": i, "audio": str(p), "tokens": [2 + (k + j) % 10 for j in range(4 + k)]}
+            for k, (i, p) in enumerate(zip(ids, paths, strict=True))]  # fmt: skip
+    work = folder / "work"
+    work.mkdir()
+    manifest = {"settings": _MATCHA_TINY, "vocab_size": 12, "train": rows[:4],
+                "held_out": rows[4:], "long_form": [rows[5:]]}  # fmt: skip
+    (work / "manifest.json").write_text(json.dumps(manifest))
+    _matcha_run(*_MATCHA, "prepare", "--work", str(work))
+    return work
+
+
+@pytest.fixture(scope="module")
+def matcha_probe(matcha_work) -> dict:
+    return json.loads(_matcha_run(sys.executable, "-c", _MATCHA_PROBE, str(matcha_work)))
+
+
+def test_matcha_is_the_recipe_at_the_benchs_size(matcha_probe):
+    # LJSpeech's 178 symbols at the recipe's size: the paper's 18.2M parameters.
+    assert round(matcha_probe["recipe_parameters"] / 1e6, 1) == 18.2
+    encoder = matcha_probe["encoder"]
+    assert (encoder["n_channels"], encoder["filter_channels"], encoder["n_layers"]) == (16, 64, 1)
+    assert (encoder["filter_channels_dp"], encoder["n_heads"]) == (256, 2)  # the recipe's
+    assert matcha_probe["decoder_channels"] == [16, 16]
+
+
+def test_matcha_mels_are_its_recipes_normalised_by_the_corpus(matcha_work, matcha_probe):
+    data = np.load(matcha_work / "features.npz")
+    # Matcha's framing at 22.05 kHz: one frame per 256 samples.
+    assert list(data["mel_lengths"]) == [round(s * 22050) // 256 for s in (0.6, 0.7, 0.5, 0.8)]
+    assert data["mels"].shape[1] == 80
+    assert (data["mels"].mean(), data["mels"].std()) == (pytest.approx(0, abs=1e-4),
+                                                         pytest.approx(1, abs=1e-4))  # fmt: skip
+    first = data["mels"][: data["mel_lengths"][0]]  # Matcha's natural-log mel, normalised
+    np.testing.assert_allclose(first * data["mel_std"] + data["mel_mean"],
+                               matcha_probe["raw_mel"], atol=1e-4)  # fmt: skip
+    assert list(data["token_lengths"]) == [4, 5, 6, 7]
+
+
+def test_matcha_batches_carry_the_recipes_blanks_and_pad_mels_for_its_unet(matcha_probe):
+    lengths = matcha_probe["x_lengths"]
+    assert sorted(lengths) == [9, 11, 13, 15]  # 2 * tokens + 1: all four, once each
+    for row, n in zip(matcha_probe["x"], lengths, strict=True):
+        assert row[:n:2] == [0] * (n // 2 + 1)  # the blanks
+        assert 0 not in row[1:n:2]  # the tokens
+        assert set(row[n:]) <= {0}  # the padding
+    batch, n_mels, frames = matcha_probe["y_shape"]
+    assert (batch, n_mels, frames % 4) == (4, 80, 0)  # the U-Net's two halvings
+    assert 0 <= frames - max(matcha_probe["y_lengths"]) < 4
+
+
+def test_matcha_loss_falls_on_a_repeated_batch(matcha_probe):
+    losses = matcha_probe["losses"]
+    assert set(losses[0]) == {"loss", "dur", "prior", "diff"}
+    assert all(x["loss"] == pytest.approx(x["dur"] + x["prior"] + x["diff"]) for x in losses)
+    first = np.mean([x["loss"] for x in losses[:5]])
+    last = np.mean([x["loss"] for x in losses[-5:]])
+    assert last < 0.8 * first, (first, last)
+
+
+@pytest.mark.slow  # a whole training process stopped by SIGTERM, and synthesis processes
+def test_matcha_trains_until_sigterm_and_speaks_each_checkpoint(matcha_work, tmp_path):
+    import shutil
+    import signal
+    import time
+
+    import soundfile
+
+    work = tmp_path / "work"
+    shutil.copytree(matcha_work, work)
+    with (tmp_path / "train.log").open("wb") as log:
+        process = subprocess.Popen([*_MATCHA, "train", "--work", str(work)], stdout=log,
+                                   stderr=subprocess.STDOUT,
+                                   env={**os.environ, **ONE_THREAD})  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not (work / "checkpoints" / "step-3.pt").exists() and process.poll() is None:
+        assert time.monotonic() < deadline, (tmp_path / "train.log").read_text()[-2000:]
+        time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == 0, (tmp_path / "train.log").read_text()[-2000:]
+    summary = json.loads((work / "summary.json").read_text())
+    assert (summary["steps"] >= 3, summary["threads"]) == (True, 1)
+    assert (np.isfinite(summary["final_loss"]), summary["step_ms_median"] > 0) == (True, True)
+    last = summary["steps"]
+    assert (work / "checkpoints" / f"step-{last}.pt").is_file()  # written on SIGTERM
+    assert not list((work / "checkpoints").glob(".*partial"))
+    _matcha_run(*_MATCHA, "synthesize", "--work", str(work), "--steps", f"3,{last}", "--truth")
+    _matcha_run(*_MATCHA, "synthesize", "--work", str(work), "--steps", f"3,{last}",
+                "--truth", "--long-form")  # fmt: skip
+    wavs = work / "wavs"
+    for folder in ("step-3", f"step-{last}", "truth"):
+        assert sorted(p.name for p in (wavs / folder).iterdir()) == ["e.wav", "f.wav"]
+    for folder in ("step-3", f"step-{last}", "truth"):
+        assert [p.name for p in (wavs / "long-0" / folder).iterdir()] == ["f.wav"]
+    truth, rate = soundfile.read(wavs / "truth" / "e.wav")
+    assert (rate, len(truth) / rate) == (22050, pytest.approx(0.6, abs=0.05))
+    # Each sentence's noise is seeded: f held out and f as a long-form item are one speech.
+    held, _ = soundfile.read(wavs / "step-3" / "f.wav")
+    assert np.array_equal(soundfile.read(wavs / "long-0" / "step-3" / "f.wav")[0], held)
