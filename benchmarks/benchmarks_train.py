@@ -6,7 +6,7 @@ the train step of every bucket shape (`XTTS_BENCH_TRAIN_BUCKETS` buckets, longes
 `XTTS_BENCH_TRAIN_BATCH_SIZE`) is compiled in `setup`: `time_*` measures steady-state
 updates, and the warm-up's duration is reported by `track_compile_seconds`.
 `XTTS_BENCH_TRAIN_STEPS` (default 20) steps are timed for the step-time figures, and
-`XTTS_BENCH_TRAIN_SET` takes comma-separated stack overrides (`model.decoder_layers=1,...`).
+`XTTS_BENCH_TRAIN_SET` takes comma-separated stack overrides (`model.decoder_layers=3,...`).
 The dynamic-shape baseline, which compiles per batch, is in `xtts-bench train`.
 """
 

@@ -30,6 +30,7 @@ SETTINGS = ["data.batch_size=4", "data.num_buckets=1", "data.cond_frames=16",
             "data.val_fraction=0.0", "train.warmup_steps=4", "train.learning_rate=0.002",
             "train.log_every=5", "train.checkpoint_every=10", "train.eval_every=0"]  # fmt: skip
 MICRO = ["model.d_model=32", "model.heads=2", "model.text_layers=1", "model.decoder_layers=1",
+         "model.alignment=content",
          "model.cond_layers=1", "model.cond_latents=2", "model.prenet_dim=32",
          "model.postnet_layers=1", "model.postnet_channels=32", "model.text_convs=1",
          "model.cond_convs=1"]  # fmt: skip

@@ -31,7 +31,7 @@ TINY = [
         "data.shuffle_buffer=0",
         "model.d_model=32", "model.heads=1", "model.ff_mult=1", "model.text_convs=1",
         "model.text_layers=1", "model.cond_convs=1", "model.cond_layers=1",
-        "model.cond_latents=1", "model.decoder_layers=1", "model.prenet_dim=16",
+        "model.cond_latents=1", "model.decoder_layers=1", "model.alignment=content", "model.prenet_dim=16",
         "model.postnet_layers=1", "model.postnet_channels=16",
     ) for arg in ("--set", override)],
 ]  # fmt: skip

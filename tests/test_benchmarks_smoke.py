@@ -39,7 +39,7 @@ os.environ.setdefault(
     "XTTS_BENCH_TRAIN_SET",
     "model.d_model=32,model.heads=1,model.ff_mult=1,model.text_convs=1,model.text_layers=1,"
     "model.cond_convs=1,model.cond_layers=1,model.cond_latents=1,model.decoder_layers=1,"
-    "model.prenet_dim=16,model.postnet_layers=1,model.postnet_channels=16",
+    "model.alignment=content,model.prenet_dim=16,model.postnet_layers=1,model.postnet_channels=16",
 )
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"

@@ -159,6 +159,21 @@ def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
     assert load_stack_config(path).decode.stop_gate == 2
 
 
+def test_a_run_config_written_before_alignment_existed_loads_as_the_content_model(tmp_path):
+    """Today's default is the relative alignment; a run's `config.yaml` from before the
+    setting was trained with content alignment and loads so. A config that is not a run's
+    gets the default."""
+    older = load_stack_config(None).to_dict()
+    assert older["model"].pop("alignment") == "relative"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(older, sort_keys=False))
+    assert load_stack_config(path, written=True).model.alignment == "content"
+    assert load_stack_config(path).model.alignment == "relative"
+    older["model"]["alignment"] = "relative"  # a run that names it keeps it
+    path.write_text(yaml.safe_dump(older, sort_keys=False))
+    assert load_stack_config(path, written=True).model.alignment == "relative"
+
+
 def test_a_run_config_with_the_loss_weights_in_train_still_loads(tmp_path):
     """A run's `config.yaml` from before the text_to_mel section (its loss weights and eval
     sentences in `train`) loads with them in the text_to_mel section."""

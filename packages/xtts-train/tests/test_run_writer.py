@@ -67,6 +67,18 @@ def test_a_run_written_before_a_model_key_existed_resumes_with_its_default(tmp_p
         )
 
 
+def test_a_run_written_before_alignment_existed_resumes_as_the_content_model_it_was(tmp_path):
+    writer = RunWriter(tmp_path)
+    content = load_stack_config(None, ["model.d_model=32", "model.alignment=content"])
+    writer.write_config(content)
+    older = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    del older["model"]["alignment"]  # written before issue 67: every run was content
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(older))
+    writer.write_config(content)  # the model it was trained as: resumes
+    with pytest.raises(XttsTrainError, match=r"another model config"):
+        writer.write_config(load_stack_config(None, ["model.d_model=32"]))  # today's default
+
+
 def test_tokenizer_is_copied_and_another_symbol_table_is_refused(tmp_path):
     cache, run = tmp_path / "cache", tmp_path / "run"
     cache.mkdir(), run.mkdir()

@@ -16,8 +16,9 @@ from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps, RetraceError
 
 MICRO = ModelConfig.from_preset(
-    "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
-    prenet_dim=32, postnet_layers=1, postnet_channels=32, text_convs=1, cond_convs=1,
+    "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, alignment="content",
+    cond_layers=1, cond_latents=2, prenet_dim=32, postnet_layers=1, postnet_channels=32,
+    text_convs=1, cond_convs=1,
 )  # fmt: skip
 # Two shapes of one batch size: the graph executor's steps warm up both, which shows that
 # warm-up builds every shape once (TensorFlow never frees a compiled program, so each

@@ -19,8 +19,9 @@ from xtts_train.training.optim import AdamW
 from xtts_train.training.steps import CompiledSteps
 
 MICRO = ModelConfig.from_preset(
-    "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, cond_layers=1, cond_latents=2,
-    prenet_dim=32, postnet_layers=1, postnet_channels=32, text_convs=1, cond_convs=1,
+    "tiny", d_model=32, heads=2, text_layers=1, decoder_layers=1, alignment="content",
+    cond_layers=1, cond_latents=2, prenet_dim=32, postnet_layers=1, postnet_channels=32,
+    text_convs=1, cond_convs=1,
 )  # fmt: skip
 SPEC = DatasetSpec((BatchShape(frames=8, text_len=4, batch_size=2),), n_mels=80, cond_frames=8)
 CONFIG = TrainConfig(compiler="graph")

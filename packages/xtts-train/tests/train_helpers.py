@@ -29,6 +29,7 @@ ONE_SHAPE = [*OVERRIDES, "data.num_buckets=1"]
 # seconds.
 MICRO = [
     "model.d_model=32", "model.heads=2", "model.text_layers=1", "model.decoder_layers=1",
+    "model.alignment=content",
     "model.cond_layers=1", "model.cond_latents=2", "model.prenet_dim=32",
     "model.postnet_layers=1", "model.postnet_channels=32", "model.text_convs=1",
     "model.cond_convs=1",

@@ -162,7 +162,7 @@ class TrainBenchConfig:
             a side's ratio is a lower bound and a projection for every batch is reported
             beside it.
         overrides: `section.key=value` stack-config overrides applied last (as
-            `xtts-train --set`), e.g. `model.decoder_layers=1`.
+            `xtts-train --set`), e.g. `model.decoder_layers=3`.
         seed: corpus, shuffling and weight initialisation seed.
     """
 

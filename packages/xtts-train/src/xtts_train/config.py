@@ -31,6 +31,7 @@ __all__ = [
     "TextToMelConfig",
     "TrainConfig",
     "VocoderConfig",
+    "as_written",
     "load_stack_config",
     "refuse_moved_settings",
 ]
@@ -54,6 +55,9 @@ MEL_STD = 2.5
 VOICE_STATS = ("off", "mean_std")  # ModelConfig.voice_stats
 VOICE_STATS_SOURCES = ("clip", "utterance")  # ModelConfig.voice_stats_source
 ALIGNMENTS = ("content", "relative")  # ModelConfig.alignment
+# Symbols each side of the position that the relative alignment's bias tables tell apart
+# (`models/text_to_mel/location.py`; the memory planner counts its tables).
+RELATIVE_REACH = 8
 _COUNTS = (
     "vocab_size", "n_mels", "d_model", "heads", "ff_mult", "text_convs", "text_layers",
     "conv_kernel", "cond_convs", "cond_layers", "cond_latents", "decoder_layers", "prenet_dim",
@@ -175,16 +179,17 @@ class ModelConfig(FrozenConfig):
             at its usual end, while the distance between a step and a symbol, which
             sinusoidal encodings give attention, is kept. Inference starts at 0. 0 (the
             default) turns it off.
-        alignment: how the decoder finds its way along the text: "content" (the
-            default) or "relative" (docs/train/alignment.md). With "content" each
-            cross-attention reads the text by content alone, its head 0 guided toward the
-            diagonal. "relative" is location-relative alignment (Very Attentive Tacotron,
-            Battenberg 2025; `models/text_to_mel/location.py`): an alignment layer after
-            the first decoder block keeps a position on the text that moves forward every
-            step by a move it predicts (at most half a symbol a frame, one a step at
-            least, never past the last symbol), and the later blocks' cross-attention is
-            biased by each symbol's distance from it. The position is part of the decoding
-            loop's state. Needs `decoder_layers` of at least 2.
+        alignment: how the decoder finds its way along the text: "relative" (the
+            default) or "content" (docs/train/alignment.md). The relative one is
+            location-relative alignment (Very Attentive Tacotron, Battenberg 2025;
+            `models/text_to_mel/location.py`): an alignment layer after the first decoder
+            block keeps a position on the text that moves forward every step by a move it
+            predicts (at most half a symbol a frame, one a step at least, never past the
+            last symbol), and the later blocks' cross-attention is biased by each symbol's
+            distance from it. The position is part of the decoding loop's state. Needs
+            `decoder_layers` of at least 2. With "content" (the default before issue 67,
+            and of runs written before the setting) each cross-attention reads the text
+            by content alone, its head 0 guided toward the diagonal.
 
     `from_preset("tiny", vocab_size=40)` or `from_dict({"preset": "tiny", ...})` starts
     from the sizes of `PRESETS`.
@@ -217,7 +222,7 @@ class ModelConfig(FrozenConfig):
     voice_pitch: bool = False
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
-    alignment: str = "content"
+    alignment: str = "relative"
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -696,7 +701,7 @@ class StackConfig(FrozenConfig):
 
 def load_stack_config(
     source: str | Path | Mapping[str, Any] | None, overrides: Sequence[str] = (), *,
-    cache: str | Path | None = None,
+    cache: str | Path | None = None, written: bool = False,
 ) -> StackConfig:  # fmt: skip
     """Read a stack config (or defaults) and apply `section.key=value` overrides.
 
@@ -714,6 +719,8 @@ def load_stack_config(
         source: a YAML file (e.g. a run's `config.yaml`), the mapping it holds, or `None`.
         overrides: `section.key=value` settings, applied in order after the source.
         cache: a feature cache folder whose build settings the config takes, or None.
+        written: `source` is a run's `config.yaml`: a setting it predates takes the value
+            the run was trained with, not today's default (`as_written`).
 
     Raises:
         ConfigError: unreadable file, unknown section or key, malformed override, an
@@ -730,6 +737,8 @@ def load_stack_config(
         audio, data = load_config(sections)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    if written:
+        sections = as_written(sections)
     _move_settings(sections)
     _drop_removed_settings(sections)
     model = ModelConfig.from_dict(sections["model"], section="model")
@@ -797,6 +806,24 @@ _REMOVED = {
     "model.pitch_contour": _CONTOUR,
     "decode.harmonics": _CONTOUR,
 }
+
+
+# Settings whose default changed, `section.key` -> the value every run written before the
+# setting existed was trained with: a run's `config.yaml` without the key reads it so
+# (`as_written`), a new config gets today's default.
+_EARLIER = {"model.alignment": "content"}  # relative since issue 67
+
+
+def as_written(sections: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's `config.yaml` mapping with the earlier value of every setting it predates
+    (`_EARLIER`), so it loads as the run was trained."""
+    filled = {name: dict(value) if isinstance(value, Mapping) else value
+              for name, value in sections.items()}  # fmt: skip
+    for name, value in _EARLIER.items():
+        section, key = name.split(".")
+        if isinstance(filled.get(section), dict):
+            filled[section].setdefault(key, value)
+    return filled
 
 
 # Settings that became constants (issue 48): a `config.yaml` giving their value loads.

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from xtts_data.host import physical_memory
+from xtts_train.config import RELATIVE_REACH
 from xtts_train.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -225,13 +226,11 @@ def _parameters(config: ModelConfig) -> int:
     c, kp, layers = config.postnet_channels, config.postnet_kernel, config.postnet_layers
     widths = [m] + [c] * (layers - 1) + [m]  # postnet: channels in and out of each conv
     postnet = sum(kp * a * b + b for a, b in itertools.pairwise(widths))
-    if config.alignment == "relative":  # `location.Aligner` (its module imports TensorFlow)
-        from xtts_train.models.text_to_mel.location import REACH
-
-        w, span = d // config.heads, 2 * REACH + 1
+    if config.alignment == "relative":  # `location.Aligner`
+        w, span = d // config.heads, 2 * RELATIVE_REACH + 1
         decoder += 2 * d + (2 * d * w + w) + d + 1  # norm, query and key, the move's rate
         decoder += span + max(config.decoder_layers - 1, 1) * config.heads * span  # tables
-        decoder += (REACH + 1) * d  # the symbols-left vectors
+        decoder += (RELATIVE_REACH + 1) * d  # the symbols-left vectors
     blocks = (config.text_layers + config.cond_layers + config.decoder_layers) * block
     return text + cond + decoder + heads + postnet + blocks + config.decoder_layers * cross
 

@@ -70,7 +70,7 @@ def load_run_config(workdir: Path, task: str, overrides: Sequence[str] = ()) -> 
                 f"trained run, received: {override!r} (the other settings shape the "
                 f"weights, or the training)"
             )
-    stack = load_stack_config(workdir / "config.yaml", overrides)
+    stack = load_stack_config(workdir / "config.yaml", overrides, written=True)
     if stack.train.task != task:
         raise XttsTrainError(
             f"Expected a {task} run, received: {workdir}, a run of train.task={stack.train.task}"

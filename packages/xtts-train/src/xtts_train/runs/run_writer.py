@@ -35,7 +35,7 @@ import yaml
 
 import xtts_data as xd
 from xtts_data.files import remove_stale_temp_files, write_bytes_atomic, write_npy_atomic
-from xtts_train.config import StackConfig
+from xtts_train.config import StackConfig, as_written
 from xtts_train.errors import XttsTrainError
 from xtts_train.runs.loading import latest_step, load_reference, step_of
 
@@ -48,6 +48,7 @@ def _filled(stack: StackConfig, section: str, value: object) -> object:
     """A section of an earlier run's config.yaml with the defaults of keys added since
     filled in (as `load_run_config` reads it), or the value itself when it does not parse."""
     try:
+        value = as_written({section: value})[section]
         return type(getattr(stack, section)).from_dict(value).to_dict()
     except (ValueError, TypeError, AttributeError):
         return value

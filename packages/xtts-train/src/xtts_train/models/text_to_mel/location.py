@@ -37,6 +37,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from xtts_train.config import RELATIVE_REACH
 from xtts_train.models.attention import masked_softmax
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REACH", "Aligner", "last_symbol", "move_limit", "relative_bias"]
 
-REACH = 8  # symbols each side that the bias tables tell apart
+REACH = RELATIVE_REACH  # symbols each side that the bias tables tell apart
 # Every table starts as a Gaussian of this many symbols about the position (in log
 # space): the layers read near it from the first step instead of learning to from zeros.
 _START_WIDTH = 1.5
