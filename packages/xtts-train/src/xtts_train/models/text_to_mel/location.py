@@ -71,20 +71,28 @@ def relative_bias(table: tf.Tensor, distance: tf.Tensor) -> tf.Tensor:
     Returns:
         float32 [B, ..., Q, T] (the table's leading axes after the batch).
     """
-    width = table.shape[-1]
     at = tf.clip_by_value(distance, -REACH, REACH) + REACH  # (B, Q, T) in [0, 2 REACH]
-    low = tf.minimum(tf.floor(at), width - 2)
-    share = at - low  # (B, Q, T) in [0, 1]
-    index = tf.cast(low, tf.int32)
-    table = tf.cast(table, tf.float32)
-    below = tf.gather(table, index, axis=-1)  # (..., B, Q, T)
-    above = tf.gather(table, index + 1, axis=-1)
-    bias = below + (above - below) * share
+    bias = _interpolated(table, at, axis=-1)  # (..., B, Q, T)
     leading = table.shape.rank - 1
     if leading == 0:
         return bias
     order = [leading, *range(leading), leading + 1, leading + 2]
     return tf.transpose(bias, order)  # (B, ..., Q, T)
+
+
+def _interpolated(table: tf.Tensor, at: tf.Tensor, axis: int) -> tf.Tensor:
+    """`table` read along `axis` (0 or -1) at fractional indices `at` float32 (in [0,
+    width - 1]) by linear interpolation, float32: the indices' shape in place of that
+    axis."""
+    low = tf.minimum(tf.floor(at), table.shape[axis] - 2)
+    share = at - low  # in [0, 1]
+    index = tf.cast(low, tf.int32)
+    table = tf.cast(table, tf.float32)
+    below = tf.gather(table, index, axis=axis)
+    above = tf.gather(table, index + 1, axis=axis)
+    if axis == 0:  # the table's other axes follow the indices'
+        share = tf.reshape(share, [*share.shape, *[1] * (table.shape.rank - 1)])
+    return below + (above - below) * share
 
 
 def last_symbol(text_mask: tf.Tensor) -> tf.Tensor:
@@ -199,12 +207,7 @@ class Aligner(keras.layers.Layer):
         `text_mask` bool (B, T) (0 .. REACH, further ones as REACH) by linear
         interpolation → float32 (B, Q, D)."""
         at = tf.clip_by_value(last_symbol(text_mask) - positions, 0.0, REACH)  # (B, Q)
-        low = tf.minimum(tf.floor(at), REACH - 1)
-        share = (at - low)[..., None]  # (B, Q, 1)
-        index = tf.cast(low, tf.int32)
-        table = tf.cast(self.ending, tf.float32)
-        below, above = tf.gather(table, index), tf.gather(table, index + 1)  # (B, Q, D)
-        return below + (above - below) * share
+        return _interpolated(self.ending, at, axis=0)
 
     def cross_bias(self, block: int, positions: tf.Tensor, text_len: int,
                    width: int) -> tf.Tensor:  # fmt: skip
