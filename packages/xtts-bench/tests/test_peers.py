@@ -58,10 +58,18 @@ def _truth(n: int = 6, seed: int = 0) -> list[np.ndarray]:
         ({"glow_hidden": 63}, "glow_hidden: expected an even int"),
         ({"glow_flows": 0}, "glow_flows: expected an int >= 1"),
         ({"glow_learning_rate": -1e-3}, "glow_learning_rate"),
-        ({"cores": (0, 0)}, "two different core numbers"),
-        ({"cores": (0,)}, "two different core numbers"),
-        ({"cores": (0, -1)}, "two different core numbers"),
-        ({"cores": 1}, "two different core numbers"),
+        ({"cores": (0, 0)}, "2 different core numbers"),
+        ({"cores": (0,)}, "2 different core numbers"),
+        ({"cores": (0, -1)}, "2 different core numbers"),
+        ({"cores": 1}, "2 different core numbers"),
+        ({"peers": ("glow_tts", "matcha")}, r"3 different core numbers \(xtts, glow_tts, matcha"),
+        ({"peers": ("vits",)}, "peers: expected one or more of glow_tts, matcha"),
+        ({"peers": ()}, "peers: expected one or more"),
+        ({"peers": ("matcha", "matcha"), "cores": (0, 1, 2)}, "each once"),
+        ({"peers": "matcha"}, "peers: expected"),
+        ({"matcha_hidden": 60}, "matcha_hidden: expected a multiple of 8"),
+        ({"matcha_batch_size": 0}, "matcha_batch_size: expected an int >= 1"),
+        ({"matcha_learning_rate": 0}, "matcha_learning_rate: expected a number > 0"),
         ({"overrides": "train.steps=5"}, "a tuple of 'section.key=value'"),
     ],
 )
@@ -89,10 +97,12 @@ def test_defaults_are_the_reference_setup():
             config.glow_batch_size, config.glow_warmup_steps) == (45.0, 64, 8, 3, 16, 500)  # fmt: skip
 
 
-def _hide_torch(monkeypatch):
-    """torch not installed, coqui-tts installed, whatever this environment holds."""
+def _hide_torch(monkeypatch, **installed: bool):
+    """torch not installed, coqui-tts and matcha-tts installed, whatever this environment
+    holds; `installed` overrides any of them by module name."""
     real = importlib.util.find_spec
-    fake = {"torch": None, "TTS": real("json")}
+    fake = {"torch": None, "TTS": real("json"), "matcha": real("json")}
+    fake |= {module: real("json") if there else None for module, there in installed.items()}
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: fake[name] if name in fake else real(name, *a))  # fmt: skip
 
@@ -103,6 +113,18 @@ def test_missing_extra_names_the_extra_and_the_fix(monkeypatch):
         MissingExtraError, match=r"peers extra \(torch not installed\).*hatch run peers:"
     ):
         require_peers_extra()
+
+
+def test_matcha_needs_its_own_extra_only_when_it_is_a_peer(monkeypatch):
+    _hide_torch(monkeypatch, torch=True, matcha=False)
+    require_peers_extra(("glow_tts",))  # Glow-TTS alone needs no matcha-tts
+    with pytest.raises(MissingExtraError, match=r"matcha extra \(matcha-tts not installed\)"):
+        require_peers_extra(("glow_tts", "matcha"))
+    _hide_torch(monkeypatch, torch=True, TTS=False, matcha=False)
+    with pytest.raises(MissingExtraError, match=r"peers and matcha extras \(coqui-tts, matcha"):
+        require_peers_extra(("glow_tts", "matcha"))
+    with pytest.raises(MissingExtraError, match=r"the matcha extra \(matcha-tts not"):
+        require_peers_extra(("matcha",))  # coqui-tts is not needed without Glow-TTS
 
 
 def test_cli_prints_the_missing_extra_as_one_line(monkeypatch, tmp_path, capsys):
@@ -182,13 +204,13 @@ def _result() -> dict:
               "ceiling": {"pairing_mean": 0.1, "distance_mean": 0.5, "top1": 1.0},
               "steps": 21, "time_to_first_step_s": 12.0, "step_ms_median": 800.0}  # fmt: skip
     return {"sentences": ["a", "b", "c", "d"], "chance_top1": 0.25,
-            "systems": {"xtts": system, "glow_tts": system}}  # fmt: skip
+            "systems": {"xtts": system, "glow_tts": system, "matcha": system}}  # fmt: skip
 
 
 def test_table_and_plot(tmp_path):
     table = format_peers_table(_result())
     lines = table.splitlines()
-    for name in ("xtts", "glow_tts"):  # 2 points, its Griffin-Lim, its figures
+    for name in ("xtts", "glow_tts", "matcha"):  # 2 points, its Griffin-Lim, its figures
         assert sum(line.split()[0].rstrip(":") == name for line in lines) == 4
     assert "chance top-1 25%" in table
     plot_peers(_result(), tmp_path / "peers.png")
@@ -243,9 +265,10 @@ def test_settings_fields_are_the_cli_options():
     args = parser.parse_args(["peers", "--corpus", "c", "--held-out", "h", "--out", "o"])
     defaults = PeersBenchConfig(**PATHS)
     for field in dataclasses.fields(PeersBenchConfig):
-        if field.name not in ("corpus", "held_out", "out", "cores", "overrides", "long_form"):
+        if field.name not in ("corpus", "held_out", "out", "peers", "cores", "overrides",
+                              "long_form"):  # fmt: skip
             assert getattr(args, field.name) == getattr(defaults, field.name), field.name
-    assert args.cores == "0,1"
+    assert (args.peers, args.cores) == ("glow_tts", "0,1")
     assert (args.long_form, defaults.long_form) == ([], ())
 
 
@@ -255,6 +278,8 @@ def test_score_only_reads_the_checkpoint_minutes_a_training_wrote(tmp_path):
     found = {"xtts": {200: 1.5, 400: 2.75}, "glow_tts": {695: 5.0}}
     (tmp_path / "trainers.json").write_text(json.dumps(found))  # JSON keys are strings
     assert read_checkpoint_minutes(tmp_path) == found
+    with pytest.raises(SettingsError, match=r"to hold matcha .*received: xtts, glow_tts"):
+        read_checkpoint_minutes(tmp_path, ("glow_tts", "matcha"))
 
 
 def test_score_only_is_a_flag_of_the_settings():
@@ -331,10 +356,11 @@ def test_each_systems_last_checkpoint_speaks_the_long_items(tmp_path, monkeypatc
     items = [SimpleNamespace(id=i, mel=m) for i, m in zip(texts, mels, strict=True)]
     calls = []
 
-    def glow(command, work, *extra):  # Glow-TTS says each item at a third of its length
-        calls.append(("glow", command, *extra))
-        _chirps(work / "wavs" / "long-0" / "step-90", dict.fromkeys(texts, 0.2))
-        _chirps(work / "wavs" / "long-0" / "truth", dict.fromkeys(texts, 0.6))
+    def peer(name, command, out, *extra):  # Glow-TTS says each item at a third of its
+        calls.append((name, command, *extra))  # length, Matcha-TTS whole
+        wavs = out / bench.PEER_FOLDERS[name] / "wavs" / "long-0"
+        _chirps(wavs / f"step-{extra[1]}", dict.fromkeys(texts, 0.2 if name == "glow_tts" else 0.6))
+        _chirps(wavs / "truth", dict.fromkeys(texts, 0.6))
 
     def evaluate(run, data, *, split, n, step, out, overrides):  # xtts says them whole
         calls.append(("xtts", step, tuple(overrides)))
@@ -343,22 +369,27 @@ def test_each_systems_last_checkpoint_speaks_the_long_items(tmp_path, monkeypatc
         rows = [{"id": i, "alignment": 0.5, "stopped": True, "pieces": 2} for i in texts]
         return SimpleNamespace(utterances=rows)
 
-    monkeypatch.setattr(bench, "_glow", glow)
+    monkeypatch.setattr(bench, "_peer", peer)
     monkeypatch.setattr(bench, "evaluate", evaluate)
     monkeypatch.setattr(bench, "_open_cache", lambda config, stack: None)
     monkeypatch.setattr(bench, "_long_items", lambda config, stack, cache, corpus: items)
     monkeypatch.setattr(bench, "hear", lambda corpus, ids, said, truth, scratch: {
         i: ("w", "w", "w") for i in ids})  # fmt: skip
-    config = PeersBenchConfig(**{**PATHS, "out": tmp_path / "out"}, n=2, long_form=(corpus,))
-    found = {"xtts": {200: 40.0, 400: 45.0}, "glow_tts": {50: 40.0, 90: 45.0}}
+    config = PeersBenchConfig(**{**PATHS, "out": tmp_path / "out"}, n=2, long_form=(corpus,),
+                              peers=("glow_tts", "matcha"), cores=(0, 1, 2))  # fmt: skip
+    found = {"xtts": {200: 40.0, 400: 45.0}, "glow_tts": {50: 40.0, 90: 45.0},
+             "matcha": {30: 45.0}}  # fmt: skip
     result = dict(bench._score_long_form(config, stack, found))[str(corpus)]
-    assert calls == [("glow", "synthesize", "--steps", "90", "--truth", "--long-form"),
+    assert calls == [("glow_tts", "synthesize", "--steps", "90", "--truth", "--long-form"),
+                     ("matcha", "synthesize", "--steps", "30", "--truth", "--long-form"),
                      ("xtts", 400, ()), ("xtts", 400, ("decode.split_symbols=0",))]  # fmt: skip
-    assert list(result) == ["xtts split", "xtts whole", "glow_tts"]
-    xtts, peer = result["xtts split"]["groups"]["all"], result["glow_tts"]["groups"]["all"]
+    assert list(result) == ["xtts split", "xtts whole", "glow_tts", "matcha"]
+    xtts, glow = result["xtts split"]["groups"]["all"], result["glow_tts"]["groups"]["all"]
     assert (xtts["in_band"], xtts["alignment_mean"], xtts["pieces_mean"]) == (1.0, 0.5, 2)
-    assert peer["ratio_median"] == pytest.approx(1 / 3, abs=0.05)
-    assert (peer["in_band"], "alignment_mean" in peer) == (0.0, False)
+    assert glow["ratio_median"] == pytest.approx(1 / 3, abs=0.05)
+    assert (glow["in_band"], "alignment_mean" in glow) == (0.0, False)
+    matcha = result["matcha"]["groups"]["all"]
+    assert (result["matcha"]["step"], matcha["in_band"]) == (30, 1.0)
 
 
 def test_an_interrupted_scoring_keeps_what_it_had_scored(tmp_path, monkeypatch):
@@ -366,17 +397,17 @@ def test_an_interrupted_scoring_keeps_what_it_had_scored(tmp_path, monkeypatch):
 
     from xtts_bench.peers import bench
 
-    monkeypatch.setattr(bench, "require_peers_extra", lambda: None)
+    monkeypatch.setattr(bench, "require_peers_extra", lambda peers: None)
     monkeypatch.setattr(bench, "read_checkpoint_minutes",
-                        lambda out: {"xtts": {1: 1.0}, "glow_tts": {1: 1.0}})  # fmt: skip
-    monkeypatch.setattr(bench, "_write_glow_manifest",
-                        lambda config, stack, work: [SimpleNamespace(id=i) for i in "ab"])  # fmt: skip
+                        lambda out, peers: {"xtts": {1: 1.0}, "glow_tts": {1: 1.0}})  # fmt: skip
+    monkeypatch.setattr(bench, "_write_peer_manifests",
+                        lambda config, stack: [SimpleNamespace(id=i) for i in "ab"])  # fmt: skip
     monkeypatch.setattr(bench, "_score_xtts", lambda *args: {"points": ["xtts scored"]})
 
     def glow(*args):
         raise KeyboardInterrupt  # the scoring is stopped while Glow-TTS is scored
 
-    monkeypatch.setattr(bench, "_score_glow", glow)
+    monkeypatch.setattr(bench, "_score_peer", glow)
     config = PeersBenchConfig(**{**PATHS, "out": tmp_path}, score_only=True)
     monkeypatch.setattr(PeersBenchConfig, "stack", lambda self: None)
     with pytest.raises(KeyboardInterrupt):

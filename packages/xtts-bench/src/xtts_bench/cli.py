@@ -654,17 +654,19 @@ def _add_vocoder(commands) -> None:
 def _add_peers(commands) -> None:
     p = commands.add_parser(
         "peers", parents=[verbose_flag()],
-        help="xtts vs Glow-TTS (coqui-tts) trained side by side, one core each, same minutes",
+        help="xtts vs Glow-TTS and/or Matcha-TTS trained side by side, one core each, same "
+             "minutes",
         description=(
-            "Prepare CORPUS for xtts, then train xtts (xtts-train fit) and Glow-TTS "
-            "(coqui-tts's model, loss and RAdam + Noam, a minimal loop) at once, each pinned to "
-            "one core with one thread, each stopped after --minutes of its own wall time "
-            "(compile included). Both read xtts-data's phoneme ids. Every system's checkpoint "
-            "nearest each --every-minutes mark, and its last, synthesises the first --n "
-            "sentences of --held-out through its own Griffin-Lim; one scorer computes xtts "
+            "Prepare CORPUS for xtts, then train xtts (xtts-train fit) and each of --peers at "
+            "once: Glow-TTS (coqui-tts's model, loss and RAdam + Noam), Matcha-TTS "
+            "(matcha-tts's model, loss and Adam), each in a minimal loop; every system pinned "
+            "to one core (--cores) with one thread, each stopped after --minutes of its own "
+            "wall time (compile included). All read xtts-data's phoneme ids. Every system's "
+            "checkpoint nearest each --every-minutes mark, and its last, synthesises the first "
+            "--n sentences of --held-out through its own Griffin-Lim; one scorer computes xtts "
             "preset log-mels of every WAV: DTW distance, pairing score, top-1 sentence "
-            "identification. Writes OUT/peers.json and OUT/peers.png. Needs the peers extra: "
-            "hatch run peers:bench-peers ..."
+            "identification. Writes OUT/peers.json and OUT/peers.png. Needs the peers extra "
+            "(and matcha for Matcha-TTS): hatch run peers:bench-peers ..."
         ),
     )  # fmt: skip
     p.add_argument("--corpus", type=pathlib.Path, required=True, metavar="CORPUS")
@@ -683,11 +685,20 @@ def _add_peers(commands) -> None:
                        ("glow_batch_size", "Glow-TTS utterances per step"),
                        ("glow_learning_rate", "Glow-TTS RAdam peak learning rate"),
                        ("glow_warmup_steps", "Glow-TTS Noam warm-up steps"),
-                       ("seed", "Glow-TTS weights and batch order")):  # fmt: skip
+                       ("matcha_hidden", "Matcha-TTS text encoder channels (a multiple of 8)"),
+                       ("matcha_encoder_layers", "Matcha-TTS text encoder layers"),
+                       ("matcha_decoder_channels", "Matcha-TTS U-Net channels"),
+                       ("matcha_batch_size", "Matcha-TTS utterances per step"),
+                       ("matcha_learning_rate", "Matcha-TTS Adam learning rate"),
+                       ("seed", "the peers' weights and batch order")):  # fmt: skip
         p.add_argument(f"--{name.replace('_', '-')}", type=type(t[name]), default=t[name],
                        help=f"{text} (default: %(default)s)")  # fmt: skip
-    p.add_argument("--cores", default=",".join(map(str, t["cores"])), metavar="XTTS,GLOW",
-                   help="the core of each system (default: %(default)s)")  # fmt: skip
+    p.add_argument("--peers", default=",".join(t["peers"]), metavar="NAMES",
+                   help="the systems beside xtts, comma-separated: glow_tts, matcha "
+                        "(default: %(default)s)")  # fmt: skip
+    p.add_argument("--cores", default=",".join(map(str, t["cores"])), metavar="CORES",
+                   help="the core of xtts and of each peer, in --peers' order "
+                        "(default: %(default)s)")  # fmt: skip
     p.add_argument("--score-only", action="store_true",
                    help="train nothing: score the checkpoints of the finished training in "
                         "--out (its trainers.json), with that run's settings")  # fmt: skip
@@ -925,12 +936,14 @@ def _run_vocoder(args) -> str | dict:
 def _run_peers(args) -> str | dict:
     from xtts_bench.peers import format_peers_table, require_peers_extra, run_peers_benchmark
 
-    require_peers_extra()  # before any work or setting: the one thing to fix first
+    peers = tuple(name.strip() for name in args.peers.split(","))
+    require_peers_extra(peers)  # before any work or setting: the one thing to fix first
     cores = tuple(int(c) if c.strip().isdigit() else c for c in args.cores.split(","))
     names = [f.name for f in dataclasses.fields(PeersBenchConfig)]
     fields = {name: getattr(args, name) for name in names
-              if name not in ("cores", "overrides", "long_form")}  # fmt: skip
-    bench = PeersBenchConfig(**fields, cores=cores, overrides=tuple(args.overrides),
+              if name not in ("peers", "cores", "overrides", "long_form")}  # fmt: skip
+    bench = PeersBenchConfig(**fields, peers=peers, cores=cores,
+                             overrides=tuple(args.overrides),
                              long_form=tuple(args.long_form))  # fmt: skip
     result = run_peers_benchmark(bench)
     return result if args.json else format_peers_table(result)

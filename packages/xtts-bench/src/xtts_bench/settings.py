@@ -426,9 +426,13 @@ class LearningBenchConfig:
         _check_long_form(self.long_form)
 
 
+PEERS = ("glow_tts", "matcha")  # `xtts-bench peers`' systems beside xtts
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class PeersBenchConfig:
-    """Settings of `xtts-bench peers`: xtts and Glow-TTS trained side by side.
+    """Settings of `xtts-bench peers`: xtts and its peers (Glow-TTS, Matcha-TTS) trained
+    side by side, one core each.
 
     Attributes:
         corpus: the training corpus (any layout `xtts-data prepare` reads).
@@ -451,8 +455,15 @@ class PeersBenchConfig:
         glow_encoder_layers: encoder transformer layers.
         glow_batch_size: Glow-TTS utterances per step.
         glow_learning_rate, glow_warmup_steps: RAdam's peak rate and its Noam warm-up.
-        cores: the CPU cores of xtts and Glow-TTS, one each.
-        seed: Glow-TTS's weights and batch order.
+        matcha_hidden: Matcha-TTS text encoder channels (its feed-forward layers get 4x).
+        matcha_encoder_layers: Matcha-TTS text encoder layers.
+        matcha_decoder_channels: the channels of both levels of Matcha-TTS's U-Net.
+        matcha_batch_size: Matcha-TTS utterances per step.
+        matcha_learning_rate: Matcha-TTS Adam learning rate (no schedule, as its recipe).
+        peers: the systems trained beside xtts, each on a core of its own: `glow_tts`,
+            `matcha` or both.
+        cores: the CPU cores of xtts and of each peer in `peers`' order, one each.
+        seed: the peers' weights and batch order.
         score_only: train nothing: score the checkpoints an earlier run left in `out`
             (its `trainers.json`), e.g. after its scoring failed; the settings must be
             that run's.
@@ -476,14 +487,22 @@ class PeersBenchConfig:
     glow_batch_size: int = 16
     glow_learning_rate: float = 1e-3
     glow_warmup_steps: int = 500
-    cores: tuple[int, int] = (0, 1)
+    matcha_hidden: int = 64
+    matcha_encoder_layers: int = 3
+    matcha_decoder_channels: int = 64
+    matcha_batch_size: int = 16
+    matcha_learning_rate: float = 1e-3
+    peers: tuple[str, ...] = ("glow_tts",)
+    cores: tuple[int, ...] = (0, 1)
     seed: int = 0
     score_only: bool = False
     long_form: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("n", "xtts_checkpoint_every", "glow_hidden", "glow_flows",
-                     "glow_encoder_layers", "glow_batch_size", "glow_warmup_steps"):  # fmt: skip
+                     "glow_encoder_layers", "glow_batch_size", "glow_warmup_steps",
+                     "matcha_hidden", "matcha_encoder_layers", "matcha_decoder_channels",
+                     "matcha_batch_size"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SettingsError(f"PeersBenchConfig.{name}: expected an int >= 1, "
@@ -495,7 +514,10 @@ class PeersBenchConfig:
         if self.glow_hidden % 2:  # two attention heads split the channels
             raise SettingsError(f"PeersBenchConfig.glow_hidden: expected an even int, "
                                 f"received: glow_hidden={self.glow_hidden}")  # fmt: skip
-        for name in ("minutes", "every_minutes", "glow_learning_rate"):
+        if self.matcha_hidden % 8:  # 2 heads, rotary embeddings on pairs of half of each
+            raise SettingsError(f"PeersBenchConfig.matcha_hidden: expected a multiple of 8, "
+                                f"received: matcha_hidden={self.matcha_hidden}")  # fmt: skip
+        for name in ("minutes", "every_minutes", "glow_learning_rate", "matcha_learning_rate"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise SettingsError(f"PeersBenchConfig.{name}: expected a number > 0, "
@@ -505,13 +527,20 @@ class PeersBenchConfig:
                 f"PeersBenchConfig: expected every_minutes <= minutes, received: "
                 f"every_minutes={self.every_minutes}, minutes={self.minutes}"
             )
-        cores = self.cores
+        peers = self.peers
+        if not (isinstance(peers, tuple) and peers and set(peers) <= set(PEERS)
+                and len(set(peers)) == len(peers)):  # fmt: skip
+            raise SettingsError(f"PeersBenchConfig.peers: expected one or more of "
+                                f"{', '.join(PEERS)}, each once, received: "
+                                f"peers={peers!r}")  # fmt: skip
+        cores, systems = self.cores, 1 + len(peers)
         numbers = isinstance(cores, tuple) and all(
             isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cores
         )
-        if not (numbers and len(cores) == 2 and len(set(cores)) == 2):
-            raise SettingsError(f"PeersBenchConfig.cores: expected two different core numbers, "
-                                f"received: cores={cores!r}")  # fmt: skip
+        if not (numbers and len(cores) == systems and len(set(cores)) == systems):
+            raise SettingsError(f"PeersBenchConfig.cores: expected {systems} different core "
+                                f"numbers (xtts, {', '.join(peers)}), received: "
+                                f"cores={cores!r}")  # fmt: skip
         if not isinstance(self.score_only, bool):
             raise SettingsError(f"PeersBenchConfig.score_only: expected True or False, "
                                 f"received: score_only={self.score_only!r}")  # fmt: skip

@@ -1,14 +1,17 @@
-"""`xtts-bench peers`: xtts and Glow-TTS trained side by side, scored by one scorer.
+"""`xtts-bench peers`: xtts and its peers trained side by side, scored by one scorer.
 
 ```
 corpus ── xtts-data prepare ─► xtts-cache ─┬─► xtts-train fit (core 0) ──► xtts-run/checkpoints
-        └─ the cache's ids, audio, tokens ─┴─► glow train     (core 1) ──► glow/checkpoints
-              both started together, each stopped by SIGTERM after `minutes` of wall time
-held-out ─► per scored checkpoint: xtts `evaluate` WAVs, Glow-TTS `synthesize` WAVs
+        └─ the cache's ids, audio, tokens ─┼─► glow train     (core 1) ──► glow/checkpoints
+                                           └─► matcha train   (core 2) ──► matcha/checkpoints
+              all started together, each stopped by SIGTERM after `minutes` of wall time
+held-out ─► per scored checkpoint: xtts `evaluate` WAVs, each peer's `synthesize` WAVs
         ─► scoring.score_wavs (xtts preset mels, DTW, pairing, top-1) ─► peers.json, peers.png
 ```
 
-Both systems read the same phoneme ids (xtts-data's front end; Glow-TTS gets them
+The peers are `config.peers`: Glow-TTS (`xtts_bench.peers.glow`), Matcha-TTS
+(`xtts_bench.peers.matcha`) or both, each a process with the same commands, manifest and
+outputs. All systems read the same phoneme ids (xtts-data's front end; the peers get them
 without `<eos>`), the same recordings (each computes its own features from them before
 its clock starts, as a cache is built once) and synthesise the same held-out sentences,
 each from its own features through the same Griffin-Lim (xtts-audio's, 32 iterations).
@@ -16,7 +19,7 @@ Each system's recordings through it (`ceiling`) show what the vocoder alone cost
 these measures.
 
 With `long_form` corpora, each system's last checkpoint also speaks their first `n` items
-(xtts as `evaluate` decodes, with its sentence splitting and without it; Glow-TTS whole),
+(xtts as `evaluate` decodes, with its sentence splitting and without it; the peers whole),
 and the same scorer groups them by the sentences they hold (`xtts_bench.long_form`):
 `peers.json`'s `long_form`.
 
@@ -54,27 +57,28 @@ __all__ = [
     "scored_checkpoints",
 ]
 
-SYSTEMS = ("xtts", "glow_tts")
 TRAINERS = "trainers.json"  # each system's checkpoints and their wall minutes
-_GLOW = [sys.executable, "-m", "xtts_bench.peers.glow"]
+# Each peer's module (run as `python -m`) and its work folder under `out`.
+PEER_MODULES = {"glow_tts": "xtts_bench.peers.glow", "matcha": "xtts_bench.peers.matcha"}
+PEER_FOLDERS = {"glow_tts": "glow", "matcha": "matcha"}
 
 
 def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> dict:
-    """Train both systems for `config.minutes`, score their checkpoints, write
+    """Train xtts and `config.peers` for `config.minutes`, score their checkpoints, write
     `peers.json` and `peers.png` into `config.out`; returns what `peers.json` holds.
     With `config.score_only`, score what an earlier training in `config.out` left.
 
     Raises:
-        MissingExtraError: torch or coqui-tts is not installed.
+        MissingExtraError: torch, coqui-tts (Glow-TTS) or matcha-tts is not installed.
         SettingsError: a core this process may not use, or an `out` that is not empty
             (with `config.score_only`: an `out` without `trainers.json`).
         RuntimeError: a trainer failed (its log's tail is in the message).
     """
-    require_peers_extra()
+    require_peers_extra(config.peers)
     out, stack = config.out, config.stack()
     if config.score_only:  # the finished run's checkpoints stay as its training left them
-        found = read_checkpoint_minutes(out)
-        truth = _write_glow_manifest(config, stack, out / "glow")  # + any long-form items
+        found = read_checkpoint_minutes(out, config.peers)
+        truth = _write_peer_manifests(config, stack)  # + any long-form items
     else:
         found, truth = _train(config, stack, progress=progress)
     result = {
@@ -88,8 +92,10 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
         "complete": False,  # peers.json is rewritten as each part is scored
         "systems": {},
     }
-    for name, score in (("xtts", _score_xtts), ("glow_tts", _score_glow)):
-        result["systems"][name] = score(config, stack, found[name], truth)
+    result["systems"]["xtts"] = _score_xtts(config, stack, found["xtts"], truth)
+    write_json_atomic(out / "peers.json", result)
+    for name in config.peers:
+        result["systems"][name] = _score_peer(name, config, stack, found[name], truth)
         write_json_atomic(out / "peers.json", result)
     if config.long_form:
         result["long_form"] = {}
@@ -103,7 +109,7 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
 
 
 def _train(config: PeersBenchConfig, stack, *, progress: bool) -> tuple[dict, list]:
-    """Prepare both systems' features, train both side by side, write `trainers.json`.
+    """Prepare every system's features, train them side by side, write `trainers.json`.
     Returns each system's {step: wall minutes} and the held-out utterances."""
     check_cores(config.cores)
     out = config.out
@@ -113,29 +119,38 @@ def _train(config: PeersBenchConfig, stack, *, progress: bool) -> tuple[dict, li
                             f"them)")  # fmt: skip
     xd.prepare(config.corpus, out / "xtts-cache", audio=stack.audio, data=stack.data,
                progress=progress)  # fmt: skip
-    truth = _write_glow_manifest(config, stack, out / "glow")
-    _glow("prepare", out / "glow")
-    trainers = [_xtts_trainer(config, out), _glow_trainer(config, out)]
+    truth = _write_peer_manifests(config, stack)
+    for name in config.peers:
+        _peer(name, "prepare", out)
+    trainers = [_xtts_trainer(config, out),
+                *(_peer_trainer(name, core, config, out)
+                  for name, core in zip(config.peers, config.cores[1:], strict=True))]  # fmt: skip
     run_side_by_side(trainers, config.minutes, progress=progress)
-    found = {name: trainer.found for name, trainer in zip(SYSTEMS, trainers, strict=True)}
+    found = {trainer.name: trainer.found for trainer in trainers}
     (out / TRAINERS).write_text(json.dumps(found, indent=1))
     return found, truth
 
 
-def read_checkpoint_minutes(out: Path) -> dict[str, dict[int, float]]:
-    """Each system's {checkpoint step: wall minutes} as the training of `out` recorded
-    them in `trainers.json`.
+def read_checkpoint_minutes(out: Path, peers: tuple[str, ...] = ("glow_tts",)
+                            ) -> dict[str, dict[int, float]]:  # fmt: skip
+    """xtts's and each of `peers`' {checkpoint step: wall minutes} as the training of
+    `out` recorded them in `trainers.json`.
 
     Raises:
-        SettingsError: `out` holds no `trainers.json` (its training did not finish).
+        SettingsError: `out` holds no `trainers.json` (its training did not finish), or
+            one without a system of `peers` (it trained others).
     """
     path = out / TRAINERS
     if not path.is_file():
         raise SettingsError(f"Expected --out to hold a finished side-by-side training "
                             f"({path}), received: no such file")  # fmt: skip
     found = json.loads(path.read_text())
+    missing = [name for name in ("xtts", *peers) if name not in found]
+    if missing:
+        raise SettingsError(f"Expected --out's training to hold {', '.join(missing)} "
+                            f"({path}), received: {', '.join(found)}")  # fmt: skip
     return {name: {int(step): minutes for step, minutes in found[name].items()}
-            for name in SYSTEMS}  # fmt: skip
+            for name in ("xtts", *peers)}  # fmt: skip
 
 
 def scored_checkpoints(found: dict[int, float], every: float, last: float) -> list[int]:
@@ -150,9 +165,10 @@ def scored_checkpoints(found: dict[int, float], every: float, last: float) -> li
     return sorted(chosen | {steps[-1]})
 
 
-def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd.Utterance]:
-    """`manifest.json` of the Glow-TTS side: settings, the cache's utterances (ids, audio,
-    token ids) and the held-out ones. Returns the held-out utterances (xtts's truth)."""
+def _write_peer_manifests(config: PeersBenchConfig, stack) -> list[xd.Utterance]:
+    """`manifest.json` in each peer's work folder: its settings, the cache's utterances
+    (ids, audio, token ids), the held-out ones and the long-form items. Returns the
+    held-out utterances (xtts's truth)."""
     cache = _open_cache(config, stack)
     train = xd.read_utterances(cache, stack.data, "all", audio=stack.audio)
     held_out = _held_out(config, stack, cache)
@@ -160,22 +176,32 @@ def _write_glow_manifest(config: PeersBenchConfig, stack, work: Path) -> list[xd
     audio = {}
     for corpus in (config.corpus, config.held_out, *config.long_form):
         audio |= {row.id: row.audio for row in xd.read_corpus(corpus).rows}
-    settings = {"hidden": config.glow_hidden, "flows": config.glow_flows,
-                "encoder_layers": config.glow_encoder_layers,
-                "batch_size": config.glow_batch_size,
-                "learning_rate": config.glow_learning_rate,
-                "warmup_steps": config.glow_warmup_steps,
-                "every_minutes": config.every_minutes, "seed": config.seed}  # fmt: skip
+    settings = {
+        "glow_tts": {"hidden": config.glow_hidden, "flows": config.glow_flows,
+                     "encoder_layers": config.glow_encoder_layers,
+                     "batch_size": config.glow_batch_size,
+                     "learning_rate": config.glow_learning_rate,
+                     "warmup_steps": config.glow_warmup_steps},
+        "matcha": {"hidden": config.matcha_hidden,
+                   "encoder_layers": config.matcha_encoder_layers,
+                   "decoder_channels": config.matcha_decoder_channels,
+                   "batch_size": config.matcha_batch_size,
+                   "learning_rate": config.matcha_learning_rate},
+    }  # fmt: skip
 
     def rows(utterances: list[xd.Utterance]) -> list[dict[str, Any]]:
         return [{"id": u.id, "audio": str(audio[u.id]), "tokens": _without_eos(u.tokens)}
                 for u in utterances]  # fmt: skip
 
-    work.mkdir(parents=True, exist_ok=True)
-    manifest = {"settings": settings, "vocab_size": cache.tokenizer.vocab_size,
-                "train": rows(train), "held_out": rows(held_out),
-                "long_form": [rows(items) for items in long_form]}  # fmt: skip
-    (work / "manifest.json").write_text(json.dumps(manifest))
+    shared = {"every_minutes": config.every_minutes, "seed": config.seed}
+    utterances = {"vocab_size": cache.tokenizer.vocab_size, "train": rows(train),
+                  "held_out": rows(held_out),
+                  "long_form": [rows(items) for items in long_form]}  # fmt: skip
+    for name in config.peers:
+        work = config.out / PEER_FOLDERS[name]
+        work.mkdir(parents=True, exist_ok=True)
+        manifest = {"settings": {**settings[name], **shared}, **utterances}
+        (work / "manifest.json").write_text(json.dumps(manifest))
     return held_out
 
 
@@ -201,12 +227,13 @@ def _without_eos(tokens: np.ndarray) -> list[int]:
     return ids[:-1] if ids and ids[-1] == xd.Tokenizer.EOS else ids
 
 
-def _glow(command: str, work: Path, *extra: str) -> None:
-    """Run a Glow-TTS command (`xtts_bench.peers.glow`) to completion on every core."""
-    done = subprocess.run([*_GLOW, command, "--work", str(work), *extra],
-                          capture_output=True, text=True)  # fmt: skip
+def _peer(name: str, command: str, out: Path, *extra: str) -> None:
+    """Run a peer's command (`PEER_MODULES[name]`) to completion on every core."""
+    work = out / PEER_FOLDERS[name]
+    done = subprocess.run([sys.executable, "-m", PEER_MODULES[name], command, "--work",
+                           str(work), *extra], capture_output=True, text=True)  # fmt: skip
     if done.returncode:
-        raise RuntimeError(f"glow {command} failed:\n{done.stderr[-4000:]}")
+        raise RuntimeError(f"{name} {command} failed:\n{done.stderr[-4000:]}")
 
 
 def _xtts_trainer(config: PeersBenchConfig, out: Path) -> Trainer:
@@ -219,10 +246,11 @@ def _xtts_trainer(config: PeersBenchConfig, out: Path) -> Trainer:
                    env={"XTTS_COMPILE_CACHE": str(out / "xla-cache")})  # fmt: skip
 
 
-def _glow_trainer(config: PeersBenchConfig, out: Path) -> Trainer:
-    argv = ["-m", "xtts_bench.peers.glow", "train", "--work", str(out / "glow")]
-    return Trainer("glow_tts", argv, config.cores[1], out / "glow" / "checkpoints",
-                   r"step-(\d+)\.pt", out / "glow.log")  # fmt: skip
+def _peer_trainer(name: str, core: int, config: PeersBenchConfig, out: Path) -> Trainer:
+    work = out / PEER_FOLDERS[name]
+    argv = ["-m", PEER_MODULES[name], "train", "--work", str(work)]
+    return Trainer(name, argv, core, work / "checkpoints", r"step-(\d+)\.pt",
+                   out / f"{PEER_FOLDERS[name]}.log")  # fmt: skip
 
 
 def _score_xtts(config: PeersBenchConfig, stack, found: dict[int, float],
@@ -245,12 +273,13 @@ def _score_xtts(config: PeersBenchConfig, stack, found: dict[int, float],
     return _system(points, ceiling, summary)
 
 
-def _score_glow(config: PeersBenchConfig, stack, found: dict[int, float],
+def _score_peer(name: str, config: PeersBenchConfig, stack, found: dict[int, float],
                 truth: list[xd.Utterance]) -> dict:  # fmt: skip
-    """Glow-TTS's WAVs of each scored checkpoint (one `synthesize` process) scored."""
-    work, mels, trim = config.out / "glow", [u.mel for u in truth], stack.data.trim_top_db
+    """A peer's WAVs of each scored checkpoint (one `synthesize` process) scored."""
+    work, mels = config.out / PEER_FOLDERS[name], [u.mel for u in truth]
+    trim = stack.data.trim_top_db
     steps = scored_checkpoints(found, config.every_minutes, config.minutes)
-    _glow("synthesize", work, "--steps", ",".join(map(str, steps)), "--truth")
+    _peer(name, "synthesize", config.out, "--steps", ",".join(map(str, steps)), "--truth")
     points = []
     for step in steps:
         scores = score_wavs([work / "wavs" / f"step-{step}" / f"{u.id}.wav" for u in truth],
@@ -264,12 +293,14 @@ def _score_glow(config: PeersBenchConfig, stack, found: dict[int, float],
 def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int, float]]
                      ) -> Iterator[tuple[str, dict[str, dict]]]:  # fmt: skip
     """Each long-form corpus spoken by each system's last checkpoint and scored alike:
-    `(corpus, {"xtts split" | "xtts whole" | "glow_tts": {"step", "groups"}})`, one corpus
-    at a time."""
+    `(corpus, {"xtts split" | "xtts whole" | peer: {"step", "groups"}})`, one corpus at
+    a time."""
     cache, trim = _open_cache(config, stack), stack.data.trim_top_db
-    xtts_step, glow_step = max(found["xtts"]), max(found["glow_tts"])
-    glow = config.out / "glow"
-    _glow("synthesize", glow, "--steps", str(glow_step), "--truth", "--long-form")
+    xtts_step = max(found["xtts"])
+    last = {name: max(found[name]) for name in config.peers}
+    for name in config.peers:
+        _peer(name, "synthesize", config.out, "--steps", str(last[name]), "--truth",
+              "--long-form")  # fmt: skip
     for k, corpus in enumerate(config.long_form):
         truth = _long_items(config, stack, cache, corpus)
         ids, mels = [u.id for u in truth], [u.mel for u in truth]
@@ -285,11 +316,13 @@ def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int,
                                            trim_top_db=trim)]  # fmt: skip
             heard = hear(corpus, ids, said, [wavs / f"{i}.truth.wav" for i in ids], wavs)
             scored[f"xtts {mode}"] = {"step": xtts_step, "groups": group_rows(rows, heard)}
-        wavs = glow / "wavs" / f"long-{k}"
-        spoken = [wavs / f"step-{glow_step}" / f"{i}.wav" for i in ids]
-        rows = scored_rows(corpus, ids, spoken, mels, stack.audio, trim_top_db=trim)
-        heard = hear(corpus, ids, spoken, [wavs / "truth" / f"{i}.wav" for i in ids], wavs)
-        scored["glow_tts"] = {"step": glow_step, "groups": group_rows(rows, heard)}
+        for name in config.peers:
+            wavs = config.out / PEER_FOLDERS[name] / "wavs" / f"long-{k}"
+            spoken = [wavs / f"step-{last[name]}" / f"{i}.wav" for i in ids]
+            rows = scored_rows(corpus, ids, spoken, mels, stack.audio, trim_top_db=trim)
+            heard = hear(corpus, ids, spoken, [wavs / "truth" / f"{i}.wav" for i in ids],
+                         wavs)  # fmt: skip
+            scored[name] = {"step": last[name], "groups": group_rows(rows, heard)}
         yield str(corpus), scored
 
 
@@ -312,7 +345,8 @@ def plot_peers(result: dict, path: Path) -> None:
               ("distance_mean", "DTW log-mel distance"),
               ("top1", "top-1 sentence identification"))  # fmt: skip
     for ax, (key, title) in zip(axes, panels, strict=True):
-        for color, (name, system) in zip(("C0", "C1"), result["systems"].items(), strict=False):
+        for k, (name, system) in enumerate(result["systems"].items()):
+            color = f"C{k}"
             points = system["points"]
             ax.plot([p["minutes"] for p in points], [p[key] for p in points], marker="o",
                     color=color, label=name)  # fmt: skip

@@ -28,7 +28,8 @@ from xtts_bench.errors import MissingExtraError, SettingsError
 __all__ = ["Trainer", "pinned", "require_peers_extra", "run_side_by_side"]
 
 PEERS_HINT = ('run it in the peers environment: hatch run peers:bench-peers ... (or pip '
-              'install "xtts-bench[peers]": coqui-tts, torch, torchaudio, torchcodec)')  # fmt: skip
+              'install "xtts-bench[peers,matcha]": coqui-tts, matcha-tts, torch, torchaudio, '
+              'torchcodec)')  # fmt: skip
 # One thread per framework: TensorFlow's pools, OpenMP/MKL (torch's CPU kernels, NumPy).
 ONE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1",
               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
@@ -38,18 +39,26 @@ _PIN = ("import os, sys; os.sched_setaffinity(0, {int(sys.argv[1])}); "
         "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")  # fmt: skip
 
 
-def require_peers_extra() -> None:
-    """Check that torch and coqui-tts are installed, without importing them.
+def require_peers_extra(peers: Sequence[str] = ("glow_tts",)) -> None:
+    """Check that what `peers` need is installed, without importing it: torch, and
+    coqui-tts for `glow_tts`, matcha-tts for `matcha`.
 
     Raises:
         MissingExtraError: one of them is not installed (the message names the extra).
     """
-    missing = [name for module, name in (("torch", "torch"), ("TTS", "coqui-tts"))
+    needed = [("torch", "torch", "peers")]
+    if "glow_tts" in peers:
+        needed.append(("TTS", "coqui-tts", "peers"))
+    if "matcha" in peers:
+        needed.append(("matcha", "matcha-tts", "matcha"))
+    missing = [(name, extra) for module, name, extra in needed
                if importlib.util.find_spec(module) is None]  # fmt: skip
     if missing:
-        raise MissingExtraError(
-            f"expected the peers extra ({', '.join(missing)} not installed); to fix: {PEERS_HINT}"
-        )
+        extras = list(dict.fromkeys(extra for _, extra in missing))
+        names = ", ".join(name for name, _ in missing)
+        raise MissingExtraError(f"expected the {' and '.join(extras)} extra"
+                                f"{'s' if len(extras) > 1 else ''} ({names} not installed); "
+                                f"to fix: {PEERS_HINT}")  # fmt: skip
 
 
 def check_cores(cores: Sequence[int]) -> None:
