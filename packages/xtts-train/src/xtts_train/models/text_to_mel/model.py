@@ -176,7 +176,10 @@ class TextToMel(keras.Model):
             [B, F], and `attention` float32 [B, F, T]: the decoder's alignment head
             (head 0 of each block, averaged) over the text; the rest of each row went to
             the speaker latents. Frame `t` depends only on frames `< t` before the
-            postnet; the postnet looks `Postnet.context_frames` frames ahead.
+            postnet; the postnet looks `Postnet.context_frames` frames ahead. With
+            `ModelConfig.alignment: relative`, also `reach` float32 [B, F]: the alignment
+            position after the move of the step writing each frame (not held at the
+            last symbol; `losses.alignment_end_loss`).
 
         Raises:
             ConfigError: a missing field, or mels with another `n_mels` than the config.
@@ -206,17 +209,20 @@ class TextToMel(keras.Model):
         log_prior = None
         if prior:
             log_prior = beta_binomial_prior(batch["token_mask"], spoken, reduction_factor=r)
-        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, pitch,
-                                         training=training, start=start,
-                                         prior=log_prior)  # fmt: skip
+        hidden, attention, reach = self.decoder(inputs, memory, memory_mask, keep, pitch,
+                                                training=training, start=start,
+                                                prior=log_prior)  # fmt: skip
         before, stop_logits = self.heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = denormalize_by(before, stats)
         mel_before, mel_after = self.to_mel(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
-        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
-                "attention": attention}  # fmt: skip
+        outputs = {"mel_before": mel_before, "mel_after": mel_after,
+                   "stop_logits": stop_logits, "attention": attention}  # fmt: skip
+        if reach is not None:  # the frames a step writes share its reach
+            outputs["reach"] = per_frame(reach[:, :, None], count, r)[:, :, 0]  # (B, F)
+        return outputs
 
     def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False, start=0):
         """The decoder's memory: text encodings followed by the speaker latents.
