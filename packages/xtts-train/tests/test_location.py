@@ -256,3 +256,23 @@ def _weights(values: dict[str, float]) -> dict[str, float]:
 def test_bad_alignment_settings_are_named(overrides, match):
     with pytest.raises(ConfigError, match=match):
         TextToMelConfig(**overrides)
+
+
+def test_own_frames_feed_some_steps_the_model_s_own_prediction():
+    batch_model = tiny_model(**DETERMINISTIC, **RELATIVE, dropout=0.0, reduction_factor=2)
+    batch = make_batch(batch_model.config)
+    plain = batch_model(batch, training=True)
+    own = tiny_model(**DETERMINISTIC, **RELATIVE, dropout=0.0, reduction_factor=2,
+                     own_frames=0.5)  # fmt: skip
+    own(batch)  # built: the same weights as the plain model's
+    own.set_weights(batch_model.get_weights()[: len(own.get_weights())])
+    mixed = own(batch, training=True)["mel_before"].numpy()
+    teacher = own(batch, training=False)["mel_before"].numpy()  # no first pass out of training
+    np.testing.assert_allclose(teacher, batch_model(batch)["mel_before"], atol=1e-5)
+    assert not np.allclose(mixed, plain["mel_before"], atol=1e-4)  # some inputs were its own
+    with tf.GradientTape() as tape:
+        loss = total_loss(own(batch, training=True), batch)["loss"]
+    grads = tape.gradient(loss, own.trainable_variables)
+    assert all(g is not None for g in grads)
+    with pytest.raises(ConfigError, match="own_frames"):
+        ModelConfig(own_frames=1.0)

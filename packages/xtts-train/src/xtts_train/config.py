@@ -155,6 +155,14 @@ class ModelConfig(FrozenConfig):
             `recipes/cpu-voices.yaml`).
         prenet_dropout: dropout of the prenet in training (and in the teacher-forced
             eval losses): the decoder never trusts its own previous frame exactly.
+        own_frames: in training, the share of decoder steps that read the model's own
+            prediction of the frame before them instead of the recording's (scheduled
+            sampling in one parallel pass, after Bengio et al. 2015): a first
+            teacher-forced pass without gradients predicts every frame, and each step's
+            input is drawn from it with this probability. Free-running decoding reads
+            only its own frames, smoother than recordings; a decoder trained on
+            recordings alone may go on from them at another pace. 0 (the default): no
+            first pass; a step costs about a third more with one.
         postnet_layers, postnet_channels, postnet_kernel: the residual conv postnet.
         attention_block: queries per block of every self-attention longer than it (0: the
             whole product at once, as Keras computes it). The dense product keeps each
@@ -223,6 +231,7 @@ class ModelConfig(FrozenConfig):
     voice_stats: str = "off"
     voice_stats_source: str = "clip"
     alignment: str = "relative"
+    own_frames: float = 0.0
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -256,7 +265,7 @@ class ModelConfig(FrozenConfig):
             self._fail("decoder_layers", self.decoder_layers,
                        "at least 2 with alignment: relative (the blocks after the first "
                        "attend relative to the position the first one finds)")  # fmt: skip
-        for name in ("dropout", "prenet_dropout"):
+        for name in ("dropout", "prenet_dropout", "own_frames"):
             value = getattr(self, name)
             if not (_number(value) and 0.0 <= value < 1.0):
                 self._fail(name, value, "a rate in [0, 1)")

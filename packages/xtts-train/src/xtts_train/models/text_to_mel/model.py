@@ -147,6 +147,8 @@ class TextToMel(keras.Model):
         self.postnet = Postnet(config, name="postnet")
         # `ModelConfig.random_positions`: each training batch's positions start at a draw.
         self.offsets = keras.random.SeedGenerator() if config.random_positions else None
+        # `ModelConfig.own_frames`: which steps read the first pass's frames, a draw a batch.
+        self.own_draws = keras.random.SeedGenerator() if config.own_frames else None
 
     def build(self, input_shape: Any) -> None:
         """Marks the model built; each sublayer creates its weights on the first call."""
@@ -209,6 +211,9 @@ class TextToMel(keras.Model):
         log_prior = None
         if prior:
             log_prior = beta_binomial_prior(batch["token_mask"], spoken, reduction_factor=r)
+        if training and self.own_draws is not None:
+            inputs = self._with_own_frames(inputs, memory, memory_mask, keep, pitch, start,
+                                           log_prior, count)  # fmt: skip
         hidden, attention, reach = self.decoder(inputs, memory, memory_mask, keep, pitch,
                                                 training=training, start=start,
                                                 prior=log_prior)  # fmt: skip
@@ -223,6 +228,18 @@ class TextToMel(keras.Model):
         if reach is not None:  # the frames a step writes share its reach
             outputs["reach"] = per_frame(reach[:, :, None], count, r)[:, :, 0]  # (B, F)
         return outputs
+
+    def _with_own_frames(self, inputs, memory, memory_mask, keep, pitch, start, log_prior,
+                         count):  # fmt: skip
+        """`ModelConfig.own_frames`: the decoder inputs (B, S, M) with each step's frame
+        replaced, with that probability, by the model's own teacher-forced prediction of
+        it (a first pass of the decoder and mel head, without gradients)."""
+        first, _, _ = self.decoder(inputs, memory, memory_mask, keep, pitch, training=True,
+                                   start=start, prior=log_prior)  # fmt: skip
+        own, _ = self.heads(first, count)  # (B, F, M), the frames' space
+        own = tf.stop_gradient(step_inputs(own, self.config.reduction_factor))  # (B, S, M)
+        truth = dropout.keep_mask(inputs.shape[:2], self.config.own_frames, self.own_draws)
+        return tf.where(truth[:, :, None], inputs, tf.cast(own, inputs.dtype))
 
     def encode(self, tokens, token_mask, cond_mel, cond_lengths, training=False, start=0):
         """The decoder's memory: text encodings followed by the speaker latents.
