@@ -12,12 +12,12 @@ import pytest
 import tensorflow as tf
 from test_model import DETERMINISTIC, RELATIVE, make_batch, tiny_model
 
-from xtts_train.config import DecodeConfig, ModelConfig, TextToMelConfig, load_stack_config
+from xtts_train.config import DecodeConfig, ModelConfig, TextToMelConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models.text_to_mel.alignment import beta_binomial_prior, forward_sum_loss
 from xtts_train.models.text_to_mel.free_running import infer
 from xtts_train.models.text_to_mel.location import REACH, Aligner, move_limit, relative_bias
-from xtts_train.models.text_to_mel.losses import alignment_end_loss, total_loss
+from xtts_train.models.text_to_mel.losses import total_loss
 from xtts_train.tasks.text_to_mel import TextToMelTask
 
 
@@ -69,14 +69,12 @@ def test_teacher_forcing_runs_the_moves_decoding_runs():
     hidden = tf.constant(np.random.default_rng(1).normal(size=(2, 7, 128)), tf.float32)
     keys = tf.constant(np.random.default_rng(2).normal(size=(2, 5, 64)), tf.float32)
     text_mask = tf.constant([[True] * 5, [True] * 3 + [False] * 2])
-    weights, places, reach = aligner(hidden, keys, text_mask)  # (B, S, T), (B, S), (B, S)
+    weights, places = aligner(hidden, keys, text_mask)  # (B, S, T), (B, S)
     position = tf.zeros([2])
     for s in range(7):  # one step at a time, as the decoding loop runs it
         np.testing.assert_allclose(position, places[:, s], atol=1e-5)
         row, position = aligner.step(hidden[:, s : s + 1], keys, text_mask, position)
         np.testing.assert_allclose(row[:, 0], weights[:, s], atol=1e-6)
-        ahead = np.minimum(reach[:, s], [4.0, 2.0])  # the reach is the next position, unheld
-        np.testing.assert_allclose(position, ahead, atol=1e-5)
 
 
 def test_a_relative_model_s_alignment_is_its_alignment_layer_s_and_trains_every_table():
@@ -209,39 +207,6 @@ def test_the_task_adds_the_forward_sum_and_the_prior_only_when_asked():
     assert "forward_sum" not in off.trace_settings()
 
 
-def test_the_alignment_end_loss_is_the_reach_at_the_last_frame_against_the_last_symbol():
-    reach = tf.constant([[1.0, 2.0, 3.0, 4.0, 5.0], [0.5, 1.5, 9.0, 9.0, 9.0]])
-    mel_mask = tf.constant([[1.0] * 5, [1.0, 1.0, 0.0, 0.0, 0.0]])  # last frames 4 and 1
-    token_mask = tf.constant([[1.0] * 5 + [0.0], [1.0] * 3 + [0.0] * 3])  # last symbols 4, 2
-    # row 0 ends at 5.0 against 4 (1 of 5 symbols), row 1 at 1.5 against 2 (0.5 of 3)
-    expected = (1.0 / 5 + 0.5 / 3) / 2
-    assert float(alignment_end_loss(reach, token_mask, mel_mask)) == pytest.approx(expected)
-    exact = tf.constant([[0.0, 1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 0.0, 0.0, 0.0]])
-    assert float(alignment_end_loss(exact, token_mask, mel_mask)) == 0.0
-
-
-def test_the_alignment_end_loss_trains_the_moves_and_only_with_an_alignment_position():
-    model = tiny_model(**DETERMINISTIC, **RELATIVE, dropout=0.0)
-    batch = make_batch(model.config)
-    task = TextToMelTask(model, TextToMelConfig(alignment_end_weight=2.0))
-    with tf.GradientTape() as tape:
-        losses = task.losses(batch, task.settings(), training=True)
-    plain = total_loss(model(batch, training=True), batch, **_weights(task.settings()))
-    assert float(losses["alignment_end"]) > 0
-    assert float(losses["loss"]) == pytest.approx(
-        float(plain["loss"]) + 2.0 * float(losses["alignment_end"]), rel=1e-5
-    )
-    rate = model.decoder.aligner.rate.bias
-    assert float(tf.norm(tape.gradient(losses["alignment_end"], rate))) > 0
-    assert task.trace_settings()["alignment_end_weight"] == 2.0
-    off = TextToMelTask(model, TextToMelConfig())
-    assert "alignment_end" not in off.losses(batch, off.settings(), training=True)
-    assert "alignment_end_weight" not in off.trace_settings()
-    with pytest.raises(ConfigError, match=r"alignment_end_weight=1\.0, model\.alignment=content"):
-        load_stack_config(None, ["text_to_mel.alignment_end_weight=1.0",
-                                 "model.alignment=content"])  # fmt: skip
-
-
 def _weights(values: dict[str, float]) -> dict[str, float]:
     return dict(stop_weight=values["stop_weight"], pos_weight=values["stop_pos_weight"],
                 guided_weight=values["guided_attention_weight"],
@@ -251,7 +216,6 @@ def _weights(values: dict[str, float]) -> dict[str, float]:
 @pytest.mark.parametrize(("overrides", "match"), [
     (dict(forward_sum_weight=-1.0), "forward_sum_weight=-1.0"),
     (dict(alignment_prior="yes"), "alignment_prior='yes'"),
-    (dict(alignment_end_weight=-0.5), "alignment_end_weight=-0.5"),
 ])  # fmt: skip
 def test_bad_alignment_settings_are_named(overrides, match):
     with pytest.raises(ConfigError, match=match):

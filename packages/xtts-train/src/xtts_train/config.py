@@ -629,11 +629,6 @@ class TextToMelConfig(FrozenConfig):
             log-probability of every monotonic path through the decoder's alignment over
             the text. 0 (the default) leaves it out of the compiled steps; a change
             between 0 and another value changes the program, between two others it does not.
-        alignment_end_weight: with `model.alignment: relative`, weight of the
-            alignment-end loss (`losses.alignment_end_loss`): the alignment position
-            after the last frame's step against the text's last symbol, as a share of
-            the text (L1). 0 (the default) leaves it out of the compiled steps; a change
-            of it changes the program.
         alignment_prior: in training, add the log of a static beta-binomial prior
             (Badlani et al. 2021; `alignment.beta_binomial_prior`) to the alignment's
             scores (head 0 of each cross-attention, or the alignment layer's with
@@ -653,7 +648,6 @@ class TextToMelConfig(FrozenConfig):
     guided_attention_weight: float = 10.0
     guided_attention_sigma: float = 0.2
     forward_sum_weight: float = 0.0
-    alignment_end_weight: float = 0.0
     alignment_prior: bool = False
     eval_sentences: tuple[str, ...] = (
         "The birch canoe slid on the smooth planks.",
@@ -664,8 +658,7 @@ class TextToMelConfig(FrozenConfig):
         for name in ("stop_pos_weight", "guided_attention_sigma"):
             if not _number(getattr(self, name)) or getattr(self, name) <= 0:
                 self._fail(name, getattr(self, name), "a number > 0")
-        for name in ("stop_weight", "guided_attention_weight", "forward_sum_weight",
-                     "alignment_end_weight"):  # fmt: skip
+        for name in ("stop_weight", "guided_attention_weight", "forward_sum_weight"):
             if not _number(getattr(self, name)) or getattr(self, name) < 0:
                 self._fail(name, getattr(self, name), "a number >= 0")
         if not isinstance(self.alignment_prior, bool):
@@ -707,12 +700,6 @@ class StackConfig(FrozenConfig):
                 f"Expected decode.reference_frames 0 (data.cond_frames) or at least "
                 f"data.cond_frames={self.data.cond_frames}, received: {frames}"
             )
-        end = self.text_to_mel.alignment_end_weight
-        if end and self.model.alignment != "relative":
-            raise ConfigError(f"Expected text_to_mel.alignment_end_weight 0 without an "
-                              f"alignment position (model.alignment: relative), received: "
-                              f"alignment_end_weight={end}, model.alignment="
-                              f"{self.model.alignment}")  # fmt: skip
 
     @property
     def reference_frames(self) -> int:

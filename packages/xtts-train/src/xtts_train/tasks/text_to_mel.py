@@ -80,9 +80,7 @@ class TextToMelTask(Task):
                           guided_sigma=hyper["guided_attention_sigma"],
                           forward_sum_weight=(hyper["forward_sum_weight"]
                                               if self._forward_sum else None),
-                          reduction_factor=self.model.config.reduction_factor,
-                          alignment_end_weight=(self.loss_config.alignment_end_weight
-                                                or None))  # fmt: skip
+                          reduction_factor=self.model.config.reduction_factor)  # fmt: skip
 
     def placeholder_batch(self, signature):
         """One real frame and token per row (the losses average over real ones)."""
@@ -114,8 +112,6 @@ class TextToMelTask(Task):
             settings["forward_sum"] = True
         if self.loss_config.alignment_prior:
             settings["alignment_prior"] = True
-        if self.loss_config.alignment_end_weight:  # a constant of the program
-            settings["alignment_end_weight"] = self.loss_config.alignment_end_weight
         return settings
 
     def on_first_batch(self, writer, batch):

@@ -286,8 +286,7 @@ class Decoder(LazyLayer):
         other heads are free to read the speaker latents. With `model.alignment: relative`
         the alignment is the alignment layer's attention instead (`location`; zero on
         the latents), the first block's output gets the vector of the symbols left after its
-        position (`Aligner.left`) and the later blocks attend relative to it; the third
-        output is then each step's reach float32 (B, F) (`Aligner.call`), else None."""
+        position (`Aligner.left`) and the later blocks attend relative to it."""
         x = frames_in
         for layer, layer_keep in zip(self.prenet, tf.unstack(keep), strict=True):
             x = layer(x) * tf.cast(layer_keep, self.compute_dtype)  # (B, F, P)
@@ -309,13 +308,12 @@ class Decoder(LazyLayer):
             attention.append(tf.cast(probs[:, 0], tf.float32))  # (B, F, S)
             if index == 0 and self.aligner is not None:
                 keys = self.aligner.keys(memory[:, :text_len])  # (B, T, W)
-                weights, places, reach = self.aligner(x, keys, memory_mask[:, 0, :text_len],
-                                                      prior)  # fmt: skip
+                weights, places = self.aligner(x, keys, memory_mask[:, 0, :text_len], prior)
                 attention = [tf.pad(weights, [[0, 0], [0, 0], [0, self.latents]])]
                 x = x + tf.cast(self.aligner.left(places, memory_mask[:, 0, :text_len]), x.dtype)
         if self.aligner is not None:
-            return self.norm(x), attention[0], reach
-        return self.norm(x), tf.add_n(attention) / len(attention), None
+            return self.norm(x), attention[0]
+        return self.norm(x), tf.add_n(attention) / len(attention)
 
     def pitch_term(self, pitch: tf.Tensor | None = None) -> tf.Tensor:
         """The pitch term every input frame gets: with `model.voice_pitch` the voice's `pitch`

@@ -184,16 +184,13 @@ class Aligner(keras.layers.Layer):
                 prior, `alignment.beta_binomial_prior`), or None.
 
         Returns:
-            The attention float32 (B, S, T), each step's position float32 (B, S), and
-            each step's reach float32 (B, S): the position after its move, not held at
-            the last symbol (what `losses.alignment_end_loss` reads at the last frame).
+            The attention float32 (B, S, T) and each step's position float32 (B, S).
         """
         content, moves = self.read(hidden, keys)  # (B, S, T), (B, S)
         if prior is not None:
             content = content + prior
-        before = tf.cumsum(moves, axis=1, exclusive=True)
-        positions = tf.minimum(before, last_symbol(text_mask))
-        return self.attend(content, positions, text_mask), positions, before + moves
+        positions = tf.minimum(tf.cumsum(moves, axis=1, exclusive=True), last_symbol(text_mask))
+        return self.attend(content, positions, text_mask), positions
 
     def step(self, hidden: tf.Tensor, keys: tf.Tensor, text_mask: tf.Tensor,
              position: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip

@@ -18,7 +18,7 @@ from xtts_train.models.text_to_mel.alignment import (
     guided_attention_loss,
 )
 
-__all__ = ["alignment_end_loss", "masked_l1", "stop_loss", "total_loss"]
+__all__ = ["masked_l1", "stop_loss", "total_loss"]
 
 
 @name_scoped("loss_mel_l1")
@@ -64,31 +64,6 @@ def stop_loss(
     return tf.reduce_sum(losses * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
-def alignment_end_loss(reach: tf.Tensor, token_mask: tf.Tensor, mel_mask: tf.Tensor
-                       ) -> tf.Tensor:  # fmt: skip
-    """How far the alignment position ends from the text's end, as a share of the text:
-    the mean over rows of |reach at the last real frame - the last real symbol's index| /
-    symbols. With it the position itself covers the text by the last frame; without, a
-    position lagging or running ahead can be made up for by the relative bias tables
-    in training, and then the stop gate (`decode.stop_gate`, which waits for the
-    position) and the symbols-left vector read a position the speech is not at.
-
-    Args:
-        reach: float32 [B, F], the position after each frame's step (`TextToMel`'s
-            `reach`, relative alignment).
-        token_mask: float32 [B, T]; mel_mask: float32 [B, F], 1 at real symbols, frames.
-
-    Returns:
-        A float32 scalar >= 0.
-    """
-    mel_mask, token_mask = tf.cast(mel_mask, tf.float32), tf.cast(token_mask, tf.float32)
-    last_frame = tf.maximum(tf.cast(tf.reduce_sum(mel_mask, axis=1), tf.int32) - 1, 0)
-    end = tf.gather(tf.cast(reach, tf.float32), last_frame, batch_dims=1)  # (B,)
-    symbols = tf.reduce_sum(token_mask, axis=1)  # (B,)
-    miss = tf.abs(end - tf.maximum(symbols - 1.0, 0.0)) / tf.maximum(symbols, 1.0)
-    return tf.reduce_mean(miss)
-
-
 def total_loss(
     outputs: Mapping[str, tf.Tensor],
     batch: Mapping[str, tf.Tensor],
@@ -99,7 +74,6 @@ def total_loss(
     guided_sigma: float = 0.2,
     forward_sum_weight: float | None = None,
     reduction_factor: int = 1,
-    alignment_end_weight: float | None = None,
 ) -> dict[str, tf.Tensor]:
     """The training objective: L1 of the mel before and after the postnet, stop BCE, the
     guided-attention loss and, with a `forward_sum_weight`, the forward-sum alignment loss.
@@ -116,15 +90,12 @@ def total_loss(
         forward_sum_weight: weight of `alignment.forward_sum_loss` in `loss`; None: not
             computed (it is a loop over the decoder steps, so it costs when present even
             at weight 0). reduction_factor: the model's, for that loss.
-        alignment_end_weight: weight of `alignment_end_loss` in `loss` (the outputs'
-            `reach`, relative alignment); None: not computed.
 
     Returns:
         float32 scalars `loss` (`mel_before + mel_after + stop_weight * stop +
-        guided_weight * guided_attention [+ forward_sum_weight * forward_sum]
-        [+ alignment_end_weight * alignment_end]`), `mel_before`, `mel_after`, `stop`,
-        `guided_attention`, `forward_sum` and `alignment_end` (with their weights), and
-        `alignment` (the batch's mean `alignment_score`, a
+        guided_weight * guided_attention [+ forward_sum_weight * forward_sum]`),
+        `mel_before`, `mel_after`, `stop`, `guided_attention`, `forward_sum` (with a
+        `forward_sum_weight`), and `alignment` (the batch's mean `alignment_score`, a
         measure, not in `loss`).
 
     Raises:
@@ -146,9 +117,5 @@ def total_loss(
         parts["forward_sum"] = forward_sum_loss(attention, token_mask, mask,
                                                 reduction_factor=reduction_factor)  # fmt: skip
         loss = loss + forward_sum_weight * parts["forward_sum"]
-    if alignment_end_weight is not None:
-        check_weight("alignment_end_weight", alignment_end_weight)
-        parts["alignment_end"] = alignment_end_loss(outputs["reach"], token_mask, mask)
-        loss = loss + alignment_end_weight * parts["alignment_end"]
     alignment = tf.reduce_mean(tf.stop_gradient(alignment_score(attention, token_mask, mask)))
     return {"loss": loss, **parts, "alignment": alignment}

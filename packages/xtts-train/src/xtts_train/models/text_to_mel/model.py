@@ -178,10 +178,7 @@ class TextToMel(keras.Model):
             [B, F], and `attention` float32 [B, F, T]: the decoder's alignment head
             (head 0 of each block, averaged) over the text; the rest of each row went to
             the speaker latents. Frame `t` depends only on frames `< t` before the
-            postnet; the postnet looks `Postnet.context_frames` frames ahead. With
-            `ModelConfig.alignment: relative`, also `reach` float32 [B, F]: the alignment
-            position after the move of the step writing each frame (not held at the
-            last symbol; `losses.alignment_end_loss`).
+            postnet; the postnet looks `Postnet.context_frames` frames ahead.
 
         Raises:
             ConfigError: a missing field, or mels with another `n_mels` than the config.
@@ -214,28 +211,25 @@ class TextToMel(keras.Model):
         if training and self.own_draws is not None:
             inputs = self._with_own_frames(inputs, memory, memory_mask, keep, pitch, start,
                                            log_prior, count)  # fmt: skip
-        hidden, attention, reach = self.decoder(inputs, memory, memory_mask, keep, pitch,
-                                                training=training, start=start,
-                                                prior=log_prior)  # fmt: skip
+        hidden, attention = self.decoder(inputs, memory, memory_mask, keep, pitch,
+                                         training=training, start=start,
+                                         prior=log_prior)  # fmt: skip
         before, stop_logits = self.heads(hidden, count)  # (B, F, M), (B, F)
         if stats is not None:
             before = denormalize_by(before, stats)
         mel_before, mel_after = self.to_mel(before, batch.get("mel_mask"), training=training)
         text_len = batch["tokens"].shape[1]
         attention = per_frame(attention, count, r)[:, :, :text_len]  # (B, F, T)
-        outputs = {"mel_before": mel_before, "mel_after": mel_after,
-                   "stop_logits": stop_logits, "attention": attention}  # fmt: skip
-        if reach is not None:  # the frames a step writes share its reach
-            outputs["reach"] = per_frame(reach[:, :, None], count, r)[:, :, 0]  # (B, F)
-        return outputs
+        return {"mel_before": mel_before, "mel_after": mel_after, "stop_logits": stop_logits,
+                "attention": attention}  # fmt: skip
 
     def _with_own_frames(self, inputs, memory, memory_mask, keep, pitch, start, log_prior,
                          count):  # fmt: skip
         """`ModelConfig.own_frames`: the decoder inputs (B, S, M) with each step's frame
         replaced, with that probability, by the model's own teacher-forced prediction of
         it (a first pass of the decoder and mel head, without gradients)."""
-        first, _, _ = self.decoder(inputs, memory, memory_mask, keep, pitch, training=True,
-                                   start=start, prior=log_prior)  # fmt: skip
+        first, _ = self.decoder(inputs, memory, memory_mask, keep, pitch, training=True,
+                                start=start, prior=log_prior)  # fmt: skip
         own, _ = self.heads(first, count)  # (B, F, M), the frames' space
         own = tf.stop_gradient(step_inputs(own, self.config.reduction_factor))  # (B, S, M)
         truth = dropout.keep_mask(inputs.shape[:2], self.config.own_frames, self.own_draws)
