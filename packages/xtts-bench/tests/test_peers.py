@@ -1,8 +1,9 @@
 """`xtts-bench peers` without its extra: the settings, the one-line missing-extra error, the
 scorer on synthetic mels and WAVs, the choice of scored checkpoints, and the launcher's
 pinning, thread settings, checkpoint clock and stop (on a stand-in trainer). Nothing
-here trains Glow-TTS or needs torch, except the Matcha-TTS side's tests at the end, which
-skip where matcha-tts is not installed."""
+here needs torch, except the peers' processes' tests at the end (Matcha-TTS's, and in the
+slow tier each peer trained until SIGTERM and heard), which skip where their extras are not
+installed."""
 
 from __future__ import annotations
 
@@ -213,6 +214,15 @@ def test_table_and_plot(tmp_path):
     for name in ("xtts", "glow_tts", "matcha"):  # 2 points, its Griffin-Lim, its figures
         assert sum(line.split()[0].rstrip(":") == name for line in lines) == 4
     assert "chance top-1 25%" in table
+    assert lines[1].split()[-1] == "-"  # no recogniser: no WER
+    heard = _result()
+    heard["systems"]["xtts"] = {**heard["systems"]["xtts"], "ceiling": {
+        **heard["systems"]["xtts"]["ceiling"], "wer": 0.25}}  # fmt: skip
+    heard["systems"]["xtts"]["points"] = [
+        {**p, "wer": 0.5} for p in heard["systems"]["xtts"]["points"]
+    ]
+    rows = format_peers_table(heard).splitlines()
+    assert [row.split()[-1] for row in rows[1:4]] == ["0.50", "0.50", "0.25"]
     plot_peers(_result(), tmp_path / "peers.png")
     assert (tmp_path / "peers.png").stat().st_size > 1000
 
@@ -423,8 +433,14 @@ def test_an_interrupted_scoring_keeps_what_it_had_scored(tmp_path, monkeypatch):
 # triton, which Matcha's imports load, segfaults where TensorFlow was loaded first (as it is
 # here), while TensorFlow after it is fine (its `synthesize` vocodes so).
 _MATCHA = [sys.executable, "-m", "xtts_bench.peers.matcha"]
-_MATCHA_TINY = {"hidden": 16, "encoder_layers": 1, "decoder_channels": 16, "batch_size": 2,
-                "learning_rate": 1e-3, "every_minutes": 0.001, "seed": 0}  # fmt: skip
+# Each peer process's tiny settings and the module its extra installs (found, not imported).
+_TINY = {
+    "matcha": ({"hidden": 16, "encoder_layers": 1, "decoder_channels": 16, "batch_size": 2,
+                "learning_rate": 1e-3, "every_minutes": 0.001, "seed": 0}, "matcha"),
+    "glow": ({"hidden": 16, "flows": 2, "encoder_layers": 1, "batch_size": 2,
+              "learning_rate": 1e-3, "warmup_steps": 10, "every_minutes": 0.001, "seed": 0},
+             "TTS"),
+}  # fmt: skip
 # The model at the recipe's size and the bench's, a batch, 30 steps on it: as JSON.
 _MATCHA_PROBE = """
 import json, sys
@@ -458,24 +474,30 @@ def _matcha_run(*argv: str, timeout: float = 300) -> str:
     return done.stdout
 
 
-@pytest.fixture(scope="module")
-def matcha_work(tmp_path_factory) -> Path:
-    """A prepared Matcha work folder: its manifest over 16 kHz chirps (4 to train on, 2
-    held out, one long-form item), token ids 2..11 of a 12-symbol vocabulary."""
-    if importlib.util.find_spec("matcha") is None:  # found without importing it (see above)
-        pytest.skip("matcha-tts (the matcha extra) is not installed")
-    folder = tmp_path_factory.mktemp("matcha")
+def _peer_work(tmp_path_factory, peer: str) -> Path:
+    """A prepared work folder of `peer` (`glow` or `matcha`): its manifest over 16 kHz
+    chirps (4 to train on, 2 held out, one long-form item), token ids 2..11 of a
+    12-symbol vocabulary."""
+    settings, module = _TINY[peer]
+    if importlib.util.find_spec(module) is None:  # found without importing it (see above)
+        pytest.skip(f"{module} (the {peer} peer's extra) is not installed")
+    folder = tmp_path_factory.mktemp(peer)
     ids = ["a", "b", "c", "d", "e", "f"]
     paths = _chirps(folder / "wavs", dict(zip(ids, (0.6, 0.7, 0.5, 0.8, 0.6, 0.5), strict=True)))
     rows = [{"id": i, "audio": str(p), "tokens": [2 + (k + j) % 10 for j in range(4 + k)]}
             for k, (i, p) in enumerate(zip(ids, paths, strict=True))]  # fmt: skip
     work = folder / "work"
     work.mkdir()
-    manifest = {"settings": _MATCHA_TINY, "vocab_size": 12, "train": rows[:4],
+    manifest = {"settings": settings, "vocab_size": 12, "train": rows[:4],
                 "held_out": rows[4:], "long_form": [rows[5:]]}  # fmt: skip
     (work / "manifest.json").write_text(json.dumps(manifest))
-    _matcha_run(*_MATCHA, "prepare", "--work", str(work))
+    _matcha_run(sys.executable, "-m", f"xtts_bench.peers.{peer}", "prepare", "--work", str(work))
     return work
+
+
+@pytest.fixture(scope="module")
+def matcha_work(tmp_path_factory) -> Path:
+    return _peer_work(tmp_path_factory, "matcha")
 
 
 @pytest.fixture(scope="module")
@@ -527,21 +549,23 @@ def test_matcha_loss_falls_on_a_repeated_batch(matcha_probe):
 
 
 @pytest.mark.slow  # a whole training process stopped by SIGTERM, and synthesis processes
-def test_matcha_trains_until_sigterm_and_speaks_each_checkpoint(matcha_work, tmp_path):
-    import shutil
+@pytest.mark.parametrize("peer", ["glow", "matcha"])
+def test_a_peer_trains_until_sigterm_and_speaks_each_checkpoint(peer, tmp_path_factory,
+                                                                 tmp_path):  # fmt: skip
     import signal
     import time
 
     import soundfile
 
-    work = tmp_path / "work"
-    shutil.copytree(matcha_work, work)
+    work = _peer_work(tmp_path_factory, peer)
+    command = [sys.executable, "-m", f"xtts_bench.peers.{peer}"]
+    first = 12 if peer == "glow" else 3  # Glow-TTS's first 10 steps initialise its act-norms
     with (tmp_path / "train.log").open("wb") as log:
-        process = subprocess.Popen([*_MATCHA, "train", "--work", str(work)], stdout=log,
+        process = subprocess.Popen([*command, "train", "--work", str(work)], stdout=log,
                                    stderr=subprocess.STDOUT,
                                    env={**os.environ, **ONE_THREAD})  # fmt: skip
     deadline = time.monotonic() + 240
-    while not (work / "checkpoints" / "step-3.pt").exists() and process.poll() is None:
+    while not (work / "checkpoints" / f"step-{first}.pt").exists() and process.poll() is None:
         assert time.monotonic() < deadline, (tmp_path / "train.log").read_text()[-2000:]
         time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
@@ -552,16 +576,37 @@ def test_matcha_trains_until_sigterm_and_speaks_each_checkpoint(matcha_work, tmp
     last = summary["steps"]
     assert (work / "checkpoints" / f"step-{last}.pt").is_file()  # written on SIGTERM
     assert not list((work / "checkpoints").glob(".*partial"))
-    _matcha_run(*_MATCHA, "synthesize", "--work", str(work), "--steps", f"3,{last}", "--truth")
-    _matcha_run(*_MATCHA, "synthesize", "--work", str(work), "--steps", f"3,{last}",
+    _matcha_run(*command, "synthesize", "--work", str(work), "--steps", f"{first},{last}",
+                "--truth")  # fmt: skip
+    _matcha_run(*command, "synthesize", "--work", str(work), "--steps", f"{first},{last}",
                 "--truth", "--long-form")  # fmt: skip
     wavs = work / "wavs"
-    for folder in ("step-3", f"step-{last}", "truth"):
+    for folder in (f"step-{first}", f"step-{last}", "truth"):
         assert sorted(p.name for p in (wavs / folder).iterdir()) == ["e.wav", "f.wav"]
-    for folder in ("step-3", f"step-{last}", "truth"):
+    for folder in (f"step-{first}", f"step-{last}", "truth"):
         assert [p.name for p in (wavs / "long-0" / folder).iterdir()] == ["f.wav"]
     truth, rate = soundfile.read(wavs / "truth" / "e.wav")
     assert (rate, len(truth) / rate) == (22050, pytest.approx(0.6, abs=0.05))
-    # Each sentence's noise is seeded: f held out and f as a long-form item are one speech.
-    held, _ = soundfile.read(wavs / "step-3" / "f.wav")
-    assert np.array_equal(soundfile.read(wavs / "long-0" / "step-3" / "f.wav")[0], held)
+    if peer == "matcha":  # its noise is seeded per sentence: f held out and f long-form agree
+        held, _ = soundfile.read(wavs / f"step-{first}" / "f.wav")
+        spoken, _ = soundfile.read(wavs / "long-0" / f"step-{first}" / "f.wav")
+        assert np.array_equal(spoken, held)
+
+
+def test_each_scored_checkpoint_is_heard_by_the_recogniser(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from xtts_bench.peers import bench
+
+    corpus = tmp_path / "held-out"
+    _chirps(corpus / "wavs", {"a": 0.3, "b": 0.3})
+    (corpus / "metadata.csv").write_text("a|One two three.|One two three.\nb|Four.|Four.\n")
+    said = {tmp_path / "a.wav": "one two three", tmp_path / "b.wav": ""}  # b: nothing heard
+    monkeypatch.setattr(bench, "make_recogniser", lambda references, scratch: references)
+    monkeypatch.setattr(bench, "transcribe", lambda recogniser, path: said[path])
+    monkeypatch.setattr(bench, "asr_available", lambda: True)
+    config = PeersBenchConfig(**{**PATHS, "held_out": corpus})
+    truth = [SimpleNamespace(id="a"), SimpleNamespace(id="b")]
+    assert bench._wer(config, truth, list(said)) == pytest.approx(1 / 4)  # 1 word of 4 missed
+    monkeypatch.setattr(bench, "asr_available", lambda: False)
+    assert bench._wer(config, truth, list(said)) is None

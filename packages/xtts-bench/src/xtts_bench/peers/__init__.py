@@ -1,10 +1,12 @@
-"""xtts_bench.peers: xtts and Glow-TTS (coqui-tts) trained side by side, one core each,
-for the same wall minutes, scored by one scorer (`xtts-bench peers`).
+"""xtts_bench.peers: xtts and its peers, Glow-TTS (coqui-tts) and Matcha-TTS (matcha-tts),
+trained side by side, one core each, for the same wall minutes, scored by one scorer
+(`xtts-bench peers`).
 
-`bench` runs it (prepare, train both, score, write `peers.json` and `peers.png`);
-`glow` is the Glow-TTS side, a process of its own in the `peers` environment (torch and
-coqui-tts); `launch` starts, pins, watches and stops the trainers; `scoring` turns WAV
-files into pairing, DTW distance and top-1 sentence identification.
+`bench` runs it (prepare, train them all, score, write `peers.json` and `peers.png`);
+`glow` and `matcha` are the peers' sides, each a process of its own in the `peers`
+environment, over `loop` (their command line and training loop, torch only); `launch`
+starts, pins, watches and stops the trainers; `scoring` turns WAV files into pairing,
+DTW distance and top-1 sentence identification.
 
 Names load on first use: importing this package imports neither TensorFlow nor torch.
 """

@@ -34,6 +34,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,12 +44,13 @@ from matplotlib.figure import Figure
 
 import xtts_data as xd
 from xtts_bench.errors import SettingsError
+from xtts_bench.intelligibility import corpus_references, make_recogniser, transcribe
 from xtts_bench.long_form import MODES, format_long_form, group_rows, hear, scored_rows
 from xtts_bench.peers.launch import Trainer, check_cores, require_peers_extra, run_side_by_side
 from xtts_bench.peers.scoring import score_wavs
 from xtts_bench.settings import PeersBenchConfig
 from xtts_data.files import write_json_atomic
-from xtts_train import evaluate
+from xtts_train import asr_available, evaluate, word_error_rate
 
 __all__ = [
     "format_peers_table",
@@ -262,13 +264,14 @@ def _score_xtts(config: PeersBenchConfig, stack, found: dict[int, float],
     for step in scored_checkpoints(found, config.every_minutes, config.minutes):
         report = evaluate(run, config.held_out, split="all", n=config.n, step=step,
                           out=wavs / f"step-{step}")  # fmt: skip
-        scores = score_wavs([wavs / f"step-{step}" / f"{u.id}.wav" for u in truth], mels,
-                            stack.audio, trim_top_db=trim)  # fmt: skip
+        said = [wavs / f"step-{step}" / f"{u.id}.wav" for u in truth]
+        scores = score_wavs(said, mels, stack.audio, trim_top_db=trim)
         points.append({"step": step, "minutes": found[step], **_summary(scores),
+                       "wer": _wer(config, truth, said),
                        "pairing_mel": report.summary["pairing_mean"]})  # fmt: skip
-    step = points[-1]["step"]
-    ceiling = score_wavs([wavs / f"step-{step}" / f"{u.id}.truth.wav" for u in truth], mels,
-                         stack.audio, trim_top_db=trim)  # fmt: skip
+    recordings = [wavs / f"step-{points[-1]['step']}" / f"{u.id}.truth.wav" for u in truth]
+    ceiling = score_wavs(recordings, mels, stack.audio, trim_top_db=trim)
+    ceiling["wer"] = _wer(config, truth, recordings)
     summary = json.loads((run / "summary.json").read_text())
     return _system(points, ceiling, summary)
 
@@ -282,11 +285,13 @@ def _score_peer(name: str, config: PeersBenchConfig, stack, found: dict[int, flo
     _peer(name, "synthesize", config.out, "--steps", ",".join(map(str, steps)), "--truth")
     points = []
     for step in steps:
-        scores = score_wavs([work / "wavs" / f"step-{step}" / f"{u.id}.wav" for u in truth],
-                            mels, stack.audio, trim_top_db=trim)  # fmt: skip
-        points.append({"step": step, "minutes": found[step], **_summary(scores)})
-    ceiling = score_wavs([work / "wavs" / "truth" / f"{u.id}.wav" for u in truth], mels,
-                         stack.audio, trim_top_db=trim)  # fmt: skip
+        said = [work / "wavs" / f"step-{step}" / f"{u.id}.wav" for u in truth]
+        scores = score_wavs(said, mels, stack.audio, trim_top_db=trim)
+        points.append({"step": step, "minutes": found[step], **_summary(scores),
+                       "wer": _wer(config, truth, said)})  # fmt: skip
+    recordings = [work / "wavs" / "truth" / f"{u.id}.wav" for u in truth]
+    ceiling = score_wavs(recordings, mels, stack.audio, trim_top_db=trim)
+    ceiling["wer"] = _wer(config, truth, recordings)
     return _system(points, ceiling, json.loads((work / "summary.json").read_text()))
 
 
@@ -326,8 +331,22 @@ def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int,
         yield str(corpus), scored
 
 
+def _wer(config: PeersBenchConfig, truth: list[xd.Utterance],
+         wavs: list[Path]) -> float | None:  # fmt: skip
+    """The recogniser's word error rate on `wavs`, one for each held-out sentence of
+    `truth`, against the sentences' words (pocketsphinx with a unigram over them, as
+    `xtts-bench wer` and the demo hear); None without the `asr` extra."""
+    if not asr_available():
+        return None
+    references = corpus_references(config.held_out, [u.id for u in truth])
+    with tempfile.TemporaryDirectory(prefix="xtts-peers-wer-") as scratch:
+        recogniser = make_recogniser(references, Path(scratch))
+        return word_error_rate(references, [transcribe(recogniser, w) for w in wavs])
+
+
 def _summary(scores: dict) -> dict:
-    return {k: scores[k] for k in ("pairing_mean", "distance_mean", "top1")}
+    return {k: scores[k] for k in ("pairing_mean", "distance_mean", "top1", "wer")
+            if k in scores}  # fmt: skip
 
 
 def _system(points: list[dict], ceiling: dict, summary: dict) -> dict:
@@ -363,19 +382,25 @@ def plot_peers(result: dict, path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
+def _or_dash(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def format_peers_table(result: dict) -> str:
     """One row per scored checkpoint of each system, then each system's figures."""
-    head = f"{'system':<10}{'step':>7}{'minutes':>9}{'pairing':>9}{'DTW':>7}{'top-1':>7}"
+    head = (f"{'system':<10}{'step':>7}{'minutes':>9}{'pairing':>9}{'DTW':>7}{'top-1':>7}"
+            f"{'WER':>7}")  # fmt: skip
     rows = [head]
     for name, system in result["systems"].items():
         rows += [
             f"{name:<10}{p['step']:>7}{p['minutes']:>9.1f}{p['pairing_mean']:>9.2f}"
-            f"{p['distance_mean']:>7.2f}{p['top1']:>7.0%}"
+            f"{p['distance_mean']:>7.2f}{p['top1']:>7.0%}{_or_dash(p.get('wer')):>7}"
             for p in system["points"]
         ]
         c = system["ceiling"]
         rows.append(f"{name:<10}{'(its GL)':>16}{c['pairing_mean']:>9.2f}"
-                    f"{c['distance_mean']:>7.2f}{c['top1']:>7.0%}")  # fmt: skip
+                    f"{c['distance_mean']:>7.2f}{c['top1']:>7.0%}"
+                    f"{_or_dash(c.get('wer')):>7}")  # fmt: skip
     rows.append(f"{len(result['sentences'])} held-out sentences, chance top-1 "
                 f"{result['chance_top1']:.0%}; '(its GL)': the recordings through the "
                 f"same Griffin-Lim from the system's features")  # fmt: skip

@@ -26,30 +26,24 @@ process's wall time and on SIGTERM; `summary.json` on exit.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import math
-import os
-import signal
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 import torch
 from trainer.trainer_utils import get_optimizer, get_scheduler
 from TTS.tts.configs.glow_tts_config import GlowTTSConfig
 from TTS.tts.models.glow_tts import GlowTTS
 from TTS.utils.audio import AudioProcessor
 
+from xtts_bench.peers import loop
+
 __all__ = ["main", "model_config"]
 
 logger = logging.getLogger("xtts_bench.peers.glow")
 
-_LOG_EVERY = 50  # steps
 # Coqui's `BaseAudioConfig` defaults, which the recipe keeps, are xtts-audio's `coqui`
 # preset (xtts-audio's tests compare the two mels).
 _GRIFFIN_LIM_ITERS = 32
@@ -97,52 +91,24 @@ class _Batches:
         data = np.load(features)
         self.mels = np.split(data["mels"], np.cumsum(data["mel_lengths"])[:-1])
         self.tokens = np.split(data["tokens"], np.cumsum(data["token_lengths"])[:-1])
-        self.batch_size, self.rng = batch_size, np.random.default_rng(seed)
-        self.order: list[int] = []
+        self.batch_size, self.order = batch_size, loop.RandomOrder(len(self.mels), seed)
 
     def next(self) -> dict:
-        if len(self.order) < self.batch_size:
-            self.order = list(self.rng.permutation(len(self.mels)))
-        rows, self.order = self.order[: self.batch_size], self.order[self.batch_size :]
+        rows = self.order.next(self.batch_size)
         return {
-            "text_input": _pad([self.tokens[i] for i in rows]),  # (B, T_text) int64
+            "text_input": loop.pad([self.tokens[i] for i in rows]),  # (B, T_text) int64
             "text_lengths": torch.tensor([len(self.tokens[i]) for i in rows]),
-            "mel_input": _pad([self.mels[i] for i in rows]),  # (B, T_mel, 80)
+            "mel_input": loop.pad([self.mels[i] for i in rows]),  # (B, T_mel, 80)
             "mel_lengths": torch.tensor([len(self.mels[i]) for i in rows]),
             "d_vectors": None,
             "speaker_ids": None,
         }
 
 
-def _pad(rows: list[np.ndarray]) -> torch.Tensor:
-    out = np.zeros((len(rows), max(len(r) for r in rows), *rows[0].shape[1:]), rows[0].dtype)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return torch.from_numpy(out)
-
-
-class _Stop:
-    """Set by SIGTERM or SIGINT: the loop saves a checkpoint and returns."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._set)
-        signal.signal(signal.SIGINT, self._set)
-
-    def _set(self, signum, frame) -> None:
-        self.requested = True
-
-
-def _save(model: GlowTTS, work: Path, step: int) -> None:
-    folder = work / "checkpoints"
-    folder.mkdir(exist_ok=True)
-    partial = folder / f".step-{step}.pt.partial"
-    torch.save({"model": model.state_dict(), "step": step}, partial)
-    os.replace(partial, folder / f"step-{step}.pt")  # whole or absent: the bench polls
-
-
-def _update(model, criterion, optimizer, scheduler, batch: dict, config, step: int):
-    """One step as Coqui's Trainer runs it; the loss (None for a data-dependent init step)."""
+def _update(model, criterion, optimizer, scheduler, batch: dict, config,
+            step: int) -> dict[str, float] | None:  # fmt: skip
+    """One step as Coqui's Trainer runs it; its loss and learning rate (None for a
+    data-dependent init step)."""
     model.run_data_dep_init = step < config.data_dep_init_steps
     _, losses = model.train_step(batch, criterion)
     if not losses:
@@ -152,44 +118,26 @@ def _update(model, criterion, optimizer, scheduler, batch: dict, config, step: i
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return float(losses["loss"].detach())
+    return {"loss": float(losses["loss"].detach()), "lr": scheduler.get_last_lr()[0]}
 
 
 def train(work: Path) -> None:
-    """Train until SIGTERM, checkpointing every `every_minutes` of process wall time."""
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
+    """Train until SIGTERM, checkpointing every `every_minutes` of process wall time
+    (`loop.train_until_stopped`)."""
     manifest, config, _ = _read(work)
     settings = manifest["settings"]
     torch.manual_seed(settings["seed"])
-    started = psutil.Process().create_time()  # wall clock of the process start
     batches = _Batches(work / "features.npz", config.batch_size, settings["seed"])
     model = GlowTTS(config)
     model.train()
     criterion = model.get_criterion()
     optimizer = get_optimizer(config.optimizer, config.optimizer_params, config.lr, model=model)
     scheduler = get_scheduler(config.lr_scheduler, config.lr_scheduler_params, optimizer)
-    stop, step, walls, loss, first = _Stop(), 0, [], math.nan, None
-    every = settings["every_minutes"] * 60
-    next_save = every
-    while not stop.requested:
-        begin = time.perf_counter()
-        value = _update(model, criterion, optimizer, scheduler, batches.next(), config, step)
-        loss = loss if value is None else value
-        step += 1
-        walls.append(time.perf_counter() - begin)
-        first = first if first is not None else time.time() - started
-        if step % _LOG_EVERY == 0:
-            logger.info("step %d loss %.3f lr %.2e", step, loss, scheduler.get_last_lr()[0])
-        if time.time() - started >= next_save:
-            _save(model, work, step)
-            next_save += every
-    _save(model, work, step)
-    summary = {"steps": step, "time_to_first_step_s": first,
-               "step_ms_median": 1000 * statistics.median(walls[1:] or walls),
-               "final_loss": loss, "parameters": sum(p.numel() for p in model.parameters()),
-               "threads": torch.get_num_threads()}  # fmt: skip
-    (work / "summary.json").write_text(json.dumps(summary, indent=1))
+
+    def update(step: int) -> dict[str, float] | None:
+        return _update(model, criterion, optimizer, scheduler, batches.next(), config, step)
+
+    loop.train_until_stopped(work, model, update, settings["every_minutes"], logger)
 
 
 def _vocode(ap: AudioProcessor, mel: np.ndarray, path: Path) -> None:
@@ -240,24 +188,7 @@ def synthesize(work: Path, steps: list[int], truth: bool, long_form: bool = Fals
 
 def main(argv: list[str] | None = None) -> int:
     """`prepare`, `train` or `synthesize` in `--work`; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m xtts_bench.peers.glow")
-    parser.add_argument("command", choices=("prepare", "train", "synthesize"))
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--steps", default="", help="synthesize: comma-separated steps")
-    parser.add_argument("--truth", action="store_true", help="synthesize: the recordings too")
-    parser.add_argument("--long-form", action="store_true",
-                        help="synthesize: the manifest's long-form items, not the held-out "
-                        "sentences")  # fmt: skip
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s glow-tts %(message)s")
-    if args.command == "prepare":
-        prepare(args.work)
-    elif args.command == "train":
-        train(args.work)
-    else:
-        synthesize(args.work, [int(s) for s in args.steps.split(",") if s], args.truth,
-                   args.long_form)  # fmt: skip
-    return 0
+    return loop.main(argv, "glow", prepare, train, synthesize)
 
 
 if __name__ == "__main__":

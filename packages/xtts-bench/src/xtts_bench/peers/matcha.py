@@ -3,7 +3,7 @@ mel front end, driven by one short loop instead of its Lightning recipe.
 
 Run as a process of its own where the `matcha` extra is installed (torch and matcha-tts;
 it co-installs with `peers`, at numpy<2), as `xtts_bench.peers.glow` is, with the same
-commands, manifest and outputs (`xtts-bench peers` does not run it yet):
+commands, manifest and outputs (`xtts-bench peers --peers matcha` runs it):
 
 ```
 python -m xtts_bench.peers.matcha prepare    --work DIR   # mels of the training corpus
@@ -34,20 +34,13 @@ process's wall time and on SIGTERM; `summary.json` on exit.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import math
-import os
-import signal
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import librosa
 import numpy as np
-import psutil
 import torch
 from matcha.models.matcha_tts import MatchaTTS
 from matcha.utils.audio import mel_spectrogram
@@ -55,11 +48,12 @@ from matcha.utils.model import fix_len_compatibility
 from matcha.utils.utils import intersperse
 from omegaconf import OmegaConf
 
+from xtts_bench.peers import loop
+
 __all__ = ["main", "model_config"]
 
 logger = logging.getLogger("xtts_bench.peers.matcha")
 
-_LOG_EVERY = 50  # steps
 _GRAD_CLIP = 5.0  # configs/trainer/default.yaml: gradient_clip_val
 _SAMPLE_RATE = 22050  # configs/data/ljspeech.yaml, as the mel settings below
 _MEL = dict(n_fft=1024, num_mels=80, sampling_rate=_SAMPLE_RATE, hop_size=256, win_size=1024,
@@ -135,49 +129,18 @@ class _Batches:
         self.mels = np.split(data["mels"], np.cumsum(data["mel_lengths"])[:-1])
         tokens = np.split(data["tokens"], np.cumsum(data["token_lengths"])[:-1])
         self.symbols = [_symbols(t) for t in tokens]
-        self.batch_size, self.rng = batch_size, np.random.default_rng(seed)
-        self.order: list[int] = []
+        self.batch_size, self.order = batch_size, loop.RandomOrder(len(self.mels), seed)
 
     def next(self) -> dict:
-        if len(self.order) < self.batch_size:
-            self.order = list(self.rng.permutation(len(self.mels)))
-        rows, self.order = self.order[: self.batch_size], self.order[self.batch_size :]
+        rows = self.order.next(self.batch_size)
         mels = [self.mels[i] for i in rows]
         frames = fix_len_compatibility(max(len(m) for m in mels))
         return {
-            "x": _pad([self.symbols[i] for i in rows]),  # (B, T_text) int64
+            "x": loop.pad([self.symbols[i] for i in rows]),  # (B, T_text) int64
             "x_lengths": torch.tensor([len(self.symbols[i]) for i in rows]),
-            "y": _pad(mels, frames).transpose(1, 2),  # (B, 80, T_mel), T_mel % 4 == 0
+            "y": loop.pad(mels, frames).transpose(1, 2),  # (B, 80, T_mel), T_mel % 4 == 0
             "y_lengths": torch.tensor([len(m) for m in mels]),
         }
-
-
-def _pad(rows: list[np.ndarray], length: int | None = None) -> torch.Tensor:
-    length = length or max(len(r) for r in rows)
-    out = np.zeros((len(rows), length, *rows[0].shape[1:]), rows[0].dtype)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return torch.from_numpy(out)
-
-
-class _Stop:
-    """Set by SIGTERM or SIGINT: the loop saves a checkpoint and returns."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        signal.signal(signal.SIGTERM, self._set)
-        signal.signal(signal.SIGINT, self._set)
-
-    def _set(self, signum, frame) -> None:
-        self.requested = True
-
-
-def _save(model: MatchaTTS, work: Path, step: int) -> None:
-    folder = work / "checkpoints"
-    folder.mkdir(exist_ok=True)
-    partial = folder / f".step-{step}.pt.partial"
-    torch.save({"model": model.state_dict(), "step": step}, partial)
-    os.replace(partial, folder / f"step-{step}.pt")  # whole or absent: the bench polls
 
 
 def _update(model: MatchaTTS, optimizer: torch.optim.Optimizer, batch: dict) -> dict:
@@ -193,41 +156,19 @@ def _update(model: MatchaTTS, optimizer: torch.optim.Optimizer, batch: dict) -> 
 
 
 def train(work: Path) -> None:
-    """Train until SIGTERM, checkpointing every `every_minutes` of process wall time."""
-    torch.set_num_threads(1)
-    torch.set_num_interop_threads(1)
+    """Train until SIGTERM, checkpointing every `every_minutes` of process wall time
+    (`loop.train_until_stopped`)."""
     manifest, config = _read(work)
     settings = manifest["settings"]
     torch.manual_seed(settings["seed"])
-    started = psutil.Process().create_time()  # wall clock of the process start
     batches = _Batches(work / "features.npz", settings["batch_size"], settings["seed"])
     model = MatchaTTS(**config)
     model.train()
     # configs/model/optimizer/adam.yaml; the learning rate is the bench's (recipe 1e-4).
     optimizer = torch.optim.Adam(model.parameters(), lr=settings["learning_rate"],
                                  weight_decay=0.0)  # fmt: skip
-    stop, step, walls, loss, first = _Stop(), 0, [], math.nan, None
-    every = settings["every_minutes"] * 60
-    next_save = every
-    while not stop.requested:
-        begin = time.perf_counter()
-        losses = _update(model, optimizer, batches.next())
-        loss = losses["loss"]
-        step += 1
-        walls.append(time.perf_counter() - begin)
-        first = first if first is not None else time.time() - started
-        if step == 1 or step % _LOG_EVERY == 0:
-            logger.info("step %d loss %.3f (dur %.3f prior %.3f diff %.3f)", step, loss,
-                        losses["dur"], losses["prior"], losses["diff"])  # fmt: skip
-        if time.time() - started >= next_save:
-            _save(model, work, step)
-            next_save += every
-    _save(model, work, step)
-    summary = {"steps": step, "time_to_first_step_s": first,
-               "step_ms_median": 1000 * statistics.median(walls[1:] or walls),
-               "final_loss": loss, "parameters": sum(p.numel() for p in model.parameters()),
-               "threads": torch.get_num_threads()}  # fmt: skip
-    (work / "summary.json").write_text(json.dumps(summary, indent=1))
+    loop.train_until_stopped(work, model, lambda step: _update(model, optimizer, batches.next()),
+                             settings["every_minutes"], logger)  # fmt: skip
 
 
 def _vocode(mel: np.ndarray, path: Path) -> None:
@@ -281,24 +222,7 @@ def synthesize(work: Path, steps: list[int], truth: bool, long_form: bool = Fals
 
 def main(argv: list[str] | None = None) -> int:
     """`prepare`, `train` or `synthesize` in `--work`; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m xtts_bench.peers.matcha")
-    parser.add_argument("command", choices=("prepare", "train", "synthesize"))
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--steps", default="", help="synthesize: comma-separated steps")
-    parser.add_argument("--truth", action="store_true", help="synthesize: the recordings too")
-    parser.add_argument("--long-form", action="store_true",
-                        help="synthesize: the manifest's long-form items, not the held-out "
-                        "sentences")  # fmt: skip
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s matcha-tts %(message)s")
-    if args.command == "prepare":
-        prepare(args.work)
-    elif args.command == "train":
-        train(args.work)
-    else:
-        synthesize(args.work, [int(s) for s in args.steps.split(",") if s], args.truth,
-                   args.long_form)  # fmt: skip
-    return 0
+    return loop.main(argv, "matcha", prepare, train, synthesize)
 
 
 if __name__ == "__main__":
