@@ -134,9 +134,9 @@ def test_the_decoding_settings_are_not_the_model_s():
     """Every decoding setting is in the decode section, none left in the model's."""
     model = {f.name for f in dataclasses.fields(ModelConfig)}
     assert not [name for name in model if name.startswith("infer_")]
-    assert len(model) == 25  # 36 before the decode section, voice_input's removal, the
+    assert len(model) == 26  # 36 before the decode section, voice_input's removal, the
     # standardisation's one home (MEL_MEAN, MEL_STD) and pitch_contour's removal; then
-    # `alignment` (issue 67)
+    # `alignment` and `own_frames` (issue 67)
 
 
 def test_a_run_config_written_before_the_decode_section_still_loads(tmp_path):
