@@ -7,6 +7,7 @@ installed."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -412,6 +413,8 @@ def test_an_interrupted_scoring_keeps_what_it_had_scored(tmp_path, monkeypatch):
                         lambda out, peers: {"xtts": {1: 1.0}, "glow_tts": {1: 1.0}})  # fmt: skip
     monkeypatch.setattr(bench, "_write_peer_manifests",
                         lambda config, stack: [SimpleNamespace(id=i) for i in "ab"])  # fmt: skip
+    monkeypatch.setattr(bench, "held_out_wer",
+                        lambda config, truth: contextlib.nullcontext(lambda wavs: None))  # fmt: skip
     monkeypatch.setattr(bench, "_score_xtts", lambda *args: {"points": ["xtts scored"]})
 
     def glow(*args):
@@ -593,7 +596,7 @@ def test_a_peer_trains_until_sigterm_and_speaks_each_checkpoint(peer, tmp_path_f
         assert np.array_equal(spoken, held)
 
 
-def test_each_scored_checkpoint_is_heard_by_the_recogniser(tmp_path, monkeypatch):
+def test_each_scored_checkpoint_is_heard_by_one_recogniser(tmp_path, monkeypatch):
     from types import SimpleNamespace
 
     from xtts_bench.peers import bench
@@ -602,11 +605,18 @@ def test_each_scored_checkpoint_is_heard_by_the_recogniser(tmp_path, monkeypatch
     _chirps(corpus / "wavs", {"a": 0.3, "b": 0.3})
     (corpus / "metadata.csv").write_text("a|One two three.|One two three.\nb|Four.|Four.\n")
     said = {tmp_path / "a.wav": "one two three", tmp_path / "b.wav": ""}  # b: nothing heard
-    monkeypatch.setattr(bench, "make_recogniser", lambda references, scratch: references)
+    built = []
+    monkeypatch.setattr(
+        bench, "make_recogniser", lambda references, scratch: built.append(references) or references
+    )
     monkeypatch.setattr(bench, "transcribe", lambda recogniser, path: said[path])
     monkeypatch.setattr(bench, "asr_available", lambda: True)
     config = PeersBenchConfig(**{**PATHS, "held_out": corpus})
     truth = [SimpleNamespace(id="a"), SimpleNamespace(id="b")]
-    assert bench._wer(config, truth, list(said)) == pytest.approx(1 / 4)  # 1 word of 4 missed
+    with bench.held_out_wer(config, truth) as wer:
+        rates = [wer(list(said)), wer(list(said)[::-1])]
+    assert rates == [pytest.approx(1 / 4), pytest.approx(6 / 4)]  # 1 missed; 3 + 1 + 2 inserted
+    assert built == [["one two three", "four"]]  # built once, for both checkpoints
     monkeypatch.setattr(bench, "asr_available", lambda: False)
-    assert bench._wer(config, truth, list(said)) is None
+    with bench.held_out_wer(config, truth) as wer:
+        assert wer(list(said)) is None

@@ -30,12 +30,13 @@ scored.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,9 @@ __all__ = [
     "run_peers_benchmark",
     "scored_checkpoints",
 ]
+
+# The recogniser's word error rate of WAVs, one for each held-out sentence (None without it).
+Wer = Callable[[list[Path]], float | None]
 
 TRAINERS = "trainers.json"  # each system's checkpoints and their wall minutes
 # Each peer's module (run as `python -m`) and its work folder under `out`.
@@ -94,11 +98,13 @@ def run_peers_benchmark(config: PeersBenchConfig, *, progress: bool = True) -> d
         "complete": False,  # peers.json is rewritten as each part is scored
         "systems": {},
     }
-    result["systems"]["xtts"] = _score_xtts(config, stack, found["xtts"], truth)
-    write_json_atomic(out / "peers.json", result)
-    for name in config.peers:
-        result["systems"][name] = _score_peer(name, config, stack, found[name], truth)
+    with held_out_wer(config, truth) as wer:  # one recogniser for every checkpoint
+        result["systems"]["xtts"] = _score_xtts(config, stack, found["xtts"], truth, wer)
         write_json_atomic(out / "peers.json", result)
+        for name in config.peers:
+            result["systems"][name] = _score_peer(name, config, stack, found[name], truth,
+                                                  wer)  # fmt: skip
+            write_json_atomic(out / "peers.json", result)
     if config.long_form:
         result["long_form"] = {}
         for corpus, scored in _score_long_form(config, stack, found):
@@ -256,7 +262,7 @@ def _peer_trainer(name: str, core: int, config: PeersBenchConfig, out: Path) -> 
 
 
 def _score_xtts(config: PeersBenchConfig, stack, found: dict[int, float],
-                truth: list[xd.Utterance]) -> dict:  # fmt: skip
+                truth: list[xd.Utterance], wer: Wer) -> dict:  # fmt: skip
     """Each scored checkpoint's `evaluate` WAVs through the scorer (its own mel-domain
     pairing beside, as `pairing_mel`), and the recordings through its Griffin-Lim."""
     run, mels, trim = config.out / "xtts-run", [u.mel for u in truth], stack.data.trim_top_db
@@ -267,17 +273,17 @@ def _score_xtts(config: PeersBenchConfig, stack, found: dict[int, float],
         said = [wavs / f"step-{step}" / f"{u.id}.wav" for u in truth]
         scores = score_wavs(said, mels, stack.audio, trim_top_db=trim)
         points.append({"step": step, "minutes": found[step], **_summary(scores),
-                       "wer": _wer(config, truth, said),
+                       "wer": wer(said),
                        "pairing_mel": report.summary["pairing_mean"]})  # fmt: skip
     recordings = [wavs / f"step-{points[-1]['step']}" / f"{u.id}.truth.wav" for u in truth]
     ceiling = score_wavs(recordings, mels, stack.audio, trim_top_db=trim)
-    ceiling["wer"] = _wer(config, truth, recordings)
+    ceiling["wer"] = wer(recordings)
     summary = json.loads((run / "summary.json").read_text())
     return _system(points, ceiling, summary)
 
 
 def _score_peer(name: str, config: PeersBenchConfig, stack, found: dict[int, float],
-                truth: list[xd.Utterance]) -> dict:  # fmt: skip
+                truth: list[xd.Utterance], wer: Wer) -> dict:  # fmt: skip
     """A peer's WAVs of each scored checkpoint (one `synthesize` process) scored."""
     work, mels = config.out / PEER_FOLDERS[name], [u.mel for u in truth]
     trim = stack.data.trim_top_db
@@ -288,10 +294,10 @@ def _score_peer(name: str, config: PeersBenchConfig, stack, found: dict[int, flo
         said = [work / "wavs" / f"step-{step}" / f"{u.id}.wav" for u in truth]
         scores = score_wavs(said, mels, stack.audio, trim_top_db=trim)
         points.append({"step": step, "minutes": found[step], **_summary(scores),
-                       "wer": _wer(config, truth, said)})  # fmt: skip
+                       "wer": wer(said)})  # fmt: skip
     recordings = [work / "wavs" / "truth" / f"{u.id}.wav" for u in truth]
     ceiling = score_wavs(recordings, mels, stack.audio, trim_top_db=trim)
-    ceiling["wer"] = _wer(config, truth, recordings)
+    ceiling["wer"] = wer(recordings)
     return _system(points, ceiling, json.loads((work / "summary.json").read_text()))
 
 
@@ -331,17 +337,20 @@ def _score_long_form(config: PeersBenchConfig, stack, found: dict[str, dict[int,
         yield str(corpus), scored
 
 
-def _wer(config: PeersBenchConfig, truth: list[xd.Utterance],
-         wavs: list[Path]) -> float | None:  # fmt: skip
-    """The recogniser's word error rate on `wavs`, one for each held-out sentence of
-    `truth`, against the sentences' words (pocketsphinx with a unigram over them, as
-    `xtts-bench wer` and the demo hear); None without the `asr` extra."""
+@contextlib.contextmanager
+def held_out_wer(config: PeersBenchConfig, truth: list[xd.Utterance]) -> Iterator[Wer]:
+    """A function of WAVs, one for each held-out sentence of `truth`, to the recogniser's
+    word error rate against the sentences' words (pocketsphinx with a unigram over them, as
+    `xtts-bench wer` and the demo hear). The recogniser is built once, on entry; without
+    the `asr` extra the function returns None."""
     if not asr_available():
-        return None
+        yield lambda wavs: None
+        return
     references = corpus_references(config.held_out, [u.id for u in truth])
     with tempfile.TemporaryDirectory(prefix="xtts-peers-wer-") as scratch:
         recogniser = make_recogniser(references, Path(scratch))
-        return word_error_rate(references, [transcribe(recogniser, w) for w in wavs])
+        yield lambda wavs: word_error_rate(references, [transcribe(recogniser, w)
+                                                        for w in wavs])  # fmt: skip
 
 
 def _summary(scores: dict) -> dict:
