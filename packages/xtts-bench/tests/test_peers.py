@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import xtts_data as xd
 from xtts_bench import cli
 from xtts_bench.errors import MissingExtraError, SettingsError
 from xtts_bench.peers import (
@@ -339,6 +340,40 @@ def test_long_items_of_both_systems_are_scored_by_one_scorer(tmp_path):
     row = next(line for line in table.splitlines() if line.split()[:3] == ["long", "glow_tts", "2"])
     assert row.split()[7] == "-"  # no alignment score
     assert row.split()[9] == "100%"  # top-1
+
+
+def test_each_peer_reads_each_corpus_own_audio_when_ids_repeat(tmp_path, monkeypatch):
+    """Every demo corpus counts from DEMO001-0001: a held-out or long-form id must not
+    find the training clip of the same name (nor the other way round)."""
+    from types import SimpleNamespace
+
+    from xtts_bench.peers import bench
+
+    folders = {name: tmp_path / name for name in ("corpus", "held-out", "long")}
+    for folder in folders.values():
+        _chirps(folder / "wavs", {"a": 0.3, "b": 0.3})
+        (folder / "metadata.csv").write_text("a|One.|One.\nb|Two.|Two.\n")
+
+    def read_utterances(source, data, split, *, audio, tokenizer=None, limit=None):
+        return [SimpleNamespace(id=i, tokens=np.array([3, 4, xd.Tokenizer.EOS])) for i in "ab"]
+
+    monkeypatch.setattr(xd, "read_utterances", read_utterances)
+    monkeypatch.setattr(bench, "_open_cache", lambda config, stack: SimpleNamespace(
+        tokenizer=SimpleNamespace(vocab_size=10)))  # fmt: skip
+    monkeypatch.chdir(tmp_path)  # the corpora given relative, as on a command line
+    config = PeersBenchConfig(corpus=Path("corpus"), held_out=Path("held-out"),
+                              long_form=(Path("long"),), out=tmp_path / "out",
+                              peers=("glow_tts", "matcha"), cores=(0, 1, 2))  # fmt: skip
+    stack = SimpleNamespace(data=None, audio=None)
+    assert [u.id for u in bench._write_peer_manifests(config, stack)] == ["a", "b"]
+    for peer in ("glow", "matcha"):
+        manifest = json.loads((tmp_path / "out" / peer / "manifest.json").read_text())
+        sets = {"corpus": manifest["train"], "held-out": manifest["held_out"],
+                "long": manifest["long_form"][0]}  # fmt: skip
+        for name, rows in sets.items():
+            assert [row["audio"] for row in rows] == [
+                str(folders[name] / "wavs" / f"{i}.wav") for i in "ab"]  # fmt: skip
+            assert [row["tokens"] for row in rows] == [[3, 4], [3, 4]]  # without <eos>
 
 
 def test_long_form_corpora_are_checked_before_any_training(tmp_path):

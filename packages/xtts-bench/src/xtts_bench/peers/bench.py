@@ -181,9 +181,6 @@ def _write_peer_manifests(config: PeersBenchConfig, stack) -> list[xd.Utterance]
     train = xd.read_utterances(cache, stack.data, "all", audio=stack.audio)
     held_out = _held_out(config, stack, cache)
     long_form = [_long_items(config, stack, cache, corpus) for corpus in config.long_form]
-    audio = {}
-    for corpus in (config.corpus, config.held_out, *config.long_form):
-        audio |= {row.id: row.audio for row in xd.read_corpus(corpus).rows}
     settings = {
         "glow_tts": {"hidden": config.glow_hidden, "flows": config.glow_flows,
                      "encoder_layers": config.glow_encoder_layers,
@@ -197,14 +194,20 @@ def _write_peer_manifests(config: PeersBenchConfig, stack) -> list[xd.Utterance]
                    "learning_rate": config.matcha_learning_rate},
     }  # fmt: skip
 
-    def rows(utterances: list[xd.Utterance]) -> list[dict[str, Any]]:
+    def rows(corpus: Path, utterances: list[xd.Utterance]) -> list[dict[str, Any]]:
+        # Each corpus's own ids: corpora may share them (every demo corpus counts from
+        # DEMO001-0001), so a held-out id must never find a training clip's audio.
+        audio = {row.id: Path(row.audio).absolute() for row in xd.read_corpus(corpus).rows}
         return [{"id": u.id, "audio": str(audio[u.id]), "tokens": _without_eos(u.tokens)}
                 for u in utterances]  # fmt: skip
 
     shared = {"every_minutes": config.every_minutes, "seed": config.seed}
-    utterances = {"vocab_size": cache.tokenizer.vocab_size, "train": rows(train),
-                  "held_out": rows(held_out),
-                  "long_form": [rows(items) for items in long_form]}  # fmt: skip
+    utterances = {"vocab_size": cache.tokenizer.vocab_size,
+                  "train": rows(config.corpus, train),
+                  "held_out": rows(config.held_out, held_out),
+                  "long_form": [rows(corpus, items)
+                                for corpus, items in zip(config.long_form, long_form,
+                                                         strict=True)]}  # fmt: skip
     for name in config.peers:
         work = config.out / PEER_FOLDERS[name]
         work.mkdir(parents=True, exist_ok=True)
