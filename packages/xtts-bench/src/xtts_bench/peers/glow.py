@@ -160,30 +160,21 @@ def synthesize(work: Path, steps: list[int], truth: bool, long_form: bool = Fals
     Griffin-Lim. With `long_form`, the items of the manifest's k-th long-form corpus
     instead, into `wavs/long-<k>/step-<step>/` and `wavs/long-<k>/truth/`."""
     manifest, config, ap = _read(work)
-    sets = ({f"long-{k}": items for k, items in enumerate(manifest["long_form"])}
-            if long_form else {"": manifest["held_out"]})  # fmt: skip
+    sets = loop.spoken_sets(manifest, long_form)
     for step in steps:
         model = GlowTTS(config)
-        model.load_state_dict(torch.load(work / "checkpoints" / f"step-{step}.pt")["model"])
+        model.load_state_dict(loop.weights(work, step))
         model.eval()
         model.store_inverse()
-        for name, items in sets.items():
-            out = work / "wavs" / name / f"step-{step}"
-            out.mkdir(parents=True, exist_ok=True)
-            for u in items:
-                tokens = torch.tensor([u["tokens"]])  # (1, T_text)
-                lengths = torch.tensor([len(u["tokens"])])
-                outputs = model.inference(tokens, aux_input={"x_lengths": lengths,
-                                                             "d_vectors": None,
-                                                             "speaker_ids": None})  # fmt: skip
-                mel = outputs["model_outputs"][0].numpy().T  # (80, F), Coqui's normalised scale
-                _vocode(ap, mel, out / f"{u['id']}.wav")
-    for name, items in sets.items() if truth else ():
-        out = work / "wavs" / name / "truth"
-        out.mkdir(parents=True, exist_ok=True)
-        for u in items:
-            mel = ap.melspectrogram(ap.load_wav(u["audio"]))
-            _vocode(ap, mel, out / f"{u['id']}.wav")
+        for u, path in loop.spoken(work, sets, f"step-{step}"):
+            tokens = torch.tensor([u["tokens"]])  # (1, T_text)
+            lengths = torch.tensor([len(u["tokens"])])
+            outputs = model.inference(tokens, aux_input={"x_lengths": lengths, "d_vectors": None,
+                                                         "speaker_ids": None})  # fmt: skip
+            mel = outputs["model_outputs"][0].numpy().T  # (80, F), Coqui's normalised scale
+            _vocode(ap, mel, path)
+    for u, path in loop.spoken(work, sets, "truth") if truth else ():
+        _vocode(ap, ap.melspectrogram(ap.load_wav(u["audio"])), path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,14 +19,14 @@ import os
 import signal
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import psutil
 import torch
 
-__all__ = ["RandomOrder", "main", "pad", "train_until_stopped"]
+__all__ = ["RandomOrder", "main", "pad", "spoken", "spoken_sets", "train_until_stopped", "weights"]
 
 _LOG_EVERY = 50  # steps
 
@@ -106,6 +106,29 @@ def train_until_stopped(work: Path, model: torch.nn.Module,
                "final_loss": loss, "parameters": sum(p.numel() for p in model.parameters()),
                "threads": torch.get_num_threads()}  # fmt: skip
     (work / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
+def spoken_sets(manifest: dict, long_form: bool) -> dict[str, list[dict]]:
+    """What `synthesize` speaks, by its folder under `wavs/`: the held-out sentences
+    (`""`), or with `long_form` the items of each long-form corpus (`long-<k>`)."""
+    if long_form:
+        return {f"long-{k}": items for k, items in enumerate(manifest["long_form"])}
+    return {"": manifest["held_out"]}
+
+
+def spoken(work: Path, sets: dict[str, list[dict]], leaf: str) -> Iterator[tuple[dict, Path]]:
+    """Each item of `sets` (`spoken_sets`) and the WAV it is written to,
+    `wavs/<set>/<leaf>/<id>.wav` (`leaf`: `step-<step>` or `truth`), folders made."""
+    for name, items in sets.items():
+        out = work / "wavs" / name / leaf
+        out.mkdir(parents=True, exist_ok=True)
+        for item in items:
+            yield item, out / f"{item['id']}.wav"
+
+
+def weights(work: Path, step: int) -> dict:
+    """The model's state dict saved at `step` (`checkpoints/step-<step>.pt`)."""
+    return torch.load(work / "checkpoints" / f"step-{step}.pt")["model"]
 
 
 def main(argv: list[str] | None, peer: str, prepare: Callable[[Path], None],

@@ -197,27 +197,20 @@ def synthesize(work: Path, steps: list[int], truth: bool, long_form: bool = Fals
     manifest's k-th long-form corpus instead, into `wavs/long-<k>/step-<step>/` and
     `wavs/long-<k>/truth/`. Each sentence's noise is drawn from the manifest's seed."""
     manifest, config = _read(work)
-    sets = ({f"long-{k}": items for k, items in enumerate(manifest["long_form"])}
-            if long_form else {"": manifest["held_out"]})  # fmt: skip
+    sets = loop.spoken_sets(manifest, long_form)
     for step in steps:
         model = MatchaTTS(**config)
-        model.load_state_dict(torch.load(work / "checkpoints" / f"step-{step}.pt")["model"])
+        model.load_state_dict(loop.weights(work, step))
         model.eval()
-        for name, items in sets.items():
-            out = work / "wavs" / name / f"step-{step}"
-            out.mkdir(parents=True, exist_ok=True)
-            for u in items:
-                torch.manual_seed(manifest["settings"]["seed"])  # the same noise in any set
-                symbols = torch.from_numpy(_symbols(u["tokens"]))[None]  # (1, T_text)
-                outputs = model.synthesise(symbols, torch.tensor([symbols.shape[1]]),
-                                           n_timesteps=_TIMESTEPS, temperature=_TEMPERATURE,
-                                           spks=None, length_scale=_LENGTH_SCALE)  # fmt: skip
-                _vocode(outputs["mel"][0].numpy(), out / f"{u['id']}.wav")  # (80, F)
-    for name, items in sets.items() if truth else ():
-        out = work / "wavs" / name / "truth"
-        out.mkdir(parents=True, exist_ok=True)
-        for u in items:
-            _vocode(_mel(u["audio"]), out / f"{u['id']}.wav")
+        for u, path in loop.spoken(work, sets, f"step-{step}"):
+            torch.manual_seed(manifest["settings"]["seed"])  # the same noise in any set
+            symbols = torch.from_numpy(_symbols(u["tokens"]))[None]  # (1, T_text)
+            outputs = model.synthesise(symbols, torch.tensor([symbols.shape[1]]),
+                                       n_timesteps=_TIMESTEPS, temperature=_TEMPERATURE,
+                                       spks=None, length_scale=_LENGTH_SCALE)  # fmt: skip
+            _vocode(outputs["mel"][0].numpy(), path)  # (80, F)
+    for u, path in loop.spoken(work, sets, "truth") if truth else ():
+        _vocode(_mel(u["audio"]), path)
 
 
 def main(argv: list[str] | None = None) -> int:
