@@ -12,7 +12,7 @@ import tomllib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = ("xtts_audio", "xtts_data", "xtts_train", "xtts_serve", "xtts_bench")
+PACKAGES = ("xtts_audio", "xtts_data", "xtts_train", "xtts_serve", "xtts_bench", "xtts_runtime")
 # What each package may import from the project, left of it in the graph.
 ALLOWED_FIRST_PARTY = {
     "xtts_audio": {"xtts_audio"},
@@ -20,6 +20,8 @@ ALLOWED_FIRST_PARTY = {
     "xtts_train": {"xtts_audio", "xtts_data", "xtts_train"},
     "xtts_serve": {"xtts_audio", "xtts_data", "xtts_train", "xtts_serve"},
     "xtts_bench": set(PACKAGES),
+    # Beside xtts_train, not above it: the TF-free text front end and itself only.
+    "xtts_runtime": {"xtts_data", "xtts_runtime"},
 }
 
 
@@ -136,3 +138,12 @@ def test_no_package_depends_on_one_to_its_right(package):
     index = PACKAGES.index(package)
     right = {p.replace("_", "-") for p in PACKAGES[index + 1 :]}
     assert not names & right, f"{package} depends on {names & right}"
+
+
+def test_xtts_runtime_installs_without_tensorflow_or_xtts_train():
+    """The runtime's distribution and its project's below it (xtts-data, xtts-audio)
+    name no TensorFlow and no xtts-train: `pip install xtts-runtime` brings neither."""
+    for name in ("xtts-runtime", "xtts-data", "xtts-audio"):
+        project = tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())
+        needs = [req.lower() for req in project["project"]["dependencies"]]
+        assert not [r for r in needs if r.startswith(("tensorflow", "xtts-train"))], (name, needs)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from xtts_audio.config import PRESETS, MelConfig
     from xtts_audio.effects import deemphasis, preemphasis, silence_bounds, trim_silence
     from xtts_audio.errors import ConfigError, InputError, XttsAudioError
-    from xtts_audio.griffin_lim import griffin_lim, istft, mel_to_magnitude
+    from xtts_audio.griffin_lim import griffin_lim, istft, istft_matmul, mel_to_magnitude
     from xtts_audio.pitch import PITCH_RANGE, mel_pitch
     from xtts_audio.resample import resample, resampled_length, to_mono
     from xtts_audio.spectral import (
@@ -53,6 +53,7 @@ __all__ = [
     "denormalize",
     "griffin_lim",
     "istft",
+    "istft_matmul",
     "load_wav",
     "mel_features",
     "mel_pitch",
@@ -82,7 +83,9 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["PRESETS", "MelConfig"], "config"),
         **dict.fromkeys(["deemphasis", "preemphasis", "silence_bounds", "trim_silence"], "effects"),
         **dict.fromkeys(["ConfigError", "InputError", "XttsAudioError"], "errors"),
-        **dict.fromkeys(["griffin_lim", "istft", "mel_to_magnitude"], "griffin_lim"),
+        **dict.fromkeys(
+            ["griffin_lim", "istft", "istft_matmul", "mel_to_magnitude"], "griffin_lim"
+        ),
         **dict.fromkeys(["PITCH_RANGE", "mel_pitch"], "pitch"),
         **dict.fromkeys(["resample", "resampled_length", "to_mono"], "resample"),
         **dict.fromkeys(

@@ -14,7 +14,7 @@ from xtts_audio.config import MelConfig
 from xtts_audio.errors import ConfigError, InputError
 from xtts_audio.spectral import stft
 
-__all__ = ["griffin_lim", "istft", "mel_to_magnitude"]
+__all__ = ["griffin_lim", "istft", "istft_matmul", "mel_to_magnitude"]
 
 # Below this the window sum-square is treated as zero (librosa uses the float32 tiny too).
 _TINY = float(np.finfo(np.float32).tiny)
@@ -49,9 +49,63 @@ def istft(stft_matrix, config: MelConfig, *, length: int | None = None) -> tf.Te
         fft_length=config.n_fft,
         window_fn=lambda _length, dtype: tf.cast(window, dtype),
     )
-    frames = _dim(stft_matrix, -2)
+    return _normalised(signal, _dim(stft_matrix, -2), config, length)
+
+
+def istft_matmul(real, imag, config: MelConfig, *, length: int | None = None) -> tf.Tensor:
+    """`istft` of a spectrum given as its real and imaginary parts, each frame's inverse
+    FFT a matmul with a fixed DFT basis: no complex dtype and no FFT op, so the ONNX and
+    LiteRT converters take it (exported programs, `xtts-train export --format onnx`).
+    Equal to `istft` within float32 rounding (~1e-6 of the signal's scale; more at the
+    ends of a recipe that is not centred, where the windows' sum of squares nears zero).
+
+    As `irfft`, the imaginary parts of the first and (even `n_fft`) last bins are ignored.
+
+    Args:
+        real, imag: float32 [..., frames, n_fft // 2 + 1].
+        config: the recipe the STFT was computed with.
+        length: samples to return; default `(frames - 1) * hop_length` when centred.
+
+    Returns:
+        float32 [..., length].
+    """
+    real, imag = tf.convert_to_tensor(real, tf.float32), tf.convert_to_tensor(imag, tf.float32)
+    if real.shape[-1] != config.n_freqs or real.shape != imag.shape:
+        raise InputError(
+            f"Expected real and imaginary parts [..., frames, {config.n_freqs}] of one "
+            f"shape, received: real={real.shape}, imag={imag.shape}"
+        )
+    cosines, sines = _inverse_dft(config)  # (bins, n_fft) each, window folded in
+    frames = tf.matmul(real, cosines) - tf.matmul(imag, sines)  # (..., frames, n_fft)
+    signal = _overlap_add(frames, config.hop_length)
+    return _normalised(signal, _dim(real, -2), config, length)
+
+
+def _inverse_dft(config: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """The inverse real DFT as two float32 [bins, n_fft] bases, each output sample
+    multiplied by the analysis window (the windowed inverse FFT of `inverse_stft`)."""
+    n, bins = config.n_fft, config.n_freqs
+    angle = 2.0 * np.pi * np.outer(np.arange(bins), np.arange(n)) / n  # (bins, n)
+    weight = np.full((bins, 1), 2.0 / n)  # each inner bin stands for itself and its mirror
+    weight[0] = 1.0 / n
+    if n % 2 == 0:
+        weight[-1] = 1.0 / n
+    window = _filters.window(config)[None, :]
+    cosines = weight * np.cos(angle) * window
+    sines = weight * np.sin(angle) * window
+    sines[0] = 0.0
+    if n % 2 == 0:
+        sines[-1] = 0.0
+    return tf.constant(cosines, tf.float32), tf.constant(sines, tf.float32)
+
+
+def _normalised(signal: tf.Tensor, frames, config: MelConfig, length: int | None) -> tf.Tensor:
+    """An overlap-added signal [..., samples] of `frames` windowed frames divided by the
+    windows' exact sum of squares, trimmed (centred frames) and cut or padded to `length`
+    (`istft`'s)."""
+    window = tf.constant(_filters.window(config), tf.float32)
     squares = tf.broadcast_to(tf.square(window), tf.stack([frames, config.n_fft]))
-    norm = tf.signal.overlap_and_add(squares, config.hop_length)
+    norm = _overlap_add(squares, config.hop_length)
     signal = signal / tf.where(norm > _TINY, norm, tf.ones_like(norm))
     start = config.n_fft // 2 if config.center else 0
     if length is None:
@@ -61,7 +115,33 @@ def istft(stft_matrix, config: MelConfig, *, length: int | None = None) -> tf.Te
     missing = length - _dim(signal, -1)
     missing = max(missing, 0) if isinstance(missing, int) else tf.maximum(missing, 0)
     paddings = [[0, 0]] * (signal.shape.rank - 1) + [[0, missing]]
-    return tf.pad(signal, paddings)[..., :length]
+    return _leading(tf.pad(signal, paddings), length)
+
+
+def _leading(signal: tf.Tensor, count) -> tf.Tensor:
+    """`signal[..., :count]`, a gather where `count` is a tensor: the ONNX converter
+    lowers a strided slice with an ellipsis and an unknown end to an invalid `Slice`."""
+    if isinstance(count, int):
+        return signal[..., :count]
+    return tf.gather(signal, tf.range(count), axis=-1)
+
+
+def _overlap_add(frames: tf.Tensor, hop: int) -> tf.Tensor:
+    """`tf.signal.overlap_and_add(frames, hop)` of frames [..., F, N] as ceil(N / hop)
+    shifted sums (a reshape and pads), which the ONNX converter takes with F unknown
+    (its lowering of `overlap_and_add` fails there): float32 [..., (F - 1) * hop + N]."""
+    width, rank = frames.shape[-1], frames.shape.rank
+    parts = -(-width // hop)
+    if parts * hop != width:
+        frames = tf.pad(frames, [[0, 0]] * (rank - 1) + [[0, parts * hop - width]])
+    pieces = tf.reshape(frames, tf.concat([tf.shape(frames)[:-1], [parts, hop]], 0))
+    total = 0.0
+    for j in range(parts):  # piece j of frame i lands on hop i + j
+        total += tf.pad(pieces[..., j, :], [[0, 0]] * (rank - 2) + [[j, parts - 1 - j], [0, 0]])
+    signal = tf.reshape(total, tf.concat([tf.shape(total)[:-2], [-1]], 0))
+    if parts * hop == width:
+        return signal
+    return _leading(signal, (_dim(frames, -2) - 1) * hop + width)
 
 
 def _dim(tensor: tf.Tensor, axis: int):

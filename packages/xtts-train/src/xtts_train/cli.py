@@ -317,12 +317,20 @@ def _add_export(commands) -> None:
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run's work dir")
     p.add_argument("--out", type=Path, required=True, help="the SavedModel folder to write")
-    p.add_argument("--max-text", type=int, default=256, help="longest token input (default: 256)")
-    p.add_argument("--max-frames", type=int, default=400,
-                   help="decoding buffer in frames (default: 400)")  # fmt: skip
+    p.add_argument("--format", choices=("savedmodel", "onnx"), default="savedmodel",
+                   help="savedmodel (default): one SavedModel, loaded by TensorFlow; onnx: "
+                   "a voice folder of ONNX programs (conditioning, prefill, one decoder "
+                   "step per buffer size, finish, vocoder) and voice.json, spoken by "
+                   "xtts-runtime without TensorFlow; needs --vocoder and the onnx "
+                   "extra")  # fmt: skip
+    p.add_argument("--max-text", type=int,
+                   help="savedmodel: longest token input (default: 256)")  # fmt: skip
+    p.add_argument("--max-frames", type=int,
+                   help="savedmodel: decoding buffer in frames (default: 400)")  # fmt: skip
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="a vocoder run (fit --task vocoder) trained with this run's audio "
-                   "settings, which writes the waveform output (default: Griffin-Lim)")  # fmt: skip
+                   "settings, which writes the waveform output (savedmodel default: "
+                   "Griffin-Lim; required with --format onnx)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace an existing --out")
 
 
@@ -528,12 +536,36 @@ def _run_gta(args) -> int:
 
 
 def _run_export(args) -> int:
+    if args.format == "onnx":
+        return _run_export_onnx(args)
     from xtts_train.export import export
 
-    out = export(args.run, args.out, max_text=args.max_text, max_frames=args.max_frames,
+    max_text = 256 if args.max_text is None else args.max_text
+    max_frames = 400 if args.max_frames is None else args.max_frames
+    out = export(args.run, args.out, max_text=max_text, max_frames=max_frames,
                  vocoder=args.vocoder, force=args.force)  # fmt: skip
     voice = f"the vocoder {args.vocoder}" if args.vocoder else "Griffin-Lim"
     print(f"wrote SavedModel {out} (signature serving_default, waveform by {voice})")
+    return 0
+
+
+def _run_export_onnx(args) -> int:
+    from xtts_train.export_onnx import export_onnx
+
+    sized = [
+        f"--{n}"
+        for n in ("max-text", "max-frames")
+        if getattr(args, n.replace("-", "_")) is not None
+    ]
+    if sized or args.vocoder is None:
+        raise XttsTrainError(
+            f"Expected --format onnx with --vocoder and without --max-text/--max-frames (its "
+            f"buffers are sized from each text), received: "
+            f"{', '.join(sized) or 'no --vocoder'}"
+        )  # fmt: skip
+    out = export_onnx(args.run, args.out, vocoder=args.vocoder, force=args.force)
+    print(f"wrote voice folder {out} (ONNX programs and voice.json; speak it with "
+          f"xtts-runtime speak {out} --text ...)")  # fmt: skip
     return 0
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import tensorflow as tf
 
 from xtts_audio import MelConfig, mel_pitch
@@ -163,13 +164,24 @@ def match_global_variance(mel: tf.Tensor, mask: tf.Tensor, clip: tf.Tensor,
     Returns:
         float32 [B, F, M].
     """
-    cepstra = tf.signal.dct(mel, type=2, norm="ortho")  # (B, F, M)
+    basis = _dct_basis(mel.shape[-1])  # (M, M)
+    cepstra = tf.matmul(mel, basis, transpose_b=True)  # (B, F, M)
     mean, deviation = _moments(cepstra, mask)  # (B, 1, M) each
-    _, target = _moments(tf.signal.dct(tf.cast(clip, tf.float32), type=2, norm="ortho"),
+    _, target = _moments(tf.matmul(tf.cast(clip, tf.float32), basis, transpose_b=True),
                          clip_mask)  # fmt: skip
     scaled = mean + (cepstra - mean) * target / tf.maximum(deviation, _MIN_CEPSTRAL_DEVIATION)
     keep = mask[:, :, None]
-    return tf.signal.idct(scaled, type=2, norm="ortho") * keep + mel * (1.0 - keep)
+    return tf.matmul(scaled, basis) * keep + mel * (1.0 - keep)
+
+
+def _dct_basis(size: int) -> tf.Tensor:
+    """The orthonormal DCT-II of `size` points as a matrix float32 [size, size] (row k:
+    coefficient k; its transpose inverts it): `tf.signal.dct(type=2, norm="ortho")` as a
+    matmul, which the ONNX and LiteRT converters take (an FFT they do not)."""
+    n = np.arange(size)
+    basis = np.cos(np.pi * (2 * n[None, :] + 1) * n[:, None] / (2 * size)) * math.sqrt(2 / size)
+    basis[0] /= math.sqrt(2)
+    return tf.constant(basis, tf.float32)
 
 
 def within_range(mel: tf.Tensor, mask: tf.Tensor, clip: tf.Tensor,

@@ -35,7 +35,7 @@ from xtts_train.models.text_to_mel.layers import Decoder
 
 __all__ = [
     "Context", "Heads", "State", "advance", "advance_rows", "finish", "generate", "start",
-    "stop_lengths",
+    "step_apart", "stop_lengths",
 ]  # fmt: skip
 
 # hidden (B, S, D), frames → standardised frames (B, frames, M) and stop logits (B, frames).
@@ -246,6 +246,24 @@ def advance_rows(decoder: Decoder, heads: Heads, config: ModelConfig, decode: De
         (tf.constant(0), state), maximum_iterations=steps,
     )  # fmt: skip
     return state
+
+
+def step_apart(decoder: Decoder, heads: Heads, config: ModelConfig, decode: DecodeConfig,
+               context: Context, state: State, *,
+               text_len: int) -> tuple[tf.Tensor, ...]:  # fmt: skip
+    """One step of `advance`'s loop from `state`, its results apart, for a loop held by
+    the caller (exported step programs): the group of frames float32 (B, r, M), its stop
+    probabilities (B, r) (held by the stop gate), the alignment row float32 (B, 1, S),
+    the caches with the step written, the row's alignment peak int32 (B,) and the next
+    alignment position float32 (B,). The step reads `state`'s `t`, `frame`, `caches`,
+    `focus` and `place` (its buffers may be None); `advance` writes the rest: `t + 1`,
+    the group's last frame, `max(focus, peak)`, `done` where a probability > 0.5.
+
+    Args:
+        decoder, heads, config, decode, context, text_len: as `advance`'s.
+        state: where the decoding stands.
+    """
+    return _step(decoder, heads, config, context, state, _guides(decode, context, text_len))
 
 
 def finish(state: State, config: ModelConfig,

@@ -339,16 +339,28 @@ class Decoder(LazyLayer):
         voice of every input frame (`pitch_term`, with the voice's `pitch`), and the
         alignment layer's keys of the text float32 (B, T, W) (`model.alignment:
         relative`; else (B, T, 0): none)."""
-        memory = tf.cast(memory, self.compute_dtype)
-        caches, memory_kvs = [], []
+        memory_kvs, keys = self.read_memory(memory)
+        return self.empty_caches(memory.shape[0], steps), memory_kvs, self.pitch_term(pitch), keys
+
+    def empty_caches(self, batch: int, steps: int) -> list:
+        """Every block's empty self-attention cache for `steps` steps of `batch` rows: zeros
+        (B, N, steps, H) keys and values (`start`'s)."""
+        caches = []
         for block in self.blocks:
             attn = block.self_attn
-            shape = [memory.shape[0], attn.num_heads, steps, attn.key_dim]
+            shape = [batch, attn.num_heads, steps, attn.key_dim]
             caches.append((tf.zeros(shape, self.compute_dtype),) * 2)
-            memory_kvs.append(block.cross_attn.keys_values(memory))
+        return caches
+
+    def read_memory(self, memory: tf.Tensor) -> tuple[list, tf.Tensor]:
+        """What every step reads of `memory` (B, S, D) (`start`'s): each block's
+        cross-attention keys and values, and the alignment layer's keys of the text
+        float32 (B, T, W) ((B, T, 0) without one)."""
+        memory = tf.cast(memory, self.compute_dtype)
+        memory_kvs = [block.cross_attn.keys_values(memory) for block in self.blocks]
         text = memory[:, : memory.shape[1] - self.latents]  # (B, T, D)
         keys = tf.zeros([*text.shape[:2], 0]) if self.aligner is None else self.aligner.keys(text)
-        return caches, memory_kvs, self.pitch_term(pitch), keys
+        return memory_kvs, keys
 
     def step(self, frame, position, caches, memory_kvs, memory_mask, pitch_term,
              aligned=None):  # fmt: skip

@@ -61,7 +61,7 @@ from xtts_train.models.text_to_mel.layers import (
     random_start,
 )
 
-__all__ = ["TextToMel", "dummy_batch"]
+__all__ = ["TextToMel", "dummy_batch", "join_memory"]
 
 _INPUTS = ("tokens", "token_mask", "mel", "cond_mel", "cond_lengths")
 
@@ -94,6 +94,17 @@ def dummy_batch(
         "cond_mel": tf.zeros([b, c, m]),
         "cond_lengths": tf.fill([b], c),
     }
+
+
+def join_memory(text: tf.Tensor, token_mask: tf.Tensor,
+                latents: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
+    """The decoder's memory [B, T + L, D]: text encodings [B, T, D] then speaker latents
+    [B, L, D], and its key mask bool [B, 1, T + L] (token_mask float32 [B, T]; latents
+    are always real)."""
+    memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
+    latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)
+    mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
+    return memory, key_mask(mask)
 
 
 def _check_batch(batch: Mapping[str, tf.Tensor], config: ModelConfig) -> None:
@@ -249,16 +260,22 @@ class TextToMel(keras.Model):
             float32 [B, 2, M]; None with `ModelConfig.voice_stats` off).
         """
         text = self.text_encoder(tokens, token_mask, training=training, start=start)  # (B, T, D)
+        latents, stats = self.voice(cond_mel, cond_lengths, training=training)
+        memory, memory_mask = join_memory(text, token_mask, latents)
+        return memory, memory_mask, stats
+
+    def voice(self, cond_mel: tf.Tensor, cond_lengths: tf.Tensor,
+              training: bool = False) -> tuple[tf.Tensor, tf.Tensor | None]:  # fmt: skip
+        """What the reference clip gives a decoding: its speaker latents [B, L, D] and
+        statistics (`frames.clip_stats`, float32 [B, 2, M]; None with
+        `ModelConfig.voice_stats` off), from cond_mel float32 [B, C, M] and cond_lengths
+        int32 [B] (`encode`'s)."""
         cond_mask = clip_mask(cond_mel, cond_lengths)  # (B, C)
         cond = standardize(cond_mel)  # (B, C, M)
         stats = self._frame_stats(cond, cond_mask)  # (B, 2, M) | None
         if stats is not None:  # the clip's statistics reach the frames by this path alone
             cond = normalize_by(cond, stats)
-        latents = self.cond_encoder(cond, cond_mask, training=training)  # (B, L, D)
-        memory = tf.concat([text, tf.cast(latents, text.dtype)], axis=1)  # (B, T + L, D)
-        latent_mask = tf.ones(tf.shape(latents)[:2], tf.float32)  # latents are always real
-        mask = tf.concat([tf.cast(token_mask, tf.float32), latent_mask], axis=1)
-        return memory, key_mask(mask), stats
+        return self.cond_encoder(cond, cond_mask, training=training), stats  # (B, L, D)
 
     def _frame_stats(self, cond: tf.Tensor, cond_mask: tf.Tensor) -> tf.Tensor | None:
         """`frames.clip_stats` of the standardised clip (B, C, M) as `ModelConfig.voice_stats`

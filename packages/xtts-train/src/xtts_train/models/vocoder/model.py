@@ -26,15 +26,15 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from xtts_audio import MelConfig, istft
+from xtts_audio import MelConfig, istft, istft_matmul
 from xtts_train.compile.compiler import XLA
 from xtts_train.config import VocoderConfig
 from xtts_train.errors import ConfigError
 from xtts_train.models.features import standardize
 from xtts_train.models.vocoder.layers import EMBED_KERNEL, Backbone
 
-__all__ = ["AUTO_COMPILERS", "Vocoder", "head_spectrum", "receptive_frames", "synthesis_config",
-           "synthesize", "vocode_chunks", "window_start"]  # fmt: skip
+__all__ = ["AUTO_COMPILERS", "Vocoder", "head_parts", "head_spectrum", "receptive_frames",
+           "synthesis_config", "synthesize", "vocode_chunks", "window_start"]  # fmt: skip
 
 # Where the vocoder's compilers differ from `compile.compiler.AUTO` (the text-to-mel
 # model's): it is small (batch 16 x 32 frames), and on this project's 2-core CPU, 2 threads
@@ -69,10 +69,16 @@ def head_spectrum(head: tf.Tensor) -> tf.Tensor:
     Returns:
         complex64 [B, F, bins]: `min(exp(log_magnitude), 100) * exp(1j * phase)`.
     """
+    return tf.complex(*head_parts(head))
+
+
+def head_parts(head: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """`head_spectrum`'s real and imaginary parts, float32 [B, F, bins] each: what an
+    exported program inverts (`xtts_audio.istft_matmul`), with no complex dtype."""
     log_magnitude, phase = tf.split(tf.cast(head, tf.float32), 2, axis=-1)  # (B, F, bins) x2
     # Clipping the logit, not exp's output, keeps the gradient finite where it saturates.
     magnitude = tf.exp(tf.minimum(log_magnitude, math.log(_MAX_MAGNITUDE)))
-    return tf.complex(magnitude * tf.cos(phase), magnitude * tf.sin(phase))
+    return magnitude * tf.cos(phase), magnitude * tf.sin(phase)
 
 
 def synthesize(spectrum: tf.Tensor, config: VocoderConfig) -> tf.Tensor:
@@ -161,11 +167,14 @@ class Vocoder(keras.Model):
         """
         return self.synthesis(mel)["audio"]
 
-    def synthesis(self, mel: tf.Tensor) -> dict[str, tf.Tensor]:
+    def synthesis(self, mel: tf.Tensor, *, portable: bool = False) -> dict[str, tf.Tensor]:
         """Mel frames → waveform, with the head's phases (what the phase loss reads).
 
         Args:
             mel: float [B, F, n_mels], as `call`'s.
+            portable: invert the head's spectra with `xtts_audio.istft_matmul` (no complex
+                dtype or FFT op: what ONNX and LiteRT take; equal within float32 rounding)
+                instead of `synthesize`'s `xtts_audio.istft`.
 
         Returns:
             `audio` float32 [B, F * hop_length] (`call`'s output) and `phase` float32
@@ -178,9 +187,14 @@ class Vocoder(keras.Model):
         x = standardize(mel)  # (B, F, M)
         hidden = self.backbone(x)  # (B, F, D), compute dtype
         head = self.head(hidden)  # (B, F, 2 * bins) float32
-        spectrum = head_spectrum(head)  # (B, F, bins) complex64
         phase = tf.split(tf.cast(head, tf.float32), 2, axis=-1)[1]  # (B, F, bins)
-        return {"audio": synthesize(spectrum, self.config), "phase": phase}  # (B, F * hop)
+        if portable:
+            frames = mel.shape[1] if mel.shape[1] is not None else tf.shape(mel)[1]
+            count = frames * self.config.hop_length
+            audio = istft_matmul(*head_parts(head), synthesis_config(self.config), length=count)
+        else:
+            audio = synthesize(head_spectrum(head), self.config)
+        return {"audio": audio, "phase": phase}  # (B, F * hop)
 
     @property
     def receptive_frames(self) -> int:

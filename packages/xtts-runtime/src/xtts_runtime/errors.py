@@ -1,0 +1,16 @@
+"""Errors raised by xtts_runtime: a voice folder refused, input with nothing to say."""
+
+__all__ = ["InputError", "VoiceError", "XttsRuntimeError"]
+
+
+class XttsRuntimeError(Exception):
+    """Base class of every error xtts_runtime raises itself."""
+
+
+class VoiceError(XttsRuntimeError, ValueError):
+    """A voice folder that cannot be spoken: not one, another format's or version's, or a
+    file missing or changed since the export (its SHA-256 in voice.json)."""
+
+
+class InputError(XttsRuntimeError, ValueError):
+    """A text with nothing to say, or a language the voice lacks."""

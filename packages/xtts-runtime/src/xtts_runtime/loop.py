@@ -1,0 +1,121 @@
+"""The decoding loop over an exported voice's programs (`xtts_train.inference.portable`
+writes them): what `generation.advance` runs inside TensorFlow, here in numpy.
+
+Step `t` reads the last frame written (zeros at step 0), its caches and alignment state,
+and writes the `r` frames of group `t` and their stop probabilities; a piece ends when
+any probability is above 0.5 or at its buffer's last step (`voice.json`'s `buffers`:
+each text length's, as the training side sizes it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+__all__ = ["Programs", "Spoken", "conditioning", "decode_piece", "run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """A voice's onnxruntime sessions: `steps[i]` has the cache of bucket `i`."""
+
+    conditioning: ort.InferenceSession
+    prefill: ort.InferenceSession
+    steps: list[ort.InferenceSession]
+    finish: ort.InferenceSession
+    vocoder: ort.InferenceSession
+
+
+@dataclasses.dataclass(frozen=True)
+class Spoken:
+    """One piece decoded.
+
+    Attributes:
+        mel: float32 [length, n_mels], the decoded frames after the postnet.
+        length: frames decoded: the stop token's frame + 1, or the buffer's frames.
+        stopped: the stop token fired inside the buffer.
+        audio: float32 [frames * hop_length] in [-1, 1]: the vocoder's samples of the
+            frames voiced (at least the `floors` of `voice.json`).
+    """
+
+    mel: np.ndarray
+    length: int
+    stopped: bool
+    audio: np.ndarray
+
+
+def run(session: ort.InferenceSession, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`session`'s outputs by name, fed its inputs by name from `feeds`."""
+    names = [o.name for o in session.get_outputs()]
+    values = session.run(names, {i.name: feeds[i.name] for i in session.get_inputs()})
+    return dict(zip(names, values, strict=True))
+
+
+def conditioning(programs: Programs, manifest: Mapping[str, Any],
+                 reference: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
+    """The voice of a clip's mel `reference` float32 [frames, n_mels], cut or zero-padded to
+    the run's `cond_frames`: `latents`, `stats`, `pitch_term`, and the clip itself
+    (`cond_mel`, `cond_lengths`, which the postfilters read)."""
+    frames = manifest["cond_frames"]
+    used = min(len(reference), frames)
+    cond = np.zeros([1, frames, manifest["n_mels"]], np.float32)
+    cond[0, :used] = reference[:used]
+    clip = {"cond_mel": cond, "cond_lengths": np.array([used], np.int32)}
+    return clip | run(programs.conditioning, clip)
+
+
+def decode_piece(programs: Programs, manifest: Mapping[str, Any],
+                 voice: Mapping[str, np.ndarray], ids: Sequence[int]) -> Spoken:  # fmt: skip
+    """One piece's token ids (ending `<eos>`) decoded and vocoded in `voice`
+    (`conditioning`'s)."""
+    count = len(ids)
+    tokens = np.zeros([1, manifest["text_len"]], np.int32)
+    tokens[0, :count] = ids
+    bucket = next(i for i, size in enumerate(manifest["bucket_text"]) if size >= count)
+    step = programs.steps[bucket]
+    buffer = manifest["buffers"][count - 1]
+    r = manifest["reduction_factor"]
+    feeds = dict(run(programs.prefill, {"tokens": tokens, "token_mask": (tokens != 0).astype(
+        np.float32), "latents": voice["latents"]}))  # fmt: skip
+    feeds |= {"pitch_term": voice["pitch_term"], "focus": np.zeros([1], np.int32),
+              "place": np.zeros([1], np.float32),
+              "frame": np.zeros([1, 1, manifest["n_mels"]], np.float32)}  # fmt: skip
+    for spec in step.get_inputs():
+        if spec.name.startswith("cache_"):
+            feeds[spec.name] = np.zeros(spec.shape, np.float32)
+    steps = -(-buffer // r)
+    frames = np.zeros([1, steps * r, manifest["n_mels"]], np.float32)
+    probs = np.zeros([1, steps * r], np.float32)
+    for t in range(steps):
+        feeds["t"] = np.array(t, np.int32)
+        out = run(step, feeds)
+        frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = out["group"], out["probs"]
+        feeds |= {name[len("next_") :]: value for name, value in out.items()
+                  if name.startswith("next_")}  # fmt: skip
+        feeds["frame"] = out["group"][:, -1:]
+        if (out["probs"] > 0.5).any():
+            break
+    above = probs[0, :buffer] > 0.5
+    stopped = bool(above.any())
+    length = int(np.argmax(above)) + 1 if stopped else buffer
+    mel = run(programs.finish, {"frames": frames[:, :buffer], "stats": voice["stats"],
+                                "lengths": np.array([length], np.int32),
+                                "cond_mel": voice["cond_mel"],
+                                "cond_lengths": voice["cond_lengths"]})["mel"][0]  # fmt: skip
+    return Spoken(mel[:length], length, stopped, _vocoded(programs, manifest, mel, count, length))
+
+
+def _vocoded(programs: Programs, manifest: Mapping[str, Any], mel: np.ndarray, count: int,
+             length: int) -> np.ndarray:  # fmt: skip
+    """The vocoder's samples of the frames voiced: the decoded `length`, at least the
+    text's floor (`voice.json`'s `floors`), heard in the whole buffer with silence after
+    them (as the SavedModel export vocodes), clipped to [-1, 1]."""
+    voiced = max(length, manifest["floors"][count - 1])
+    heard = mel.copy()  # (buffer, M)
+    heard[voiced:] = manifest["silence"]
+    audio = run(programs.vocoder, {"mel": heard[None]})["audio"][0]
+    return np.clip(audio[: voiced * manifest["audio"]["hop_length"]], -1.0, 1.0)

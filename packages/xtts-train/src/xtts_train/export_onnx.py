@@ -1,0 +1,163 @@
+"""`export --format onnx`: a run and its vocoder as ONNX programs that a runtime without
+TensorFlow loops over (`xtts_runtime`), in a folder that is the voice:
+
+```
+voice.json         the manifest (`xtts_data.voice_folder`): format and version, every
+                   file's SHA-256, the settings the runtime needs (audio, text, sizes,
+                   each text length's buffer)
+tokenizer.json     the run's symbol table
+reference.npy      the run's saved reference clip (its mel): the voice spoken by default
+conditioning.onnx  reference mel → latents, statistics, pitch term
+prefill.onnx       token ids + latents → what every step reads
+step-{i}.onnx      one decoder step, its cache of bucket i's steps (`portable.buckets`)
+finish.onnx        a decoding's frames → the mel (postnet, postfilters)
+vocoder.onnx       mel → waveform (the iSTFT as a matmul)
+```
+
+The programs are `inference.portable`'s, converted by tf2onnx (opset 17) with two ops
+written by hand: `Erfc` (Keras's exact GELU) as `1 - Erf`, and `XlaDynamicUpdateSlice`
+(the cache written in place) as a `ScatterND` at the start indices. Written into a
+temporary folder beside `out`, then renamed, as `export` does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from xtts_data.joins import silence_feature
+from xtts_data.voice_folder import write_manifest
+from xtts_train.errors import XttsTrainError
+from xtts_train.inference import portable
+from xtts_train.inference.vocoding import check_vocoder
+from xtts_train.models.text_to_mel.decoding import text_buffer_frames
+from xtts_train.runs.loading import load_reference, load_run, load_vocoder
+from xtts_train.runs.media import decoded_frames
+
+__all__ = ["export_onnx"]
+
+OPSET = 17
+
+
+def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
+                force: bool = False) -> Path:  # fmt: skip
+    """Write the run in `workdir` and `vocoder` as a voice folder of ONNX programs at `out`.
+
+    Args:
+        workdir: a text-to-mel run (`config.yaml`, `tokenizer.json`, a checkpoint).
+        out: the folder to create.
+        vocoder: a vocoder run trained on the run's audio settings.
+        force: replace an existing `out`.
+
+    Raises:
+        XttsTrainError: `out` exists without `force`, not a run, no checkpoint, a vocoder
+            that is not one or has other audio settings, or tf2onnx missing (the `onnx`
+            extra).
+    """
+    workdir, out, vocoder = Path(workdir), Path(out), Path(vocoder)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise XttsTrainError(f"{out} exists and is not empty; pass --force to replace it")
+    check_vocoder(vocoder, workdir)
+    converter = _converter()
+    stack, model, _ = load_run(workdir)
+    _, voice_model = load_vocoder(vocoder)
+    model.build_weights()
+    # The longest piece a text is cut into, with `<eos>` and a language token.
+    buckets = portable.buckets(stack, max_symbols=stack.decode.split_symbols + 2)
+    text = buckets[-1].text
+    cond_frames = stack.reference_frames
+    programs = {
+        "conditioning": portable.conditioning(model, batch=1, cond_frames=cond_frames),
+        "prefill": portable.prefill(model, batch=1, bucket=buckets[-1]),
+        **{f"step-{i}": portable.step(model, stack.decode, batch=1,
+                                      bucket=portable.Bucket(text=text, steps=b.steps,
+                                                             frames=b.frames))
+           for i, b in enumerate(buckets)},
+        "finish": portable.finish(model, stack.decode, batch=1, cond_frames=cond_frames),
+        "vocoder": portable.vocoder(voice_model, batch=1),
+    }  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for name, program in programs.items():
+            (staging / f"{name}.onnx").write_bytes(converter(program))
+        shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
+        if (workdir / "reference.npy").exists():
+            np.save(staging / "reference.npy", load_reference(workdir, stack))
+        write_manifest(staging, _settings(stack, buckets, text=text, cond_frames=cond_frames))
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _settings(stack, buckets: list[portable.Bucket], *, text: int, cond_frames: int) -> dict:
+    """voice.json's settings: what the runtime's loop and text front end read."""
+    audio = stack.audio
+    buffers = [text_buffer_frames(n, stack) for n in range(1, text + 1)]
+    return {
+        "audio": audio.to_dict(),
+        "text": stack.data.text.to_dict(),
+        "split_symbols": stack.decode.split_symbols,
+        "n_mels": stack.model.n_mels,
+        "reduction_factor": stack.model.reduction_factor,
+        "cond_frames": cond_frames,
+        "min_reference_frames": stack.data.cond_frames,
+        "text_len": text,
+        "steps": [b.steps for b in buckets],
+        "bucket_text": [b.text for b in buckets],
+        # Each text length's buffer (`text_buffer_frames`) and the fewest frames voiced
+        # (`decoded_frames`: two per symbol at least), index n - 1 for n token ids.
+        "buffers": buffers,
+        "floors": [int(decoded_frames(0, n, f, audio)) for n, f in enumerate(buffers, 1)],
+        "silence": silence_feature(audio),
+    }
+
+
+def _converter():
+    """program → ONNX bytes; tf2onnx (the `onnx` extra) or a message naming it."""
+    try:
+        import tf2onnx
+        from onnx import TensorProto
+    except ImportError:
+        raise XttsTrainError(
+            "Expected tf2onnx and onnx for --format onnx, received: not installed; "
+            "pip install 'xtts-train[onnx]'"
+        ) from None
+
+    def erfc(ctx, node, name, args):  # erfc(x) = 1 - erf(x): ONNX has Erf alone
+        node.type = "Erf"
+        dtype = tf2onnx.utils.map_onnx_to_numpy_type(ctx.get_dtype(node.input[0]))
+        one = ctx.make_const(tf2onnx.utils.make_name(f"{name}_one"), np.ones([], dtype))
+        sub = tf2onnx.utils.make_name(f"{name}_sub")
+        sub = ctx.insert_new_node_on_output("Sub", node.output[0], name=sub)
+        ctx.replace_inputs(sub, [one.output[0], node.output[0]])
+
+    def update_slice(ctx, node, name, args):  # every index of the update, moved to the start
+        operand, update, start = node.input
+        shape = ctx.get_shape(update)
+        grid = np.stack(np.meshgrid(*[np.arange(n) for n in shape], indexing="ij"), -1)
+        grid = ctx.make_const(tf2onnx.utils.make_name(f"{name}_grid"), grid.astype(np.int64))
+        start = ctx.make_node("Cast", [start], attr={"to": TensorProto.INT64})
+        rank = np.array([1] * len(shape) + [len(shape)], np.int64)
+        rank = ctx.make_const(tf2onnx.utils.make_name(f"{name}_rank"), rank)
+        start = ctx.make_node("Reshape", [start.output[0], rank.output[0]])
+        index = ctx.make_node("Add", [grid.output[0], start.output[0]])
+        node.type = "ScatterND"
+        ctx.replace_inputs(node, [operand, index.output[0], update])
+
+    handlers = {"Erfc": (erfc, []), "XlaDynamicUpdateSlice": (update_slice, [])}
+
+    def convert(program: portable.Program) -> bytes:
+        proto, _ = tf2onnx.convert.from_function(
+            program.function, input_signature=list(program.signature), opset=OPSET,
+            custom_op_handlers=handlers,
+        )  # fmt: skip
+        return proto.SerializeToString()
+
+    return convert

@@ -1,0 +1,140 @@
+"""`export --format onnx` and `xtts_runtime`: the exported programs, looped in numpy, say
+what TensorFlow's decoding says (mel, stop step, samples), and a voice folder from
+another version or with a changed file is refused by name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from xtts_runtime import InputError, Voice, VoiceError
+from xtts_runtime.cli import main as runtime_main
+
+from xtts_data.pieces import text_pieces
+from xtts_train.cli import main
+from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, text_buffer_frames
+from xtts_train.models.text_to_mel.postfilters import decode_frames
+from xtts_train.runs.loading import load_run, load_vocoder
+from xtts_train.runs.media import decoded_frames, silence_feature
+
+pytest.importorskip("tf2onnx")
+
+
+@pytest.fixture(scope="module")
+def voice_folder(run, vocoder_run, tmp_path_factory):
+    out = tmp_path_factory.mktemp("onnx") / "voice"
+    assert main(["export", "--format", "onnx", "--run", str(run[1]), "--vocoder",
+                 str(vocoder_run[1]), "--out", str(out)]) == 0  # fmt: skip
+    return out
+
+
+def _tf_piece(model, stack, vocoder, ids, reference):
+    """TensorFlow's decoding of one piece as the runtime cuts it: T a multiple of
+    TEXT_BUCKET, the text's own buffer; its vocoder over the buffer, silence after the
+    frames voiced (the SavedModel export's)."""
+    count, buffer = len(ids), text_buffer_frames(len(ids), stack)
+    text = -(-count // TEXT_BUCKET) * TEXT_BUCKET
+    tokens = np.zeros([1, text], np.int32)
+    tokens[0, :count] = ids
+    cond_frames = stack.reference_frames
+    cond = np.zeros([1, cond_frames, stack.model.n_mels], np.float32)
+    used = min(len(reference), cond_frames)
+    cond[0, :used] = reference[:used]
+    decode = tf.function(lambda *a: decode_frames(model, stack.decode, *a, max_frames=buffer))
+    result = decode(tokens, (tokens != 0).astype(np.float32), cond, np.array([used], np.int32))
+    length = int(result["lengths"][0])
+    voiced = int(decoded_frames(length, count, buffer, stack.audio))
+    mel = result["mel"][0].numpy()
+    heard = np.where(np.arange(buffer)[:, None] < voiced, mel, silence_feature(stack.audio))
+    audio = vocoder(heard[None].astype(np.float32))[0].numpy()[: voiced * stack.audio.hop_length]
+    return mel[:length], length, np.clip(audio, -1.0, 1.0)
+
+
+def test_the_runtime_says_what_tensorflow_says(voice_folder, run, vocoder_run):
+    stack, model, tokenizer = load_run(run[1])
+    _, vocoder = load_vocoder(vocoder_run[1])
+    voice = Voice(voice_folder)
+    text = "A short test, then a longer one that the run cuts into two pieces."
+    speech = voice.speak(text)
+    pieces = text_pieces(text, stack.data.text, tokenizer, name="t",
+                         max_symbols=stack.decode.split_symbols)  # fmt: skip
+    assert len(speech.pieces) == len(pieces) >= 1
+    for piece, said in zip(pieces, speech.pieces, strict=True):
+        mel, length, audio = _tf_piece(model, stack, vocoder, piece.ids, voice.reference)
+        assert said.length == length
+        np.testing.assert_allclose(said.mel, mel, atol=1e-4)
+        assert said.audio.shape == audio.shape
+        np.testing.assert_allclose(said.audio, audio, atol=1e-4)
+    assert speech.sample_rate == stack.audio.sample_rate
+    assert np.abs(speech.audio).max() > 0
+
+
+def test_the_folder_lists_every_file_with_its_checksum(voice_folder):
+    manifest = json.loads((voice_folder / "voice.json").read_text())
+    assert set(manifest["files"]) == {p.name for p in voice_folder.iterdir()} - {"voice.json"}
+    assert {"conditioning.onnx", "prefill.onnx", "step-0.onnx", "finish.onnx", "vocoder.onnx",
+            "tokenizer.json", "reference.npy"} <= set(manifest["files"])  # fmt: skip
+    assert len(manifest["buffers"]) == manifest["text_len"] == manifest["bucket_text"][-1]
+
+
+def test_a_changed_file_or_another_version_is_refused_by_name(voice_folder, tmp_path, capsys):
+    import shutil
+
+    changed = shutil.copytree(voice_folder, tmp_path / "changed")
+    with (changed / "vocoder.onnx").open("ab") as file:
+        file.write(b"\0")
+    with pytest.raises(VoiceError, match=r"vocoder\.onnx"):
+        Voice(changed)
+    other = shutil.copytree(voice_folder, tmp_path / "other")
+    manifest = json.loads((other / "voice.json").read_text())
+    (other / "voice.json").write_text(json.dumps(manifest | {"version": 99}))
+    assert (
+        runtime_main(["speak", str(other), "--text", "hi", "--out", str(tmp_path / "a.wav")]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "version 99" in err
+    assert len(err.splitlines()) == 1
+    with pytest.raises(VoiceError, match=r"voice\.json"):
+        Voice(tmp_path)
+
+
+def test_a_text_with_nothing_to_say_is_a_one_line_error(voice_folder, tmp_path, capsys):
+    with pytest.raises(InputError, match="nothing to say"):
+        Voice(voice_folder).speak(". , .")
+    out = tmp_path / "a.wav"
+    assert runtime_main(["speak", str(voice_folder), "--text", "...", "--out", str(out)]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_onnx_export_needs_a_vocoder_and_sizes_its_own_buffers(run, tmp_path, capsys):
+    out = str(tmp_path / "v")
+    assert main(["export", "--format", "onnx", "--run", str(run[1]), "--out", out]) == 2
+    assert "no --vocoder" in capsys.readouterr().err
+    assert main(["export", "--format", "onnx", "--run", str(run[1]), "--out", out,
+                 "--vocoder", out, "--max-frames", "9"]) == 2  # fmt: skip
+    assert "--max-frames" in capsys.readouterr().err
+
+
+_SPEAK_WITHOUT_TENSORFLOW = """
+import sys
+sys.modules["tensorflow"] = None  # any import of it fails
+from xtts_runtime.cli import main
+code = main(sys.argv[1:])
+loaded = [name for name, module in sys.modules.items() if module is not None]
+assert not any(name.startswith(("tensorflow", "xtts_train")) for name in loaded)
+raise SystemExit(code)
+"""
+
+
+def test_the_runtime_speaks_without_tensorflow(voice_folder, tmp_path):
+    out = tmp_path / "hello.wav"
+    done = subprocess.run([sys.executable, "-c", _SPEAK_WITHOUT_TENSORFLOW, "speak",
+                           str(voice_folder), "--text", "Hello there.", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert out.stat().st_size > 1000
