@@ -30,6 +30,25 @@ def test_istft_inverts_stft(name, speech):
     np.testing.assert_allclose(back, y, atol=1e-6)
 
 
+@pytest.mark.parametrize("name", ["xtts", "coqui", "librosa"])
+def test_istft_matmul_is_istft_from_the_parts(name, speech):
+    """The converter-friendly inverse (a DFT matmul, no complex dtype) equals `istft`, and
+    takes a frame count known only when it runs (a traced program of unknown frames)."""
+    config = MelConfig.from_preset(name)
+    spectrum = xtts_audio.stft(speech[0], config)
+    want = xtts_audio.istft(spectrum, config).numpy()
+    parts = (np.real(spectrum.numpy()), np.imag(spectrum.numpy()))
+    np.testing.assert_allclose(xtts_audio.istft_matmul(*parts, config).numpy(), want, atol=1e-5)
+    import tensorflow as tf
+
+    spec = tf.TensorSpec([None, config.n_freqs], tf.float32)
+    unknown = tf.function(lambda r, i: xtts_audio.istft_matmul(r, i, config),
+                          input_signature=[spec, spec])  # fmt: skip
+    np.testing.assert_allclose(unknown(*parts).numpy(), want, atol=1e-5)
+    with pytest.raises(InputError, match="one shape"):
+        xtts_audio.istft_matmul(parts[0], parts[1][:-1], config)
+
+
 @pytest.mark.parametrize("name", ["xtts", "coqui"])
 def test_griffin_lim_mel_converges(name, speech):
     config = MelConfig.from_preset(name)

@@ -12,7 +12,7 @@ import xtts_audio
 
 EXPECTED = {
     "PRESETS", "ConfigError", "InputError", "MelConfig", "XttsAudioError",
-    "decode_wav", "deemphasis", "denormalize", "griffin_lim", "istft", "load_wav",
+    "decode_wav", "deemphasis", "denormalize", "griffin_lim", "istft", "istft_matmul", "load_wav",
     "mel_features", "mel_spectrogram", "mel_to_magnitude", "normalize", "num_frames",
     "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "to_mono",
     "trim_silence", "mel_warp_positions", "warp_mel", "PITCH_RANGE", "mel_pitch",
