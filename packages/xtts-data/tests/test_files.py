@@ -15,7 +15,8 @@ from data_helpers import AUDIO, DATA
 from xtts_data import CacheError, CorpusError, LockError, prepare, write_demo_corpus
 from xtts_data.cli import main
 from xtts_data.doctor import time_batches
-from xtts_data.files import folder_lock, write_json_atomic, write_npy_atomic
+from xtts_data.errors import OutputExistsError
+from xtts_data.files import folder_lock, replaced_folder, write_json_atomic, write_npy_atomic
 
 
 def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path):
@@ -57,6 +58,27 @@ def test_a_folder_that_is_a_file_is_an_error(tmp_path):
         pass
     write_json_atomic(tmp_path / "y.json", {"a": 1})
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "old").write_text("old")
+    with pytest.raises(OutputExistsError, match="--force"), replaced_folder(out, force=False):
+        pytest.fail("the block ran over a folder that was not to be replaced")
+
+    def killed_half_way():
+        with replaced_folder(out, force=True) as staging:
+            (staging / "new").write_text("new")
+            raise RuntimeError("killed half way")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        killed_half_way()
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no staging folder left
+    assert [p.name for p in out.iterdir()] == ["old"]
+    with replaced_folder(out, force=True) as staging:
+        (staging / "new").write_text("new")
+    assert [p.name for p in out.iterdir()] == ["new"]
 
 
 def test_an_array_is_written_whole_and_reads_back(tmp_path):

@@ -13,7 +13,7 @@ import xtts_data
 EXPECTED = {
     "DEMO_SENTENCES", "BadAudioError", "BatchShape", "CacheError", "ConfigError", "Corpus",
     "CorpusError", "EmptySplitError", "DataConfig", "DataPipeline", "DatasetSpec", "DemoCorpus", "DoctorReport",
-    "FeatureCache", "LockError", "Piece", "PrepareResult", "Row", "SegmentPipeline", "SegmentShape",
+    "FeatureCache", "LockError", "OutputExistsError", "Piece", "PrepareResult", "Row", "SegmentPipeline", "SegmentShape",
     "SegmentSpec", "Skipped", "TextConfig", "Tokenizer", "Transcripts", "Utterance",
     "XttsDataError", "diagnose", "format_summary", "is_validation", "load_audio",
     "load_config", "make_dataset", "make_segment_dataset", "normalize_text", "normalize_texts",
@@ -39,7 +39,8 @@ def test_every_public_name_has_a_docstring(name):
 @pytest.mark.parametrize(
     ("error", "builtin"),
     [("ConfigError", ValueError), ("CorpusError", ValueError), ("BadAudioError", ValueError),
-     ("CacheError", RuntimeError), ("LockError", RuntimeError), ("EmptySplitError", ValueError)],
+     ("CacheError", RuntimeError), ("LockError", RuntimeError), ("EmptySplitError", ValueError),
+     ("OutputExistsError", FileExistsError)],
 )  # fmt: skip
 def test_errors_subclass_the_package_error_and_the_builtin_they_mean(error, builtin):
     assert issubclass(getattr(xtts_data, error), xtts_data.XttsDataError)

@@ -78,7 +78,7 @@ def istft_matmul(real, imag, config: MelConfig, *, length: int | None = None) ->
     cosines, sines = _inverse_dft(config)  # (bins, n_fft) each, window folded in
     frames = tf.matmul(real, cosines) - tf.matmul(imag, sines)  # (..., frames, n_fft)
     signal = _overlap_add(frames, config.hop_length)
-    return _normalised(signal, _dim(real, -2), config, length)
+    return _normalised(signal, _dim(real, -2), config, length, overlap_add=_overlap_add)
 
 
 def _inverse_dft(config: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
@@ -99,13 +99,15 @@ def _inverse_dft(config: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
     return tf.constant(cosines, tf.float32), tf.constant(sines, tf.float32)
 
 
-def _normalised(signal: tf.Tensor, frames, config: MelConfig, length: int | None) -> tf.Tensor:
+def _normalised(signal: tf.Tensor, frames, config: MelConfig, length: int | None, *,
+                overlap_add=tf.signal.overlap_and_add) -> tf.Tensor:  # fmt: skip
     """An overlap-added signal [..., samples] of `frames` windowed frames divided by the
-    windows' exact sum of squares, trimmed (centred frames) and cut or padded to `length`
-    (`istft`'s)."""
+    windows' exact sum of squares (summed by `overlap_add`: the one op on the FFT path,
+    the converter-friendly `_overlap_add` on the matmul one), trimmed (centred frames) and
+    cut or padded to `length` (`istft`'s)."""
     window = tf.constant(_filters.window(config), tf.float32)
     squares = tf.broadcast_to(tf.square(window), tf.stack([frames, config.n_fft]))
-    norm = _overlap_add(squares, config.hop_length)
+    norm = overlap_add(squares, config.hop_length)
     signal = signal / tf.where(norm > _TINY, norm, tf.ones_like(norm))
     start = config.n_fft // 2 if config.center else 0
     if length is None:

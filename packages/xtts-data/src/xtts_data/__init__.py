@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         CorpusError,
         EmptySplitError,
         LockError,
+        OutputExistsError,
         XttsDataError,
     )
     from xtts_data.manifest import FeatureCache
@@ -62,6 +63,7 @@ __all__ = [
     "EmptySplitError",
     "FeatureCache",
     "LockError",
+    "OutputExistsError",
     "Piece",
     "PrepareResult",
     "Row",
@@ -113,7 +115,7 @@ __getattr__, __dir__ = lazy_exports(
                         "demo_corpus"),
         **dict.fromkeys(["DoctorReport", "diagnose", "python_ops"], "doctor"),
         **dict.fromkeys(["CacheError", "ConfigError", "CorpusError", "EmptySplitError",
-                         "LockError", "XttsDataError"],
+                         "LockError", "OutputExistsError", "XttsDataError"],
                         "errors"),
         "FeatureCache": "manifest",
         "verify_cache": "verify",

@@ -6,7 +6,7 @@ anything useful can happen: a bad config, an unreadable corpus layout, a damaged
 """
 
 __all__ = ["CacheError", "ConfigError", "CorpusError", "EmptySplitError", "LockError",
-           "XttsDataError"]  # fmt: skip
+           "OutputExistsError", "XttsDataError"]  # fmt: skip
 
 
 class XttsDataError(Exception):
@@ -35,3 +35,7 @@ class CacheError(XttsDataError, RuntimeError):
 
 class LockError(XttsDataError, RuntimeError):
     """Another live process is writing the same cache folder or work dir."""
+
+
+class OutputExistsError(XttsDataError, FileExistsError):
+    """A folder to write exists and is not empty, and replacing it was not asked for."""

@@ -4,6 +4,8 @@ writer at a time.
 - `write_bytes_atomic` / `write_json_atomic` / `write_npy_atomic`: the path is either the
   old file or the complete new one (temp file, fsync, rename); a killed writer leaves at most a
   `.{name}.*.tmp`, which `remove_stale_temp_files` clears at the next start.
+- `replaced_folder`: a folder written whole: files go into a staging folder beside it,
+  renamed over it at the end; a failed or killed writer leaves the old folder as it was.
 - `folder_lock`: one writer per cache folder or work dir. A second one gets a one-line
   `LockError` naming the holder's PID; a lock whose holder died is free again (the kernel
   drops an `flock` with its process), so a killed run never blocks the next.
@@ -16,6 +18,7 @@ import fcntl
 import io
 import json
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -24,11 +27,12 @@ from typing import Any
 
 import numpy as np
 
-from xtts_data.errors import LockError
+from xtts_data.errors import LockError, OutputExistsError
 
 __all__ = [
     "folder_lock",
     "remove_stale_temp_files",
+    "replaced_folder",
     "write_bytes_atomic",
     "write_json_atomic",
     "write_npy_atomic",
@@ -84,6 +88,28 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
     for path in stale:
         path.unlink(missing_ok=True)
     return stale
+
+
+@contextlib.contextmanager
+def replaced_folder(out: Path, *, force: bool) -> Iterator[Path]:
+    """A staging folder beside `out` to write into; renamed to `out` when the block ends
+    without an error, so `out` is either the old folder or the complete new one.
+
+    Raises:
+        OutputExistsError: `out` exists and is not empty, and `force` is False (checked
+            before the block runs).
+    """
+    if out.exists() and any(out.iterdir()) and not force:
+        raise OutputExistsError(f"{out} exists and is not empty; pass --force to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        yield staging
+        if out.exists():
+            shutil.rmtree(out)
+        staging.rename(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -16,18 +16,33 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-__all__ = ["Programs", "Spoken", "conditioning", "decode_piece", "run"]
+__all__ = ["Program", "Programs", "Spoken", "conditioning", "decode_piece"]
+
+
+class Program:
+    """One onnxruntime session, called with its inputs by name and giving its outputs by
+    name (the names read once: the step is called hundreds of times a piece)."""
+
+    def __init__(self, session: ort.InferenceSession) -> None:
+        self.session = session
+        self.inputs = {i.name: i for i in session.get_inputs()}
+        self.outputs = [o.name for o in session.get_outputs()]
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs by name, fed `feeds[name]` for each input (other keys unread)."""
+        values = self.session.run(self.outputs, {name: feeds[name] for name in self.inputs})
+        return dict(zip(self.outputs, values, strict=True))
 
 
 @dataclasses.dataclass(frozen=True)
 class Programs:
-    """A voice's onnxruntime sessions: `steps[i]` has the cache of bucket `i`."""
+    """A voice's programs: `steps[i]` has the cache of bucket `i`."""
 
-    conditioning: ort.InferenceSession
-    prefill: ort.InferenceSession
-    steps: list[ort.InferenceSession]
-    finish: ort.InferenceSession
-    vocoder: ort.InferenceSession
+    conditioning: Program
+    prefill: Program
+    steps: list[Program]
+    finish: Program
+    vocoder: Program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +63,6 @@ class Spoken:
     audio: np.ndarray
 
 
-def run(session: ort.InferenceSession, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`session`'s outputs by name, fed its inputs by name from `feeds`."""
-    names = [o.name for o in session.get_outputs()]
-    values = session.run(names, {i.name: feeds[i.name] for i in session.get_inputs()})
-    return dict(zip(names, values, strict=True))
-
-
 def conditioning(programs: Programs, manifest: Mapping[str, Any],
                  reference: np.ndarray) -> dict[str, np.ndarray]:  # fmt: skip
     """The voice of a clip's mel `reference` float32 [frames, n_mels], cut or zero-padded to
@@ -65,7 +73,7 @@ def conditioning(programs: Programs, manifest: Mapping[str, Any],
     cond = np.zeros([1, frames, manifest["n_mels"]], np.float32)
     cond[0, :used] = reference[:used]
     clip = {"cond_mel": cond, "cond_lengths": np.array([used], np.int32)}
-    return clip | run(programs.conditioning, clip)
+    return clip | programs.conditioning(clip)
 
 
 def decode_piece(programs: Programs, manifest: Mapping[str, Any],
@@ -79,20 +87,20 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
     step = programs.steps[bucket]
     buffer = manifest["buffers"][count - 1]
     r = manifest["reduction_factor"]
-    feeds = dict(run(programs.prefill, {"tokens": tokens, "token_mask": (tokens != 0).astype(
-        np.float32), "latents": voice["latents"]}))  # fmt: skip
+    feeds = programs.prefill({"tokens": tokens, "token_mask": (tokens != 0).astype(np.float32),
+                              "latents": voice["latents"]})  # fmt: skip
     feeds |= {"pitch_term": voice["pitch_term"], "focus": np.zeros([1], np.int32),
               "place": np.zeros([1], np.float32),
               "frame": np.zeros([1, 1, manifest["n_mels"]], np.float32)}  # fmt: skip
-    for spec in step.get_inputs():
-        if spec.name.startswith("cache_"):
-            feeds[spec.name] = np.zeros(spec.shape, np.float32)
+    for name, spec in step.inputs.items():
+        if name.startswith("cache_"):
+            feeds[name] = np.zeros(spec.shape, np.float32)
     steps = -(-buffer // r)
     frames = np.zeros([1, steps * r, manifest["n_mels"]], np.float32)
     probs = np.zeros([1, steps * r], np.float32)
     for t in range(steps):
         feeds["t"] = np.array(t, np.int32)
-        out = run(step, feeds)
+        out = step(feeds)
         frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = out["group"], out["probs"]
         feeds |= {name[len("next_") :]: value for name, value in out.items()
                   if name.startswith("next_")}  # fmt: skip
@@ -102,7 +110,7 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
     above = probs[0, :buffer] > 0.5
     stopped = bool(above.any())
     length = int(np.argmax(above)) + 1 if stopped else buffer
-    mel = run(programs.finish, {"frames": frames[:, :buffer], "stats": voice["stats"],
+    mel = programs.finish({"frames": frames[:, :buffer], "stats": voice["stats"],
                                 "lengths": np.array([length], np.int32),
                                 "cond_mel": voice["cond_mel"],
                                 "cond_lengths": voice["cond_lengths"]})["mel"][0]  # fmt: skip
@@ -117,5 +125,5 @@ def _vocoded(programs: Programs, manifest: Mapping[str, Any], mel: np.ndarray, c
     voiced = max(length, manifest["floors"][count - 1])
     heard = mel.copy()  # (buffer, M)
     heard[voiced:] = manifest["silence"]
-    audio = run(programs.vocoder, {"mel": heard[None]})["audio"][0]
+    audio = programs.vocoder({"mel": heard[None]})["audio"][0]
     return np.clip(audio[: voiced * manifest["audio"]["hop_length"]], -1.0, 1.0)

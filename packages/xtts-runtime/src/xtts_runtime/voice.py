@@ -20,7 +20,7 @@ from xtts_data.pieces import TextError, text_pieces
 from xtts_data.text import TextConfig, Tokenizer
 from xtts_data.voice_folder import FORMAT, VERSION, VoiceFolderError, read_manifest
 from xtts_runtime.errors import InputError, VoiceError
-from xtts_runtime.loop import Programs, Spoken, conditioning, decode_piece
+from xtts_runtime.loop import Program, Programs, Spoken, conditioning, decode_piece
 
 __all__ = ["FORMAT", "VERSION", "Speech", "Spoken", "Voice", "read_manifest"]
 
@@ -58,9 +58,9 @@ class Voice:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
 
-        def session(name: str) -> ort.InferenceSession:
-            return ort.InferenceSession(str(self.folder / f"{name}.onnx"), options,
-                                        providers=["CPUExecutionProvider"])  # fmt: skip
+        def session(name: str) -> Program:
+            return Program(ort.InferenceSession(str(self.folder / f"{name}.onnx"), options,
+                                                providers=["CPUExecutionProvider"]))  # fmt: skip
 
         steps = [session(f"step-{i}") for i in range(len(self.manifest["steps"]))]
         self.programs = Programs(conditioning=session("conditioning"), prefill=session("prefill"),
@@ -71,7 +71,9 @@ class Voice:
         self.tokenizer = Tokenizer.from_dict(tokenizer)
         self.sample_rate = int(self.manifest["audio"]["sample_rate"])
         reference = self.folder / "reference.npy"
-        self.reference = np.load(reference) if reference.exists() else None
+        # The saved clip's voice, computed once: the voice spoken without a reference.
+        self.voice = (conditioning(self.programs, self.manifest, np.load(reference))
+                      if reference.exists() else None)  # fmt: skip
 
     def speak(self, text: str, *, language: str | None = None,
               reference: np.ndarray | None = None) -> Speech:  # fmt: skip
@@ -86,8 +88,7 @@ class Voice:
             InputError: nothing to say after normalisation, or a language the run lacks.
             VoiceError: no reference given and the folder holds none.
         """
-        reference = self.reference if reference is None else reference
-        if reference is None:
+        if reference is None and self.voice is None:
             raise VoiceError(f"{self.folder} holds no reference.npy: give a reference")
         try:
             pieces = text_pieces(text, self.text_config, self.tokenizer, name="the text",
@@ -95,7 +96,8 @@ class Voice:
                                  max_symbols=self.manifest["split_symbols"])  # fmt: skip
         except TextError as error:
             raise InputError(str(error)) from None
-        voice = conditioning(self.programs, self.manifest, reference)
+        voice = self.voice if reference is None else conditioning(self.programs, self.manifest,
+                                                                  reference)  # fmt: skip
         spoken = [decode_piece(self.programs, self.manifest, voice, p.ids) for p in pieces]
         parts = []
         for piece, said in zip(pieces, spoken, strict=True):

@@ -36,6 +36,7 @@ from pathlib import Path
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context  # private: no public save context
 
+from xtts_data.files import replaced_folder
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
 from xtts_train.errors import XttsTrainError
@@ -199,14 +200,12 @@ def export(workdir: str | Path, out: str | Path, *, max_text: int = 256,
         force: replace an existing `out`.
 
     Raises:
-        XttsTrainError: not a run, no checkpoint, `out` exists without `force`, a bad
-            size, `griffin_lim_iters` with a `vocoder`, or a vocoder that is not a vocoder
-            run or has other audio settings (each field named, both values; checked
-            before anything is loaded).
+        OutputExistsError: `out` exists and is not empty, without `force`.
+        XttsTrainError: not a run, no checkpoint, a bad size, `griffin_lim_iters` with a
+            `vocoder`, or a vocoder that is not a vocoder run or has other audio settings
+            (each field named, both values; checked before anything is loaded).
     """
     workdir, out = Path(workdir), Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise XttsTrainError(f"{out} exists and is not empty; pass --force to replace it")
     for name, value in (("max_text", max_text), ("max_frames", max_frames),
                         ("griffin_lim_iters", griffin_lim_iters)):  # fmt: skip
         if value is None and name == "griffin_lim_iters":
@@ -221,16 +220,11 @@ def export(workdir: str | Path, out: str | Path, *, max_text: int = 256,
             )
         vocoder = Path(vocoder)
         check_vocoder(vocoder, workdir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with (
+        replaced_folder(out, force=force) as staging,
+        tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as scratch,
+    ):
         module = _Speaker(workdir, max_text=max_text, max_frames=max_frames, vocoder=vocoder,
-                          griffin_lim_iters=griffin_lim_iters, scratch=staging)  # fmt: skip
-        tf.saved_model.save(module, str(staging / "model"),
-                            signatures={"serving_default": module.speak})  # fmt: skip
-        if out.exists():
-            shutil.rmtree(out)
-        (staging / "model").rename(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+                          griffin_lim_iters=griffin_lim_iters, scratch=Path(scratch))  # fmt: skip
+        tf.saved_model.save(module, str(staging), signatures={"serving_default": module.speak})
     return out

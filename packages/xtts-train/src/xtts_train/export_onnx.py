@@ -23,11 +23,11 @@ temporary folder beside `out`, then renamed, as `export` does.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from xtts_data.files import replaced_folder
 from xtts_data.joins import silence_feature
 from xtts_data.voice_folder import write_manifest
 from xtts_train.errors import XttsTrainError
@@ -53,23 +53,34 @@ def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
         force: replace an existing `out`.
 
     Raises:
-        XttsTrainError: `out` exists without `force`, not a run, no checkpoint, a vocoder
-            that is not one or has other audio settings, or tf2onnx missing (the `onnx`
-            extra).
+        OutputExistsError: `out` exists and is not empty, without `force`.
+        XttsTrainError: not a run, no checkpoint, a vocoder that is not one or has other
+            audio settings, or tf2onnx missing (the `onnx` extra).
     """
     workdir, out, vocoder = Path(workdir), Path(out), Path(vocoder)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise XttsTrainError(f"{out} exists and is not empty; pass --force to replace it")
-    check_vocoder(vocoder, workdir)
-    converter = _converter()
-    stack, model, _ = load_run(workdir)
-    _, voice_model = load_vocoder(vocoder)
-    model.build_weights()
-    # The longest piece a text is cut into, with `<eos>` and a language token.
-    buckets = portable.buckets(stack, max_symbols=stack.decode.split_symbols + 2)
-    text = buckets[-1].text
-    cond_frames = stack.reference_frames
-    programs = {
+    with replaced_folder(out, force=force) as staging:  # `out` checked before any loading
+        check_vocoder(vocoder, workdir)
+        converter = _converter()
+        stack, model, _ = load_run(workdir)
+        _, voice_model = load_vocoder(vocoder)
+        model.build_weights()
+        # The longest piece a text is cut into, with `<eos>` and a language token.
+        buckets = portable.buckets(stack, max_symbols=stack.decode.split_symbols + 2)
+        for name, program in _programs(stack, model, voice_model, buckets).items():
+            (staging / f"{name}.onnx").write_bytes(converter(program))
+        shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
+        if (workdir / "reference.npy").exists():
+            np.save(staging / "reference.npy", load_reference(workdir, stack))
+        write_manifest(staging, _settings(stack, buckets))
+    return out
+
+
+def _programs(stack, model, voice_model,
+              buckets: list[portable.Bucket]) -> dict[str, portable.Program]:  # fmt: skip
+    """The voice folder's programs by file name: the step's at the largest bucket's text
+    length with each bucket's cache."""
+    text, cond_frames = buckets[-1].text, stack.reference_frames
+    return {
         "conditioning": portable.conditioning(model, batch=1, cond_frames=cond_frames),
         "prefill": portable.prefill(model, batch=1, bucket=buckets[-1]),
         **{f"step-{i}": portable.step(model, stack.decode, batch=1,
@@ -79,26 +90,11 @@ def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
         "finish": portable.finish(model, stack.decode, batch=1, cond_frames=cond_frames),
         "vocoder": portable.vocoder(voice_model, batch=1),
     }  # fmt: skip
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        for name, program in programs.items():
-            (staging / f"{name}.onnx").write_bytes(converter(program))
-        shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
-        if (workdir / "reference.npy").exists():
-            np.save(staging / "reference.npy", load_reference(workdir, stack))
-        write_manifest(staging, _settings(stack, buckets, text=text, cond_frames=cond_frames))
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return out
 
 
-def _settings(stack, buckets: list[portable.Bucket], *, text: int, cond_frames: int) -> dict:
+def _settings(stack, buckets: list[portable.Bucket]) -> dict:
     """voice.json's settings: what the runtime's loop and text front end read."""
-    audio = stack.audio
+    audio, text, cond_frames = stack.audio, buckets[-1].text, stack.reference_frames
     buffers = [text_buffer_frames(n, stack) for n in range(1, text + 1)]
     return {
         "audio": audio.to_dict(),
