@@ -20,8 +20,9 @@ ALLOWED_FIRST_PARTY = {
     "xtts_train": {"xtts_audio", "xtts_data", "xtts_train"},
     "xtts_serve": {"xtts_audio", "xtts_data", "xtts_train", "xtts_serve"},
     "xtts_bench": set(PACKAGES),
-    # Beside xtts_train, not above it: the TF-free text front end and itself only.
-    "xtts_runtime": {"xtts_data", "xtts_runtime"},
+    # Beside xtts_train, not above it: the TF-free parts below it (the text front end,
+    # clips, the audio config) and itself only.
+    "xtts_runtime": {"xtts_audio", "xtts_data", "xtts_runtime"},
 }
 
 

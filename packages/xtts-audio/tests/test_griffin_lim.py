@@ -49,6 +49,25 @@ def test_istft_matmul_is_istft_from_the_parts(name, speech):
         xtts_audio.istft_matmul(parts[0], parts[1][:-1], config)
 
 
+@pytest.mark.parametrize("name", ["xtts", "coqui", "librosa"])
+def test_stft_matmul_and_portable_features_are_the_fft_ones(name, speech):
+    """The converter-friendly forward transform (a DFT matmul) equals `stft`'s parts, and
+    the features a portable program computes equal `mel_features`, for a length known
+    only when the program runs."""
+    import tensorflow as tf
+
+    config = MelConfig.from_preset(name)
+    spectrum = xtts_audio.stft(speech[0], config).numpy()
+    real, imag = xtts_audio.stft_matmul(speech[0], config)
+    scale = np.abs(spectrum).max()
+    np.testing.assert_allclose(real.numpy(), np.real(spectrum), atol=1e-5 * scale)
+    np.testing.assert_allclose(imag.numpy(), np.imag(spectrum), atol=1e-5 * scale)
+    want = xtts_audio.mel_features(speech[0], config).numpy()
+    unknown = tf.function(lambda wave: xtts_audio.mel_features(wave, config, portable=True),
+                          input_signature=[tf.TensorSpec([None], tf.float32)])  # fmt: skip
+    np.testing.assert_allclose(unknown(speech[0]).numpy(), want, rtol=2e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("name", ["xtts", "coqui"])
 def test_griffin_lim_mel_converges(name, speech):
     config = MelConfig.from_preset(name)

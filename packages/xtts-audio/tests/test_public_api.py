@@ -14,7 +14,7 @@ EXPECTED = {
     "PRESETS", "ConfigError", "InputError", "MelConfig", "XttsAudioError",
     "decode_wav", "deemphasis", "denormalize", "griffin_lim", "istft", "istft_matmul", "load_wav",
     "mel_features", "mel_spectrogram", "mel_to_magnitude", "normalize", "num_frames",
-    "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "to_mono",
+    "preemphasis", "resample", "resampled_length", "silence_bounds", "spectrogram", "stft", "stft_matmul", "to_mono",
     "trim_silence", "mel_warp_positions", "warp_mel", "PITCH_RANGE", "mel_pitch",
     "WavWriter", "write_wav",
     "WAV_HEADER_BYTES", "pcm16", "stream_wav_header", "wav_bytes",

@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+import soundfile
 import tensorflow as tf
 from xtts_runtime import InputError, Voice, VoiceError
 from xtts_runtime.cli import main as runtime_main
@@ -18,7 +19,7 @@ from xtts_data.pieces import text_pieces
 from xtts_train.cli import main
 from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, text_buffer_frames
 from xtts_train.models.text_to_mel.postfilters import decode_frames
-from xtts_train.runs.loading import load_run, load_vocoder
+from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames, silence_feature
 
 pytest.importorskip("tf2onnx")
@@ -74,11 +75,52 @@ def test_the_runtime_says_what_tensorflow_says(voice_folder, run, vocoder_run):
     assert np.abs(speech.audio).max() > 0
 
 
+@pytest.mark.parametrize("rate", [None, 16000, 44100])
+def test_a_reference_clip_reads_as_tensorflow_reads_it(voice_folder, run, cache, tmp_path, rate):
+    """The clip programs (resampling, trimming, features) give `load_reference`'s mel of a
+    clip at the run's rate and at two others."""
+    import xtts_audio as xa
+
+    stack = load_run(run[1])[0]
+    clip = sorted((cache.parent / "corpus").rglob("*.wav"))[0]
+    if rate is not None:
+        wave, own = soundfile.read(clip, dtype="float32")
+        wave = xa.resample(wave, orig_sr=own, target_sr=rate).numpy()
+        clip = tmp_path / "clip.wav"
+        soundfile.write(clip, wave, rate, subtype="FLOAT")
+    want = load_reference(run[1], stack, clip)
+    got = Voice(voice_folder).clip(clip)
+    assert got.shape == want.shape
+    # Log features: float32 rounding of a near-silent bin grows by the log's slope.
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_reference_that_is_not_audio_or_gives_no_voice_is_refused(voice_folder, tmp_path,
+                                                                     capsys):  # fmt: skip
+    voice = Voice(voice_folder)
+    text = tmp_path / "notes.wav"
+    text.write_text("not a clip")
+    silent = tmp_path / "silent.wav"
+    soundfile.write(silent, np.zeros(voice.sample_rate, np.float32), voice.sample_rate)
+    odd = tmp_path / "odd.wav"
+    soundfile.write(odd, np.ones(12345, np.float32) * 0.1, 12345)
+    for clip, words in ((text, "does not decode"), (silent, "silent"), (odd, "12345 Hz")):
+        with pytest.raises(InputError, match=words):
+            voice.clip(clip)
+    out = tmp_path / "a.wav"
+    assert runtime_main(["speak", str(voice_folder), "--text", "Hi.", "--out", str(out),
+                         "--reference", str(text)]) == 2  # fmt: skip
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_the_folder_lists_every_file_with_its_checksum(voice_folder):
     manifest = json.loads((voice_folder / "voice.json").read_text())
     assert set(manifest["files"]) == {p.name for p in voice_folder.iterdir()} - {"voice.json"}
     assert {"conditioning.onnx", "prefill.onnx", "step-0.onnx", "finish.onnx", "vocoder.onnx",
-            "tokenizer.json", "reference.npy"} <= set(manifest["files"])  # fmt: skip
+            "tokenizer.json", "reference.npy", "features.onnx",
+            *(f"clip-{rate}.onnx" for rate in manifest["clip_rates"])} <= set(manifest["files"])  # fmt: skip
+    assert manifest["audio"]["sample_rate"] in manifest["clip_rates"]
     assert len(manifest["buffers"]) == manifest["text_len"] == manifest["bucket_text"][-1]
 
 
@@ -132,10 +174,12 @@ raise SystemExit(code)
 """
 
 
-def test_the_runtime_speaks_without_tensorflow(voice_folder, tmp_path):
+def test_the_runtime_speaks_without_tensorflow(voice_folder, cache, tmp_path):
     out = tmp_path / "hello.wav"
+    clip = sorted((cache.parent / "corpus").rglob("*.wav"))[-1]
     done = subprocess.run([sys.executable, "-c", _SPEAK_WITHOUT_TENSORFLOW, "speak",
-                           str(voice_folder), "--text", "Hello there.", "--out", str(out)],
+                           str(voice_folder), "--text", "Hello there.", "--out", str(out),
+                           "--reference", str(clip)],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.stat().st_size > 1000

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         num_frames,
         spectrogram,
         stft,
+        stft_matmul,
     )
     from xtts_audio.warp import mel_warp_positions, warp_mel
     from xtts_audio.wav import decode_wav, load_wav
@@ -69,6 +70,7 @@ __all__ = [
     "silence_bounds",
     "spectrogram",
     "stft",
+    "stft_matmul",
     "stream_wav_header",
     "to_mono",
     "trim_silence",
@@ -90,7 +92,7 @@ __getattr__, __dir__ = lazy_exports(
         **dict.fromkeys(["resample", "resampled_length", "to_mono"], "resample"),
         **dict.fromkeys(
             ["denormalize", "mel_features", "mel_spectrogram", "normalize", "num_frames",
-             "spectrogram", "stft"],
+             "spectrogram", "stft", "stft_matmul"],
             "spectral",
         ),
         **dict.fromkeys(["mel_warp_positions", "warp_mel"], "warp"),

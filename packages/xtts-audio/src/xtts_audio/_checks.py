@@ -1,4 +1,4 @@
-"""Argument checks shared by the ops (one message per kind of mistake)."""
+"""Argument checks and shape helpers shared by the ops (one message per kind of mistake)."""
 
 from __future__ import annotations
 
@@ -31,3 +31,12 @@ def as_signal(waveform) -> tf.Tensor:
     if waveform.shape.rank is None:
         raise InputError("Expected waveform of shape [..., samples], received: unknown rank")
     return waveform
+
+
+def leading(signal: tf.Tensor, count) -> tf.Tensor:
+    """`signal[..., :count]`, a gather where `count` is a tensor: the ONNX converter
+    lowers a strided slice with an ellipsis and an unknown end to an invalid `Slice`
+    ("'axes' has duplicates"), so the ops of exported programs avoid it."""
+    if isinstance(count, int):
+        return signal[..., :count]
+    return tf.gather(signal, tf.range(count), axis=-1)

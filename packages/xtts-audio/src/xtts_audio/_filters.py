@@ -98,6 +98,17 @@ def mel_pseudo_inverse(config: MelConfig) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=32)
+def forward_dft(config: MelConfig, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """The real DFT of a windowed frame as two [n_fft, bins] bases (window folded in):
+    `frame @ cosines` and `frame @ sines` are the real and imaginary parts of its first
+    `bins` FFT bins."""
+    n = config.n_fft
+    angle = 2.0 * np.pi * np.outer(np.arange(n), np.arange(bins)) / n  # (n, bins)
+    windowed = window(config)[:, None]
+    return windowed * np.cos(angle), -windowed * np.sin(angle)
+
+
 def used_bins(config: MelConfig) -> int:
     """Number of leading FFT bins any mel filter touches (the rest need not be computed)."""
     nonzero = np.flatnonzero(mel_filterbank(config).max(axis=1) > 0)

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from xtts_audio import _filters
+from xtts_audio._checks import leading as _leading
 from xtts_audio.config import MelConfig
 from xtts_audio.errors import ConfigError, InputError
 from xtts_audio.spectral import stft
@@ -118,14 +119,6 @@ def _normalised(signal: tf.Tensor, frames, config: MelConfig, length: int | None
     missing = max(missing, 0) if isinstance(missing, int) else tf.maximum(missing, 0)
     paddings = [[0, 0]] * (signal.shape.rank - 1) + [[0, missing]]
     return _leading(tf.pad(signal, paddings), length)
-
-
-def _leading(signal: tf.Tensor, count) -> tf.Tensor:
-    """`signal[..., :count]`, a gather where `count` is a tensor: the ONNX converter
-    lowers a strided slice with an ellipsis and an unknown end to an invalid `Slice`."""
-    if isinstance(count, int):
-        return signal[..., :count]
-    return tf.gather(signal, tf.range(count), axis=-1)
 
 
 def _overlap_add(frames: tf.Tensor, hop: int) -> tf.Tensor:

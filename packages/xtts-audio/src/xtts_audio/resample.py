@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from xtts_audio._checks import as_signal as _as_signal
 from xtts_audio._checks import as_waveform as _as_waveform
+from xtts_audio._checks import leading as _leading
 from xtts_audio.errors import ConfigError, InputError
 
 __all__ = ["resample", "resampled_length", "to_mono"]
@@ -82,10 +83,10 @@ def resample(waveform, *, orig_sr: int, target_sr: int) -> tf.Tensor:
     needed = (blocks - 1) * down + frame_length
     right = _relu(needed - left - n)
     rank = waveform.shape.rank
-    padded = tf.pad(waveform, [[0, 0]] * (rank - 1) + [[left, right]])[..., :needed]
+    padded = _leading(tf.pad(waveform, [[0, 0]] * (rank - 1) + [[left, right]]), needed)
     frames = tf.signal.frame(padded, frame_length, down)  # (..., blocks, frame_length)
     out = tf.linalg.matmul(frames, tf.constant(matrix))  # (..., blocks, up)
-    return _merge_last_two(out)[..., :n_out]
+    return _leading(_merge_last_two(out), n_out)
 
 
 def resampled_length(num_samples, *, orig_sr: int, target_sr: int):

@@ -31,6 +31,7 @@ __all__ = [
     "num_frames",
     "spectrogram",
     "stft",
+    "stft_matmul",
 ]
 
 
@@ -114,25 +115,54 @@ def stft(waveform, config: MelConfig) -> tf.Tensor:
     return tf.signal.rfft(frames, fft_length=[config.n_fft])  # (..., T, n_freqs)
 
 
-def spectrogram(waveform, config: MelConfig, *, bins: int | None = None) -> tf.Tensor:
+def stft_matmul(waveform, config: MelConfig, *,
+                bins: int | None = None) -> tuple[tf.Tensor, tf.Tensor]:  # fmt: skip
+    """`stft` as its real and imaginary parts, each frame's FFT a matmul with a fixed DFT
+    basis: no complex dtype and no FFT op, so the ONNX and LiteRT converters take it
+    (exported programs, `xtts-train export --format onnx`; `istft_matmul` is its inverse).
+    Equal to `stft` within float32 rounding; slower than it for long signals.
+
+    Args:
+        waveform: float [..., samples].
+        config: the recipe.
+        bins: the first `bins` frequency bins only (default: all `n_fft // 2 + 1`).
+
+    Returns:
+        (real, imag): float32 [..., frames, bins] each.
+    """
+    waveform = _as_waveform(waveform)
+    bins = config.n_freqs if bins is None else bins
+    cosines, sines = _filters.forward_dft(config, bins)  # (n_fft, bins) each
+    frames = _frames(waveform, config)  # (..., T, n_fft)
+    return (tf.linalg.matmul(frames, tf.constant(cosines, tf.float32)),
+            tf.linalg.matmul(frames, tf.constant(sines, tf.float32)))  # fmt: skip
+
+
+def spectrogram(waveform, config: MelConfig, *, bins: int | None = None,
+                portable: bool = False) -> tf.Tensor:  # fmt: skip
     """|STFT|^power.
 
     Args:
         waveform: float [..., samples].
         config: the recipe.
         bins: keep only the first `bins` frequency bins (default: all `n_fft // 2 + 1`).
+        portable: the DFT as a matmul (`stft_matmul`), for programs exported to ONNX.
 
     Returns:
         float32 [..., frames, bins] with frames = `num_frames(samples, config)`.
     """
     bins = config.n_freqs if bins is None else bins
-    spec = stft(waveform, config)[..., :bins]
+    if portable:
+        real, imag = stft_matmul(waveform, config, bins=bins)
+    else:
+        spec = stft(waveform, config)[..., :bins]
+        real, imag = tf.math.real(spec), tf.math.imag(spec)
     # |z|^2 from the parts: cheaper and closer to librosa than abs(z)**2.
-    power = tf.math.square(tf.math.real(spec)) + tf.math.square(tf.math.imag(spec))
+    power = tf.math.square(real) + tf.math.square(imag)
     return power if config.power == 2.0 else tf.sqrt(power)
 
 
-def mel_spectrogram(waveform, config: MelConfig) -> tf.Tensor:
+def mel_spectrogram(waveform, config: MelConfig, *, portable: bool = False) -> tf.Tensor:
     """Linear mel spectrogram: the filterbank applied to |STFT|^power (no log).
 
     Matches `librosa.feature.melspectrogram(...).swapaxes(-1, -2)` with the same settings.
@@ -140,14 +170,15 @@ def mel_spectrogram(waveform, config: MelConfig) -> tf.Tensor:
     Args:
         waveform: float [..., samples], any number of leading batch dims.
         config: the recipe.
+        portable: the DFT as a matmul (`stft_matmul`), for programs exported to ONNX.
 
     Returns:
         float32 [..., frames, n_mels], frames = `num_frames(samples, config)`.
     """
     waveform = _as_waveform(waveform)
-    rows = _rows_per_chunk(waveform, config)
+    rows = None if portable else _rows_per_chunk(waveform, config)
     if rows is None:
-        return _mel(waveform, config)
+        return _mel(waveform, config, portable=portable)
     # Framing copies each sample n_fft / hop times: done for the whole batch at once, the
     # frames leave the cache before the FFT reads them. A few rows at a time stay inside it.
     batch_shape = waveform.shape[:-1]
@@ -179,8 +210,8 @@ def _rows_per_chunk(waveform: tf.Tensor, config: MelConfig) -> int | None:
     return rows if rows < total_rows else None
 
 
-def _mel(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
-    spec = spectrogram(waveform, config, bins=_filters.used_bins(config))
+def _mel(waveform: tf.Tensor, config: MelConfig, *, portable: bool = False) -> tf.Tensor:
+    spec = spectrogram(waveform, config, bins=_filters.used_bins(config), portable=portable)
     bank = _filters.mel_filterbank(config)
     # The filterbank is banded: each block of neighbouring mels reads only the bins under
     # its filters, so a few small products skip the zeros of one dense one (4x fewer
@@ -194,17 +225,18 @@ def _mel(waveform: tf.Tensor, config: MelConfig) -> tf.Tensor:
     )
 
 
-def mel_features(waveform, config: MelConfig) -> tf.Tensor:
+def mel_features(waveform, config: MelConfig, *, portable: bool = False) -> tf.Tensor:
     """The recipe's model features: `normalize(mel_spectrogram(waveform, config), config)`.
 
     Args:
         waveform: float [..., samples].
         config: the recipe.
+        portable: the DFT as a matmul (`stft_matmul`), for programs exported to ONNX.
 
     Returns:
         float32 [..., frames, n_mels].
     """
-    return normalize(mel_spectrogram(waveform, config), config)
+    return normalize(mel_spectrogram(waveform, config, portable=portable), config)
 
 
 def normalize(mel, config: MelConfig) -> tf.Tensor:

@@ -18,6 +18,7 @@ from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_bench.errors import SettingsError, XttsBenchError
 from xtts_bench.hlo.command import add_hlo_parser, run_hlo
+from xtts_bench.runtime import add_runtime_parser, run_runtime
 from xtts_bench.serve import ServeBenchConfig
 from xtts_bench.settings import (
     SPEAKER_ENCODERS,
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_peers(commands)
     _add_gate(commands)
     _add_overrides(add_hlo_parser(commands))
+    add_runtime_parser(commands)
     return parser  # fmt: skip
 
 
@@ -955,7 +957,7 @@ _COMMANDS = {"audio": _run_audio, "compare": _run_compare, "train": _run_train,
              "decode": _run_decode, "attention": _run_attention,
              "speakers": _run_speakers, "wer": _run_wer, "end-to-end": _run_end_to_end,
              "vocoder": _run_vocoder, "serve": _run_serve, "soak": _run_soak,
-             "peers": _run_peers, "hlo": run_hlo}  # fmt: skip
+             "peers": _run_peers, "hlo": run_hlo, "runtime": run_runtime}  # fmt: skip
 
 
 def _run(args) -> int:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING
 from xtts_audio.startup import lazy_exports
 
 if TYPE_CHECKING:
-    from xtts_data._audio_io import BadAudioError, load_audio
+    from xtts_data._audio_io import load_audio
     from xtts_data._transcripts import Transcripts, read_transcripts
     from xtts_data.buckets import BatchShape, plan_shapes
     from xtts_data.cache import PrepareResult, format_summary, prepare
+    from xtts_data.clips import BadAudioError
     from xtts_data.config import DataConfig, load_config
     from xtts_data.corpus import Corpus, Row, Skipped, read_corpus
     from xtts_data.demo_corpus import DEMO_SENTENCES, DemoCorpus, speak_demo, write_demo_corpus
@@ -104,7 +105,8 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        **dict.fromkeys(["BadAudioError", "load_audio"], "_audio_io"),
+        "BadAudioError": "clips",
+        "load_audio": "_audio_io",
         **dict.fromkeys(["Transcripts", "read_transcripts"], "_transcripts"),
         **dict.fromkeys(["BatchShape", "plan_shapes"], "buckets"),
         **dict.fromkeys(["PrepareResult", "format_summary", "prepare"], "cache"),

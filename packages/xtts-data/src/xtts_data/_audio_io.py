@@ -11,17 +11,12 @@ import re
 from pathlib import Path
 
 import numpy as np
-import soundfile
 import tensorflow as tf
 
 from xtts_audio import MelConfig, decode_wav, resample, to_mono, trim_silence
-from xtts_data.errors import XttsDataError
+from xtts_data.clips import BadAudioError, check_samples, decode_soundfile, file_bytes, min_samples
 
 __all__ = ["BadAudioError", "load_audio", "min_samples"]
-
-
-class BadAudioError(XttsDataError, ValueError):
-    """The file cannot be used; `str(error)` is the reason written to the report."""
 
 
 @tf.function(input_signature=[tf.TensorSpec([], tf.string)], autograph=False)
@@ -48,13 +43,6 @@ def _trimmer(top_db: float):
     )
 
 
-def min_samples(config: MelConfig) -> int:
-    """Fewest samples that give at least one STFT frame under `config`."""
-    if config.center:
-        return config.n_fft // 2 + 1 if config.pad_mode == "reflect" else 1
-    return config.n_fft
-
-
 def load_audio(path: Path, config: MelConfig, *, trim_top_db: float | None = None) -> np.ndarray:
     """Decode, downmix, resample to `config.sample_rate` and optionally trim silence.
 
@@ -71,11 +59,7 @@ def load_audio(path: Path, config: MelConfig, *, trim_top_db: float | None = Non
         wave = _resampler(rate, config.sample_rate)(wave).numpy()
     if trim_top_db is not None:
         wave = _trimmer(float(trim_top_db))(wave).numpy()
-    if wave.size < min_samples(config):
-        raise BadAudioError(
-            f"too short: {wave.size} samples at {config.sample_rate} Hz, the STFT needs at "
-            f"least {min_samples(config)}"
-        )
+    check_samples(wave.size, config)
     return wave
 
 
@@ -89,20 +73,11 @@ def _reason(message: str) -> str:
 
 
 def _decode(path: Path) -> tuple[np.ndarray, int]:
-    try:
-        contents = path.read_bytes()
-    except OSError as error:
-        raise BadAudioError(f"cannot read file: {error.strerror}") from error
-    if not contents:
-        raise BadAudioError("empty file (0 bytes)")
+    contents = file_bytes(path)
     if contents[:4] in (b"RIFF", b"RIFX", b"RF64") or path.suffix.lower() == ".wav":
         try:
             wave, rate = _decode_wav_mono(tf.constant(contents))
         except tf.errors.InvalidArgumentError as error:
             raise BadAudioError(f"unreadable WAV: {_reason(error.message)}") from None
         return wave.numpy(), int(rate)
-    try:
-        wave, rate = soundfile.read(path, dtype="float32", always_2d=True)
-    except (soundfile.LibsndfileError, RuntimeError, TypeError) as error:
-        raise BadAudioError(f"unreadable audio ({path.suffix or 'no suffix'}): {error}") from None
-    return wave.mean(axis=1, dtype=np.float32), int(rate)
+    return decode_soundfile(path)

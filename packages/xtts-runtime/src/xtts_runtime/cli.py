@@ -1,9 +1,10 @@
 """`xtts-runtime`: speak an exported voice folder, without TensorFlow.
 
-    xtts-runtime speak VOICE_DIR --text "Hello there." --out hello.wav
+    xtts-runtime speak VOICE_DIR --text "Hello there." --out hello.wav [--reference clip.wav]
 
-A user error (a folder that is not a voice, a changed file, a text with nothing to say)
-prints one line and exits 2; a bug keeps its traceback.
+A user error (a folder that is not a voice, a changed file, a text with nothing to say, a
+reference that is not audio or gives no voice) prints one line and exits 2; a bug keeps
+its traceback.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     speak = commands.add_parser(
         "speak", help="say a text in an exported voice and write a WAV file",
-        description="Say --text in the voice folder's voice (the run's saved reference "
-        "clip): the text cleaned and cut into pieces as the run reads it, each decoded "
+        description="Say --text in the voice of --reference (default: the run's saved "
+        "reference clip): the text cleaned and cut into pieces as the run reads it, each decoded "
         "and vocoded, the pieces joined by their pauses; a 16-bit mono WAV at the run's "
         "sample rate.",
     )  # fmt: skip
@@ -40,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="a folder written by xtts-train export --format onnx")  # fmt: skip
     speak.add_argument("--text", required=True, help="what to say")
     speak.add_argument("--out", type=Path, required=True, help="the WAV file to write")
+    speak.add_argument("--reference", type=Path,
+                       help="a clip of the voice to speak in (WAV, FLAC or OGG at a rate of "
+                       "voice.json's clip_rates; at least data.cond_frames of speech)")  # fmt: skip
     speak.add_argument("--language", help="a language tag of the run's (default: the run's)")
     speak.add_argument("--threads", type=int, default=1,
                        help="onnxruntime threads (default: 1)")  # fmt: skip
@@ -53,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             raise XttsRuntimeError(f"Expected --threads >= 1, received: {args.threads}")
         started = time.perf_counter()
         voice = Voice(args.voice, threads=args.threads)
-        speech = voice.speak(args.text, language=args.language)
+        reference = None if args.reference is None else voice.clip(args.reference)
+        speech = voice.speak(args.text, language=args.language, reference=reference)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         soundfile.write(args.out, speech.audio, speech.sample_rate, subtype="PCM_16")
     except (XttsRuntimeError, XttsDataError) as error:

@@ -1,4 +1,4 @@
-"""Errors raised by xtts_runtime: a voice folder refused, input with nothing to say."""
+"""Errors raised by xtts_runtime: a voice folder refused, input it cannot speak."""
 
 __all__ = ["InputError", "VoiceError", "XttsRuntimeError"]
 
@@ -13,4 +13,5 @@ class VoiceError(XttsRuntimeError, ValueError):
 
 
 class InputError(XttsRuntimeError, ValueError):
-    """A text with nothing to say, or a language the voice lacks."""
+    """A text with nothing to say, a language the voice lacks, or a reference clip that is
+    not audio or gives no voice (silent, too short, a rate the voice does not read)."""

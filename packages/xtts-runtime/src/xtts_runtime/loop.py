@@ -36,8 +36,10 @@ class Program:
 
 @dataclasses.dataclass(frozen=True)
 class Programs:
-    """A voice's programs: `steps[i]` has the cache of bucket `i`."""
+    """A voice's programs: `steps[i]` has the cache of bucket `i` (the `clip-{rate}`
+    programs are `Voice`'s, loaded at a clip of their rate)."""
 
+    features: Program
     conditioning: Program
     prefill: Program
     steps: list[Program]

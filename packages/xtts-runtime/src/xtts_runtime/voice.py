@@ -11,11 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 
+from xtts_audio.config import MelConfig
+from xtts_data.clips import (
+    BadAudioError,
+    ClipError,
+    check_clip_audio,
+    check_clip_voice,
+    check_samples,
+    read_clip,
+)
 from xtts_data.pieces import TextError, text_pieces
 from xtts_data.text import TextConfig, Tokenizer
 from xtts_data.voice_folder import FORMAT, VERSION, VoiceFolderError, read_manifest
@@ -33,6 +43,10 @@ class Speech:
     audio: np.ndarray
     sample_rate: int
     pieces: list[Spoken]
+
+
+# A piece spoken, and float32 [samples] of the silence of its pause.
+Said = tuple[Spoken, np.ndarray]
 
 
 class Voice:
@@ -58,35 +72,94 @@ class Voice:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
 
-        def session(name: str) -> Program:
-            return Program(ort.InferenceSession(str(self.folder / f"{name}.onnx"), options,
-                                                providers=["CPUExecutionProvider"]))  # fmt: skip
-
+        self._options = options
+        session = self._session
         steps = [session(f"step-{i}") for i in range(len(self.manifest["steps"]))]
-        self.programs = Programs(conditioning=session("conditioning"), prefill=session("prefill"),
+        self.programs = Programs(features=session("features"),
+                                 conditioning=session("conditioning"), prefill=session("prefill"),
                                  steps=steps, finish=session("finish"),
                                  vocoder=session("vocoder"))  # fmt: skip
         self.text_config = TextConfig.from_dict(self.manifest["text"], section="text")
         tokenizer = json.loads((self.folder / "tokenizer.json").read_text())
         self.tokenizer = Tokenizer.from_dict(tokenizer)
-        self.sample_rate = int(self.manifest["audio"]["sample_rate"])
+        self.audio = MelConfig.from_dict(self.manifest["audio"], section="audio")
+        self.sample_rate = self.audio.sample_rate
+        self._clips: dict[int, Program] = {}  # loaded at a clip of their rate
         reference = self.folder / "reference.npy"
         # The saved clip's voice, computed once: the voice spoken without a reference.
         self.voice = (conditioning(self.programs, self.manifest, np.load(reference))
                       if reference.exists() else None)  # fmt: skip
 
+    def _session(self, name: str) -> Program:
+        return Program(ort.InferenceSession(str(self.folder / f"{name}.onnx"), self._options,
+                                            providers=["CPUExecutionProvider"]))  # fmt: skip
+
+    def clip(self, path: str | Path) -> np.ndarray:
+        """The mel features of the reference clip at `path` (WAV, FLAC, OGG) as the run
+        reads one (`xtts-train synthesize --reference`): mono, resampled to the run's rate,
+        its silence trimmed, its first `cond_frames` frames; a `reference` for `speak`.
+
+        Raises:
+            InputError: not audio, a rate the voice was not exported for (the rates
+                named), silent, or too short once trimmed (each naming the clip).
+        """
+        try:
+            audio, rate = read_clip(Path(path))
+        except BadAudioError as error:
+            raise InputError(f"Expected an audio clip (WAV, FLAC or OGG), received: {path}, "
+                             f"which does not decode as audio ({error})") from None  # fmt: skip
+        rates = self.manifest["clip_rates"]
+        if rate not in rates:
+            raise InputError(
+                f"Expected a clip at one of {rates} Hz, received: {path} at {rate} Hz; "
+                f"resample it (sox IN -r {self.sample_rate} OUT)"
+            )
+        if rate not in self._clips:
+            self._clips[rate] = self._session(f"clip-{rate}")
+        read = self._clips[rate]({"audio": audio})
+        wave, (start, end) = read["wave"], read["bounds"]
+        try:
+            check_clip_audio(str(path), seconds=len(wave) / self.sample_rate,
+                             peak=float(np.abs(wave).max()))  # fmt: skip
+            check_samples(int(end - start), self.audio)
+            mel = self.programs.features({"wave": wave[start:end]})["mel"]
+            check_clip_voice(str(path), frames=len(mel), need=self.manifest["min_reference_frames"],
+                             top_db=self.manifest["trim_top_db"], config=self.audio)  # fmt: skip
+        except (ClipError, BadAudioError) as error:
+            raise InputError(str(error)) from None
+        return mel[: self.manifest["cond_frames"]]
+
     def speak(self, text: str, *, language: str | None = None,
               reference: np.ndarray | None = None) -> Speech:  # fmt: skip
-        """`text` spoken in the voice of `reference` (None: the run's saved clip).
+        """`text` spoken in the voice of `reference` (None: the run's saved clip): the
+        pieces of `stream`, joined.
 
         Args:
             text: what to say.
             language: a tag of the run's languages (None: the run's default).
-            reference: float32 [frames, n_mels], a clip's mel features.
+            reference: float32 [frames, n_mels], a clip's mel features (`clip`).
 
         Raises:
             InputError: nothing to say after normalisation, or a language the run lacks.
             VoiceError: no reference given and the folder holds none.
+        """
+        spoken = list(self.stream(text, language=language, reference=reference))
+        audio = np.concatenate([part for said, pause in spoken for part in (said.audio, pause)])
+        return Speech(audio, self.sample_rate, [said for said, _ in spoken])
+
+    def stream(self, text: str, *, language: str | None = None,
+               reference: np.ndarray | None = None) -> Iterator[Said]:  # fmt: skip
+        """`text`'s pieces spoken in turn, each as soon as it is decoded and vocoded: the
+        first can play while the rest is decoded. The text is checked before the first.
+
+        Args:
+            text, language, reference: as `speak`'s.
+
+        Returns:
+            (the piece, float32 [samples] of its pause's silence) for each piece in order.
+
+        Raises:
+            InputError, VoiceError: as `speak`'s, when called (before anything is decoded).
         """
         if reference is None and self.voice is None:
             raise VoiceError(f"{self.folder} holds no reference.npy: give a reference")
@@ -98,8 +171,9 @@ class Voice:
             raise InputError(str(error)) from None
         voice = self.voice if reference is None else conditioning(self.programs, self.manifest,
                                                                   reference)  # fmt: skip
-        spoken = [decode_piece(self.programs, self.manifest, voice, p.ids) for p in pieces]
-        parts = []
-        for piece, said in zip(pieces, spoken, strict=True):
-            parts += [said.audio, np.zeros(round(piece.pause * self.sample_rate), np.float32)]
-        return Speech(np.concatenate(parts), self.sample_rate, spoken)
+        return self._spoken(pieces, voice)
+
+    def _spoken(self, pieces, voice) -> Iterator[Said]:
+        for piece in pieces:
+            said = decode_piece(self.programs, self.manifest, voice, piece.ids)
+            yield said, np.zeros(round(piece.pause * self.sample_rate), np.float32)

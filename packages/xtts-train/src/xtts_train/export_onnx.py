@@ -7,6 +7,8 @@ voice.json         the manifest (`xtts_data.voice_folder`): format and version, 
                    each text length's buffer)
 tokenizer.json     the run's symbol table
 reference.npy      the run's saved reference clip (its mel): the voice spoken by default
+clip-{rate}.onnx   a reference clip at `rate` Hz → at the run's rate, its span past silence
+features.onnx      a clip at the run's rate → its mel features
 conditioning.onnx  reference mel → latents, statistics, pitch term
 prefill.onnx       token ids + latents → what every step reads
 step-{i}.onnx      one decoder step, its cache of bucket i's steps (`portable.buckets`)
@@ -81,6 +83,8 @@ def _programs(stack, model, voice_model,
     length with each bucket's cache."""
     text, cond_frames = buckets[-1].text, stack.reference_frames
     return {
+        **{f"clip-{rate}": portable.clip(stack, rate=rate) for rate in _clip_rates(stack)},
+        "features": portable.features(stack),
         "conditioning": portable.conditioning(model, batch=1, cond_frames=cond_frames),
         "prefill": portable.prefill(model, batch=1, bucket=buckets[-1]),
         **{f"step-{i}": portable.step(model, stack.decode, batch=1,
@@ -90,6 +94,11 @@ def _programs(stack, model, voice_model,
         "finish": portable.finish(model, stack.decode, batch=1, cond_frames=cond_frames),
         "vocoder": portable.vocoder(voice_model, batch=1),
     }  # fmt: skip
+
+
+def _clip_rates(stack) -> list[int]:
+    """The rates of the clips the voice reads: common ones and the run's own."""
+    return sorted({*portable.CLIP_RATES, stack.audio.sample_rate})
 
 
 def _settings(stack, buckets: list[portable.Bucket]) -> dict:
@@ -104,6 +113,8 @@ def _settings(stack, buckets: list[portable.Bucket]) -> dict:
         "reduction_factor": stack.model.reduction_factor,
         "cond_frames": cond_frames,
         "min_reference_frames": stack.data.cond_frames,
+        "trim_top_db": stack.data.trim_top_db,
+        "clip_rates": _clip_rates(stack),
         "text_len": text,
         "steps": [b.steps for b in buckets],
         "bucket_text": [b.text for b in buckets],

@@ -3,6 +3,8 @@ them (`xtts-train export --format onnx`; `xtts_runtime`), the loop itself left t
 caller, as GPT-SoVITS and sherpa-onnx cut their autoregressive models:
 
 ```
+clip-{rate}   audio (samples,) at `rate`                 → wave (the run's rate), bounds (2,)
+features      wave (samples,)                            → mel (frames, M)
 conditioning  reference mel (B, C, M), its frames (B,)   → latents, stats, pitch_term
 prefill       tokens (B, T), token mask, latents         → memory_mask, align_keys,
                                                             memory_k_i, memory_v_i
@@ -12,7 +14,8 @@ finish        frames (B, F, M), stats, lengths, clip     → mel (B, F, M)
 vocoder       mel (B, F, M)                              → audio (B, F * hop)
 ```
 
-Each is the function TensorFlow decodes with (`TextToMel.voice`, `join_memory`,
+Each is the function TensorFlow decodes with (`xtts_audio.resample`, `silence_bounds` and
+`mel_features` as `load_reference` reads a clip, `TextToMel.voice`, `join_memory`,
 `Decoder.read_memory`, `generation.step_apart`, `TextToMel.to_mel` and the postfilters,
 `Vocoder.synthesis`), traced at static shapes with named inputs and outputs: the step at
 each text bucket (`TEXT_BUCKET`) with a cache of the bucket's longest buffer
@@ -29,6 +32,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
+import xtts_audio as xa
 from xtts_train.config import StackConfig
 from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, text_buffer_frames
 from xtts_train.models.text_to_mel.frames import denormalize_by, groups, identity_stats
@@ -37,7 +41,12 @@ from xtts_train.models.text_to_mel.model import TextToMel, join_memory
 from xtts_train.models.text_to_mel.postfilters import apply, postfilters
 from xtts_train.models.vocoder.model import Vocoder
 
-__all__ = ["Bucket", "Program", "buckets", "conditioning", "finish", "prefill", "step", "vocoder"]
+__all__ = ["CLIP_RATES", "Bucket", "Program", "buckets", "clip", "conditioning", "features",
+           "finish", "prefill", "step", "vocoder"]  # fmt: skip
+
+# The rates of the reference clips an exported voice reads (with the run's own): those of
+# common recordings. Each is one small program (a polyphase matrix of at most 0.3 M entries).
+CLIP_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +81,33 @@ def buckets(stack: StackConfig, *, max_symbols: int) -> list[Bucket]:
     r = stack.model.reduction_factor
     return [Bucket(text=t, steps=groups(text_buffer_frames(t, stack), r),
                    frames=text_buffer_frames(t, stack)) for t in sizes]  # fmt: skip
+
+
+def clip(stack: StackConfig, *, rate: int) -> Program:
+    """A mono clip `audio` float32 [samples] at `rate` as `load_reference` reads it:
+    `wave` float32 [samples'] resampled to the run's rate (`xtts_audio.resample`) and its
+    `bounds` int32 [2], the span `data.trim_top_db` keeps (`xtts_audio.silence_bounds`;
+    the whole clip without trimming)."""
+    signature = (tf.TensorSpec([None], tf.float32, "audio"),)
+
+    def program(audio):
+        wave = xa.resample(audio, orig_sr=rate, target_sr=stack.audio.sample_rate)
+        if stack.data.trim_top_db is None:
+            return {"wave": wave, "bounds": tf.stack([0, tf.shape(wave)[0]])}
+        return {"wave": wave, "bounds": xa.silence_bounds(wave, top_db=stack.data.trim_top_db)}
+
+    return _traced(program, signature)
+
+
+def features(stack: StackConfig) -> Program:
+    """The model's features of `wave` float32 [samples] at the run's rate: `mel` float32
+    [frames, M] (`xtts_audio.mel_features`, the DFT as a matmul)."""
+    signature = (tf.TensorSpec([None], tf.float32, "wave"),)
+
+    def program(wave):
+        return {"mel": xa.mel_features(wave, stack.audio, portable=True)}
+
+    return _traced(program, signature)
 
 
 def conditioning(model: TextToMel, *, batch: int, cond_frames: int) -> Program:

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import xtts_audio as xa
 from xtts_data import Tokenizer, load_audio
+from xtts_data.clips import ClipError, check_clip_audio, check_clip_voice
 from xtts_data.config import override_key
 from xtts_train.config import StackConfig, load_stack_config, refuse_moved_settings
 from xtts_train.errors import XttsTrainError
@@ -29,8 +30,6 @@ __all__ = [
 # The settings of a trained run that may change when it is read back (`--set` of `evaluate`
 # and `synthesize`): how it decodes, not what it learned.
 INFERENCE_SETTINGS = "decode."
-# A reference whose peak is under -60 dBFS holds no voice to condition on.
-_SILENT_PEAK = 10 ** (-60 / 20)
 
 
 def latest_step(workdir: str | Path) -> int:
@@ -176,24 +175,13 @@ def load_reference(workdir: Path, stack: StackConfig, reference: str | Path | No
                 f"(`xtts-train fit` saves it again)"
             ) from None
     whole = load_audio(Path(reference), stack.audio)  # resampled to the run's rate
-    seconds = len(whole) / stack.audio.sample_rate
-    if max_seconds is not None and seconds > max_seconds:
-        raise XttsTrainError(f"Expected a clip of at most {max_seconds:g} s, received: "
-                             f"{reference} of {seconds:.1f} s; send its best "
-                             f"{max_seconds:g} s")  # fmt: skip
-    peak = float(np.max(np.abs(whole)))
-    if peak < _SILENT_PEAK:
-        loudness = f"{20 * np.log10(peak):.0f} dBFS" if peak > 0 else "all zeros"
-        raise XttsTrainError(f"{reference} is silent (peak {loudness}): give a clip of the "
-                             f"voice to speak in")  # fmt: skip
-    wave = load_audio(Path(reference), stack.audio, trim_top_db=stack.data.trim_top_db)
-    mel = xa.mel_features(wave, stack.audio).numpy()
-    need = stack.data.cond_frames
-    if len(mel) < need:
-        seconds = (need - 1) * stack.audio.hop_length / stack.audio.sample_rate
-        raise XttsTrainError(
-            f"{reference} gives {len(mel)} frames of voice (silence trimmed at "
-            f"{stack.data.trim_top_db} dB), the run conditions on data.cond_frames={need}: "
-            f"give a clip of at least {seconds:.2f} s of speech"
-        )
+    try:
+        check_clip_audio(str(reference), seconds=len(whole) / stack.audio.sample_rate,
+                         peak=float(np.max(np.abs(whole))), max_seconds=max_seconds)  # fmt: skip
+        wave = load_audio(Path(reference), stack.audio, trim_top_db=stack.data.trim_top_db)
+        mel = xa.mel_features(wave, stack.audio).numpy()
+        check_clip_voice(str(reference), frames=len(mel), need=stack.data.cond_frames,
+                         top_db=stack.data.trim_top_db, config=stack.audio)  # fmt: skip
+    except ClipError as error:
+        raise XttsTrainError(str(error)) from None
     return mel[: stack.reference_frames]

@@ -1,0 +1,112 @@
+"""One runtime speaking the benchmark's texts in a process of its own (`xtts-bench
+runtime` starts one per runtime and thread count): it imports only what its runtime
+needs, so its start, its memory and its speed are that runtime's alone.
+
+    python -m xtts_bench._speaker '{"runtime": "onnx", "voice": DIR, "threads": 1, ...}'
+
+Prints one JSON line when the first text's first audio is ready (`{"event": "first"}`:
+the parent's clock gives the cold start), then one with the figures: per text the audio
+seconds, the median wall seconds of `repeats` calls after a warm-up call, and the
+seconds to its first audio (the runtime's first piece; TensorFlow decodes a text's
+pieces side by side, so its first audio is the whole text's); the peak RSS.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+
+def _onnx(job: dict) -> Callable[[str], Iterator[np.ndarray]]:
+    from xtts_runtime import Voice
+
+    voice = Voice(job["voice"], threads=job["threads"])
+
+    def speak(text: str) -> Iterator[np.ndarray]:
+        for said, pause in voice.stream(text):
+            yield said.audio
+            yield pause
+
+    return speak
+
+
+def _tensorflow(job: dict) -> Callable[[str], Iterator[np.ndarray]]:
+    import dataclasses
+    from pathlib import Path
+
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(job["threads"])
+    tf.config.threading.set_inter_op_parallelism_threads(job["threads"])
+    from xtts_train import (
+        Decoding,
+        Waveforms,
+        load_reference,
+        load_run,
+        piece_batch,
+        speak_pieces,
+        text_buffer_frames,
+        text_pieces,
+    )
+
+    run = Path(job["run"])
+    stack, model, tokenizer = load_run(run)
+    train = dataclasses.replace(stack.train, compiler=job["compiler"])
+    stack = dataclasses.replace(stack, train=train)
+    waveforms = Waveforms(run, stack, vocoder=job["vocoder"])
+    reference = load_reference(run, stack)
+    decodings: dict[tuple[int, int], Decoding] = {}
+
+    def speak(text: str) -> Iterator[np.ndarray]:
+        pieces = text_pieces(text, stack.data.text, tokenizer, name="the text",
+                             max_symbols=stack.decode.split_symbols)  # fmt: skip
+        key = (max(text_buffer_frames(len(p.ids), stack) for p in pieces), piece_batch(len(pieces)))
+        if key not in decodings:
+            decodings[key] = Decoding(model, decode=stack.decode,
+                                      cond_frames=stack.reference_frames, max_frames=key[0],
+                                      batch_size=key[1], compiler=job["compiler"])  # fmt: skip
+        spoken = speak_pieces(decodings[key], pieces, reference, stack.audio)
+        yield waveforms(spoken.features).numpy()
+
+    return speak
+
+
+def _said(speak: Callable[[str], Iterator[np.ndarray]], text: str) -> tuple[float, float, int]:
+    """(seconds to the first audio, seconds to the whole, samples) of one call."""
+    start = time.perf_counter()
+    first, samples = None, 0
+    for part in speak(text):
+        first = time.perf_counter() - start if first is None else first
+        samples += len(part)
+    return first, time.perf_counter() - start, samples
+
+
+def main(job: dict) -> dict:
+    speak = (_onnx if job["runtime"] == "onnx" else _tensorflow)(job)
+    texts = job["texts"]
+    parts = speak(texts[0])
+    next(parts)
+    print(json.dumps({"event": "first"}), flush=True)
+    for _ in parts:
+        pass
+    figures = []
+    for text in texts:
+        _said(speak, text)  # warm: any program of this text's shapes is built
+        calls = [_said(speak, text) for _ in range(job["repeats"])]
+        seconds = calls[0][2] / job["sample_rate"]
+        wall = statistics.median(c[1] for c in calls)
+        figures.append({"text": text, "audio_s": seconds, "wall_s": wall,
+                        "rtf": wall / seconds,
+                        "first_audio_s": statistics.median(c[0] for c in calls)})  # fmt: skip
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"event": "done", "texts": figures, "peak_rss_mb": peak}
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.loads(sys.argv[1]))), flush=True)
