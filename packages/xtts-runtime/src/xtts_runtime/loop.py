@@ -122,10 +122,12 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
 def _vocoded(programs: Programs, manifest: Mapping[str, Any], mel: np.ndarray, count: int,
              length: int) -> np.ndarray:  # fmt: skip
     """The vocoder's samples of the frames voiced: the decoded `length`, at least the
-    text's floor (`voice.json`'s `floors`), heard in the whole buffer with silence after
-    them (as the SavedModel export vocodes), clipped to [-1, 1]."""
+    text's floor (`voice.json`'s `floors`), heard with the silence after them, up to the
+    buffer's end, that the vocoder's receptive field reaches (`vocoder_context`): the
+    samples of the SavedModel export, which vocodes the whole buffer, clipped to [-1, 1]."""
     voiced = max(length, manifest["floors"][count - 1])
-    heard = mel.copy()  # (buffer, M)
-    heard[voiced:] = manifest["silence"]
+    context = min(manifest["vocoder_context"], len(mel) - voiced)
+    silence = np.full([context, mel.shape[-1]], manifest["silence"], np.float32)
+    heard = np.concatenate([mel[:voiced], silence])  # (voiced + context, M)
     audio = programs.vocoder({"mel": heard[None]})["audio"][0]
     return np.clip(audio[: voiced * manifest["audio"]["hop_length"]], -1.0, 1.0)

@@ -18,7 +18,8 @@ vocoder.onnx       mel → waveform (the iSTFT as a matmul)
 
 The programs are `inference.portable`'s, converted by tf2onnx (opset 17) with two ops
 written by hand: `Erfc` (Keras's exact GELU) as `1 - Erf`, and `XlaDynamicUpdateSlice`
-(the cache written in place) as a `ScatterND` at the start indices. Written into a
+(the cache written in place) as a `ScatterND` at the start indices; each layer norm is
+then fused into one node (`onnx_fusion`: a quarter of the step's nodes). Written into a
 temporary folder beside `out`, then renamed, as `export` does.
 """
 
@@ -36,6 +37,7 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.inference import portable
 from xtts_train.inference.vocoding import check_vocoder
 from xtts_train.models.text_to_mel.decoding import text_buffer_frames
+from xtts_train.onnx_fusion import fuse_layer_norms
 from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames
 
@@ -73,7 +75,10 @@ def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
-        write_manifest(staging, _settings(stack, buckets))
+        settings = _settings(stack, buckets)
+        # Silence past the frames voiced that the vocoder's samples of them hear.
+        settings["vocoder_context"] = voice_model.receptive_frames
+        write_manifest(staging, settings)
     return out
 
 
@@ -165,6 +170,7 @@ def _converter():
             program.function, input_signature=list(program.signature), opset=OPSET,
             custom_op_handlers=handlers,
         )  # fmt: skip
+        fuse_layer_norms(proto)
         return proto.SerializeToString()
 
     return convert
