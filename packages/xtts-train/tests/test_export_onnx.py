@@ -5,8 +5,10 @@ another version or with a changed file is refused by name."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -193,3 +195,36 @@ def test_the_runtime_speaks_without_tensorflow(voice_folder, cache, tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_the_runtime_installs_alone_in_one_pip_line_and_speaks(voice_folder, tmp_path):
+    """An empty venv, the runtime's README line (pip install of the three local packages,
+    the phonemes extra): TensorFlow and xtts-train are not there, and the console script
+    speaks the exported voice."""
+    import venv
+
+    root = Path(__file__).resolve().parents[3]
+    venv.create(tmp_path / "venv", with_pip=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    done = subprocess.run([python, "-m", "pip", "install", "-q", "--no-compile",
+                           "./packages/xtts-audio", "./packages/xtts-data",
+                           "./packages/xtts-runtime[phonemes]"],
+                          cwd=root, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = subprocess.run([python, "-m", "pip", "list", "--format=freeze"],
+                            capture_output=True, text=True, check=True).stdout.lower()  # fmt: skip
+    assert "tensorflow" not in listed, listed
+    assert "xtts-train" not in listed, listed
+    environment = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+    probe = subprocess.run([python, "-c", "import tensorflow"], capture_output=True,
+                           env=environment)  # fmt: skip
+    assert probe.returncode != 0
+    out = tmp_path / "hello.wav"
+    spoken = subprocess.run([tmp_path / "venv" / "bin" / "xtts-runtime", "speak",
+                             str(voice_folder), "--text", "Hello there.", "--out", str(out)],
+                            capture_output=True, text=True, env=environment, cwd=tmp_path)  # fmt: skip
+    assert spoken.returncode == 0, spoken.stderr[-2000:]
+    wave, rate = soundfile.read(out)
+    assert rate == json.loads((voice_folder / "voice.json").read_text())["audio"]["sample_rate"]
+    assert np.abs(wave).max() > 0

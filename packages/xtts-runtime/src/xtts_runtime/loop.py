@@ -97,18 +97,7 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
     for name, spec in step.inputs.items():
         if name.startswith("cache_"):
             feeds[name] = np.zeros(spec.shape, np.float32)
-    steps = -(-buffer // r)
-    frames = np.zeros([1, steps * r, manifest["n_mels"]], np.float32)
-    probs = np.zeros([1, steps * r], np.float32)
-    for t in range(steps):
-        feeds["t"] = np.array(t, np.int32)
-        out = step(feeds)
-        frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = out["group"], out["probs"]
-        feeds |= {name[len("next_") :]: value for name, value in out.items()
-                  if name.startswith("next_")}  # fmt: skip
-        feeds["frame"] = out["group"][:, -1:]
-        if (out["probs"] > 0.5).any():
-            break
+    frames, probs = _steps(step, feeds, steps=-(-buffer // r), r=r)
     above = probs[0, :buffer] > 0.5
     stopped = bool(above.any())
     length = int(np.argmax(above)) + 1 if stopped else buffer
@@ -117,6 +106,51 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
                                 "cond_mel": voice["cond_mel"],
                                 "cond_lengths": voice["cond_lengths"]})["mel"][0]  # fmt: skip
     return Spoken(mel[:length], length, stopped, _vocoded(programs, manifest, mel, count, length))
+
+
+def _steps(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
+           r: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The decoder's frames float32 [1, steps * r, M] and stop probabilities [1, steps * r]
+    from `feeds` (the prefill's, the voice's, zero state), up to the first group with a
+    probability above 0.5 (zeros after it).
+
+    The state (caches, focus, place) stays in two sets of buffers bound to the session
+    (IO binding): step `t` reads one set and writes the other, so nothing is copied
+    between steps and no buffer is both an input and an output of one call (which
+    onnxruntime does not promise to handle).
+    """
+    session = step.session
+    state = [name.removeprefix("next_") for name in step.outputs if name.startswith("next_")]
+    sets = [{name: ort.OrtValue.ortvalue_from_numpy(np.array(feeds[name])) for name in state}
+            for _ in range(2)]  # fmt: skip
+    frame = feeds["frame"]  # (1, 1, M): zeros, then each group's last frame
+    group = np.zeros([1, r, frame.shape[-1]], np.float32)
+    chance = np.zeros([1, r], np.float32)
+    bindings = []
+    for parity in range(2):  # step t runs bindings[t % 2]: reads sets[t % 2]
+        binding = session.io_binding()
+        for name in step.inputs:
+            if name in state:
+                binding.bind_ortvalue_input(name, sets[parity][name])
+            elif name not in ("t", "frame"):
+                binding.bind_cpu_input(name, np.ascontiguousarray(feeds[name]))
+        for name in state:
+            binding.bind_ortvalue_output(f"next_{name}", sets[1 - parity][name])
+        binding.bind_ortvalue_output("group", ort.OrtValue.ortvalue_from_numpy(group))
+        binding.bind_ortvalue_output("probs", ort.OrtValue.ortvalue_from_numpy(chance))
+        bindings.append(binding)
+    frames = np.zeros([1, steps * r, group.shape[-1]], np.float32)
+    probs = np.zeros([1, steps * r], np.float32)
+    for t in range(steps):
+        binding = bindings[t % 2]
+        binding.bind_cpu_input("t", np.array(t, np.int32))
+        binding.bind_cpu_input("frame", frame)
+        session.run_with_iobinding(binding)
+        frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = group, chance
+        frame = group[:, -1:].copy()
+        if (chance > 0.5).any():
+            break
+    return frames, probs
 
 
 def _vocoded(programs: Programs, manifest: Mapping[str, Any], mel: np.ndarray, count: int,

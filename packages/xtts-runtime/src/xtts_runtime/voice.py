@@ -45,6 +45,16 @@ class Speech:
     pieces: list[Spoken]
 
 
+def _options(threads: int) -> ort.SessionOptions:
+    """A session on `threads` intra-op threads whose idle threads sleep: the loop runs
+    Python between calls, where spinning threads would take the cores it needs."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 # A piece spoken, and float32 [samples] of the silence of its pause.
 Said = tuple[Spoken, np.ndarray]
 
@@ -55,7 +65,9 @@ class Voice:
 
     Args:
         folder: the voice folder.
-        threads: onnxruntime's intra-op threads (1: one core, as a server's slot runs).
+        threads: onnxruntime's intra-op threads of the programs with large ops (the
+            vocoder, finish, prefill, clips); a decoder step runs on one, its ops too small
+            to split (measured: two threads made the step slower).
 
     Raises:
         VoiceError: not a voice folder, another format or version, or a file missing or
@@ -68,13 +80,9 @@ class Voice:
             self.manifest = read_manifest(self.folder)
         except VoiceFolderError as error:
             raise VoiceError(str(error)) from None
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-
-        self._options = options
+        self._options = [_options(threads), _options(1)]
         session = self._session
-        steps = [session(f"step-{i}") for i in range(len(self.manifest["steps"]))]
+        steps = [session(f"step-{i}", alone=True) for i in range(len(self.manifest["steps"]))]
         self.programs = Programs(features=session("features"),
                                  conditioning=session("conditioning"), prefill=session("prefill"),
                                  steps=steps, finish=session("finish"),
@@ -90,8 +98,10 @@ class Voice:
         self.voice = (conditioning(self.programs, self.manifest, np.load(reference))
                       if reference.exists() else None)  # fmt: skip
 
-    def _session(self, name: str) -> Program:
-        return Program(ort.InferenceSession(str(self.folder / f"{name}.onnx"), self._options,
+    def _session(self, name: str, *, alone: bool = False) -> Program:
+        """The program `name`, on one thread when `alone` (`_options`)."""
+        return Program(ort.InferenceSession(str(self.folder / f"{name}.onnx"),
+                                            self._options[alone],
                                             providers=["CPUExecutionProvider"]))  # fmt: skip
 
     def clip(self, path: str | Path) -> np.ndarray:
