@@ -121,33 +121,35 @@ def _steps(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
     """
     session = step.session
     state = [name.removeprefix("next_") for name in step.outputs if name.startswith("next_")]
-    sets = [{name: ort.OrtValue.ortvalue_from_numpy(np.array(feeds[name])) for name in state}
-            for _ in range(2)]  # fmt: skip
-    frame = feeds["frame"]  # (1, 1, M): zeros, then each group's last frame
+    # Every buffer is an OrtValue over a numpy array this function holds (CPU OrtValues
+    # share the array's memory): the per-step inputs `t` and `frame` are written in place.
+    t_now, frame = np.zeros([], np.int32), np.array(feeds["frame"])  # frame: (1, 1, M)
     group = np.zeros([1, r, frame.shape[-1]], np.float32)
     chance = np.zeros([1, r], np.float32)
+    held = {name: np.ascontiguousarray(feeds[name]) for name in step.inputs
+            if name not in (*state, "t", "frame")} | {"t": t_now, "frame": frame}  # fmt: skip
+    sets = [{name: np.array(feeds[name]) for name in state} for _ in range(2)]
+    values = [{name: ort.OrtValue.ortvalue_from_numpy(array) for name, array in bank.items()}
+              for bank in (held, *sets)]  # fmt: skip
+    outputs = {"group": ort.OrtValue.ortvalue_from_numpy(group),
+               "probs": ort.OrtValue.ortvalue_from_numpy(chance)}  # fmt: skip
     bindings = []
     for parity in range(2):  # step t runs bindings[t % 2]: reads sets[t % 2]
         binding = session.io_binding()
         for name in step.inputs:
-            if name in state:
-                binding.bind_ortvalue_input(name, sets[parity][name])
-            elif name not in ("t", "frame"):
-                binding.bind_cpu_input(name, np.ascontiguousarray(feeds[name]))
+            binding.bind_ortvalue_input(name, (values[1 + parity] | values[0])[name])
         for name in state:
-            binding.bind_ortvalue_output(f"next_{name}", sets[1 - parity][name])
-        binding.bind_ortvalue_output("group", ort.OrtValue.ortvalue_from_numpy(group))
-        binding.bind_ortvalue_output("probs", ort.OrtValue.ortvalue_from_numpy(chance))
+            binding.bind_ortvalue_output(f"next_{name}", values[2 - parity][name])
+        for name, value in outputs.items():
+            binding.bind_ortvalue_output(name, value)
         bindings.append(binding)
     frames = np.zeros([1, steps * r, group.shape[-1]], np.float32)
     probs = np.zeros([1, steps * r], np.float32)
     for t in range(steps):
-        binding = bindings[t % 2]
-        binding.bind_cpu_input("t", np.array(t, np.int32))
-        binding.bind_cpu_input("frame", frame)
-        session.run_with_iobinding(binding)
+        t_now[...] = t
+        session.run_with_iobinding(bindings[t % 2])
         frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = group, chance
-        frame = group[:, -1:].copy()
+        frame[...] = group[:, -1:]
         if (chance > 0.5).any():
             break
     return frames, probs
