@@ -148,3 +148,16 @@ def test_xtts_runtime_installs_without_tensorflow_or_xtts_train():
         project = tomllib.loads((ROOT / "packages" / name / "pyproject.toml").read_text())
         needs = [req.lower() for req in project["project"]["dependencies"]]
         assert not [r for r in needs if r.startswith(("tensorflow", "xtts-train"))], (name, needs)
+
+
+def test_xtts_data_s_tensorflow_free_modules_import_without_it():
+    """The modules packages/xtts-data/README.md ("Without TensorFlow") names import with
+    `tensorflow` unimportable: what xtts-runtime reads through them."""
+    code = (
+        "import sys\n"
+        "sys.modules['tensorflow'] = None\n"
+        "import xtts_data.text, xtts_data.sentences, xtts_data.pieces, xtts_data.clips\n"
+        "import xtts_data.voice_folder, xtts_data.files\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

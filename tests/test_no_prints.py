@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 SOURCES = sorted(Path(__file__).parents[1].glob("packages/*/src/*/**/*.py"))
-# The console scripts and their error handler, and `xtts-bench hlo`'s runner: a script
-# copied to a machine without xtts, where it is run as `python runner.py DIR`.
-CONSOLE = {"cli.py", "cli_runner.py", "runner.py"}
+# The console scripts and their error handler, `xtts-bench hlo`'s runner (a script copied
+# to a machine without xtts, run as `python runner.py DIR`) and `xtts-bench runtime`'s
+# worker process (`python -m xtts_bench._speaker`), whose stdout lines are its answer.
+CONSOLE = {"cli.py", "cli_runner.py", "runner.py", "_speaker.py"}
 
 
 @pytest.mark.parametrize("path", [p for p in SOURCES if p.name not in CONSOLE], ids=str)
