@@ -175,6 +175,26 @@ def test_onnx_export_needs_a_vocoder_and_sizes_its_own_buffers(run, tmp_path, ca
     assert "--max-frames" in capsys.readouterr().err
 
 
+def test_the_runtime_benchmark_times_the_exported_voice_in_its_own_process(voice_folder, run,
+                                                                          vocoder_run):  # fmt: skip
+    """`xtts-bench runtime`'s worker protocol end to end, on onnxruntime alone: a cold start
+    and per-text figures that add up."""
+    from xtts_bench.runtime import TEXTS, run_runtime_benchmark
+
+    result = run_runtime_benchmark(run[1], vocoder_run[1], voice=voice_folder, threads=(1,),
+                                   runtimes=("onnx",), repeats=1, progress=False)  # fmt: skip
+    (figures,) = result["runs"]
+    assert figures["runtime"] == "onnx"
+    assert 0 < figures["cold_start_s"] < 300
+    assert [t["text"] for t in figures["texts"]] == list(TEXTS)
+    for text in figures["texts"]:
+        assert text["audio_s"] > 0
+        assert 0 < text["first_audio_s"] <= text["wall_s"]
+        assert text["rtf"] == pytest.approx(text["wall_s"] / text["audio_s"])
+    assert figures["peak_rss_mb"] > 0
+    assert result["venv_mb"]["tensorflow"] > 0
+
+
 _SPEAK_WITHOUT_TENSORFLOW = """
 import sys
 sys.modules["tensorflow"] = None  # any import of it fails
