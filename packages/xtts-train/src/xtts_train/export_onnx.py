@@ -19,7 +19,7 @@ vocoder.onnx       mel → waveform (the iSTFT as a matmul)
 The programs are `inference.portable`'s, converted by tf2onnx (opset 17) with two ops
 written by hand: `Erfc` (Keras's exact GELU) as `1 - Erf`, and `XlaDynamicUpdateSlice`
 (the cache written in place) as a `ScatterND` at the start indices; each layer norm is
-then fused into one node (`onnx_fusion`: a quarter of the step's nodes). Written into a
+then fused (`onnx_fusion`: thirteen nodes become three, a fifth of the step's nodes). Written into a
 temporary folder beside `out`, then renamed, as `export` does.
 """
 

@@ -2,8 +2,12 @@
 step, each a few microseconds of onnxruntime's overhead, and tf2onnx writes each Keras
 `LayerNormalization` as thirteen of them (two means, the difference, its square, the
 epsilon, a square root, a reciprocal, the scale, the shift), a pattern onnxruntime's own
-optimiser does not recognise. `fuse_layer_norms` replaces each with one
-`LayerNormalization` node (opset 17), over the axes its means reduce:
+optimiser does not recognise. `fuse_layer_norms` keeps the mean and the difference and
+replaces the rest with one `LayerNormalization` node (opset 17) of the difference, over the
+axes its means reduce: three nodes. The difference, not `x`, goes in because onnxruntime's
+kernel takes the variance as E[x^2] - E[x]^2, which loses digits when the mean is large
+against the spread: fed `x`, a trained tiny model's mel drifted 1.3e-4 from TensorFlow's
+over 56 steps; fed `x - mean`, 1.3e-5, as unfused.
 
 ```
 mean = GlobalAveragePool(x)                       # or ReduceMean(x, axes=[-1])
@@ -67,7 +71,8 @@ def _axis(node: onnx.NodeProto) -> int | None:
 
 
 def _matches(g: _Graph) -> Iterator[tuple[list[onnx.NodeProto], onnx.NodeProto]]:
-    """(the nodes of a layer norm, its LayerNormalization) for each pattern found."""
+    """(the nodes of a layer norm past its mean and difference, the LayerNormalization of
+    the difference that replaces them) for each pattern found."""
     for mean in list(g.graph.node):
         axis = _axis(mean) if mean.op_type in _MEANS else None
         if axis is None:
@@ -104,13 +109,14 @@ def _matches(g: _Graph) -> Iterator[tuple[list[onnx.NodeProto], onnx.NodeProto]]
             continue
         if g.consumers.get(times.output[0], []) != [last]:
             continue
-        nodes = [mean, sub, square, var, add, root, inverse, scale, times, neg, shifted, plus, last]
-        yield nodes, _layer_norm(g, x, gamma, beta, eps, axis, last)
+        nodes = [square, var, add, root, inverse, scale, times, neg, shifted, plus, last]
+        yield nodes, _layer_norm(g, sub.output[0], gamma, beta, eps, axis, last)
 
 
 def _layer_norm(g: _Graph, x: str, gamma: str, beta: str, eps: str, axis: int,
                 last: onnx.NodeProto) -> onnx.NodeProto:  # fmt: skip
-    """The fused node; gamma and beta flattened to the normalised size (new initializers)."""
+    """The fused node of `x` (the centred input); gamma and beta flattened to the
+    normalised size (new initializers)."""
     names = []
     for kind, name in (("gamma", gamma), ("beta", beta)):
         flat = f"{last.name}/fused_{kind}"
