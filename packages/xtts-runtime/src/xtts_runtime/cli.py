@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
                        "voice.json's clip_rates; at least data.cond_frames of speech)")  # fmt: skip
     speak.add_argument("--language", help="a language tag of the run's (default: the run's)")
     speak.add_argument("--threads", type=int, default=1,
-                       help="onnxruntime threads (default: 1)")  # fmt: skip
+                       help="onnxruntime threads of the vocoder and the other large programs; "
+                       "the decoder step runs on one (default: 1)")  # fmt: skip
     return parser
 
 
