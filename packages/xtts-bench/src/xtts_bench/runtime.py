@@ -103,20 +103,24 @@ def _sample_rate(run: pathlib.Path) -> int:
 
 
 def _speak(job: dict) -> dict:
-    """A `_speaker` process's figures, and its cold start to first audio."""
+    """A `_speaker` process's figures, and its cold start to first audio. Its stderr goes
+    to a file: a pipe nobody reads while stdout is read could fill and stall it."""
     command = [sys.executable, "-m", "xtts_bench._speaker", json.dumps(job)]
     environment = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     start = time.perf_counter()
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=environment) as process:  # fmt: skip
+    with tempfile.TemporaryFile("w+") as errors, subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=errors, text=True,
+            env=environment) as process:  # fmt: skip
         lines = []
         for line in process.stdout:
             lines.append(json.loads(line))
             if lines[-1]["event"] == "first":
                 cold = time.perf_counter() - start
-        errors = process.stderr.read()
+        process.wait()
+        errors.seek(0)
+        said = errors.read()
     if process.returncode or not lines or lines[-1]["event"] != "done":
-        raise RuntimeError(f"{job['runtime']} ({job['threads']} threads) failed:\n{errors[-4000:]}")
+        raise RuntimeError(f"{job['runtime']} ({job['threads']} threads) failed:\n{said[-4000:]}")
     return {"cold_start_s": cold, **{k: v for k, v in lines[-1].items() if k != "event"}}
 
 
