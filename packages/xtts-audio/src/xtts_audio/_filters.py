@@ -109,6 +109,25 @@ def forward_dft(config: MelConfig, bins: int) -> tuple[np.ndarray, np.ndarray]:
     return windowed * np.cos(angle), -windowed * np.sin(angle)
 
 
+@functools.lru_cache(maxsize=32)
+def inverse_dft(config: MelConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The inverse real DFT's first n_fft // 2 + 1 output samples as two
+    [bins, n_fft // 2 + 1] bases, cosine and sine parts (`forward_dft`'s inverse without
+    the window: the caller applies it to the whole frame)."""
+    n, bins = config.n_fft, config.n_freqs
+    angle = 2.0 * np.pi * np.outer(np.arange(bins), np.arange(n // 2 + 1)) / n
+    weight = np.full((bins, 1), 2.0 / n)  # each inner bin stands for itself and its mirror
+    weight[0] = 1.0 / n
+    if n % 2 == 0:
+        weight[-1] = 1.0 / n
+    cosines = weight * np.cos(angle)
+    sines = weight * np.sin(angle)
+    sines[0] = 0.0
+    if n % 2 == 0:
+        sines[-1] = 0.0
+    return cosines, sines
+
+
 def used_bins(config: MelConfig) -> int:
     """Number of leading FFT bins any mel filter touches (the rest need not be computed)."""
     nonzero = np.flatnonzero(mel_filterbank(config).max(axis=1) > 0)

@@ -78,31 +78,15 @@ def istft_matmul(real, imag, config: MelConfig, *, length: int | None = None) ->
         )
     # The inverse DFT of samples 0..n/2 only: sample n - j is sample j's sum with the sine
     # part's sign flipped (cos is even in j, sin odd), so half the basis gives every sample.
-    cosines, sines = _inverse_dft(config)  # (bins, n // 2 + 1) each
-    even, odd = tf.matmul(real, cosines), tf.matmul(imag, sines)  # (..., frames, n // 2 + 1)
+    cosines, sines = _filters.inverse_dft(config)  # (bins, n // 2 + 1) each
+    even = tf.matmul(real, tf.constant(cosines, tf.float32))  # (..., frames, n // 2 + 1)
+    odd = tf.matmul(imag, tf.constant(sines, tf.float32))
     n, half = config.n_fft, config.n_fft // 2
     mirrored = tf.gather(even + odd, np.arange(n - half - 1, 0, -1), axis=-1)  # n-1 .. half+1
     window = tf.constant(_filters.window(config), tf.float32)
     frames = tf.concat([even - odd, mirrored], -1) * window  # (..., frames, n_fft)
     signal = _overlap_add(frames, config.hop_length)
     return _normalised(signal, _dim(real, -2), config, length, overlap_add=_overlap_add)
-
-
-def _inverse_dft(config: MelConfig) -> tuple[tf.Tensor, tf.Tensor]:
-    """The inverse real DFT's first n_fft // 2 + 1 output samples as two float32
-    [bins, n_fft // 2 + 1] bases (cosine and sine parts; the window applied after)."""
-    n, bins = config.n_fft, config.n_freqs
-    angle = 2.0 * np.pi * np.outer(np.arange(bins), np.arange(n // 2 + 1)) / n
-    weight = np.full((bins, 1), 2.0 / n)  # each inner bin stands for itself and its mirror
-    weight[0] = 1.0 / n
-    if n % 2 == 0:
-        weight[-1] = 1.0 / n
-    cosines = weight * np.cos(angle)
-    sines = weight * np.sin(angle)
-    sines[0] = 0.0
-    if n % 2 == 0:
-        sines[-1] = 0.0
-    return tf.constant(cosines, tf.float32), tf.constant(sines, tf.float32)
 
 
 def _normalised(signal: tf.Tensor, frames, config: MelConfig, length: int | None, *,

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from xtts_audio import MelConfig, normalize
 from xtts_data.buckets import BatchShape
+from xtts_data.pieces import pause_frames  # its owner, without TensorFlow
 from xtts_data.stages import check_int
 from xtts_data.text import Tokenizer
 
@@ -36,11 +37,6 @@ __all__ = [
 ]
 
 _FIELDS = ("frames", "speaker", "split", "tokens", "mel")  # an utterance (`stages`)
-
-
-def pause_frames(seconds: float, audio: MelConfig) -> int:
-    """Frames of a pause of `seconds` at the recipe's frame rate."""
-    return round(seconds * audio.sample_rate / audio.hop_length)
 
 
 def silence_feature(audio: MelConfig) -> float:

@@ -12,11 +12,18 @@ import collections
 import dataclasses
 from collections.abc import Sequence
 
+from xtts_audio.config import MelConfig
 from xtts_data.errors import ConfigError
 from xtts_data.sentences import Piece, split_text
 from xtts_data.text import TextConfig, Tokenizer, normalize_texts
 
-__all__ = ["Encoded", "TextError", "row_pieces", "text_ids", "text_pieces"]
+__all__ = ["Encoded", "TextError", "pause_frames", "row_pieces", "text_ids", "text_pieces"]
+
+
+def pause_frames(seconds: float, audio: MelConfig) -> int:
+    """Frames of a pause of `seconds` at the recipe's frame rate: between the pieces of a
+    text (`Encoded.pause`) and between the utterances of a joined training item."""
+    return round(seconds * audio.sample_rate / audio.hop_length)
 
 
 class TextError(ConfigError):

@@ -26,7 +26,7 @@ from xtts_data.clips import (
     check_samples,
     read_clip,
 )
-from xtts_data.pieces import TextError, text_pieces
+from xtts_data.pieces import TextError, pause_frames, text_pieces
 from xtts_data.text import TextConfig, Tokenizer
 from xtts_data.voice_folder import FORMAT, VERSION, VoiceFolderError, read_manifest
 from xtts_runtime.errors import InputError, VoiceError
@@ -186,4 +186,5 @@ class Voice:
     def _spoken(self, pieces, voice) -> Iterator[Said]:
         for piece in pieces:
             said = decode_piece(self.programs, self.manifest, voice, piece.ids)
-            yield said, np.zeros(round(piece.pause * self.sample_rate), np.float32)
+            pause = pause_frames(piece.pause, self.audio) * self.audio.hop_length
+            yield said, np.zeros(pause, np.float32)

@@ -540,10 +540,11 @@ def _run_export(args) -> int:
         return _run_export_onnx(args)
     from xtts_train.export import export
 
-    max_text = 256 if args.max_text is None else args.max_text
-    max_frames = 400 if args.max_frames is None else args.max_frames
-    out = export(args.run, args.out, max_text=max_text, max_frames=max_frames,
-                 vocoder=args.vocoder, force=args.force)  # fmt: skip
+    # The sizes given; `export`'s own defaults for the others.
+    sizes = {name: value for name, value in (("max_text", args.max_text),
+                                             ("max_frames", args.max_frames))
+             if value is not None}  # fmt: skip
+    out = export(args.run, args.out, **sizes, vocoder=args.vocoder, force=args.force)
     voice = f"the vocoder {args.vocoder}" if args.vocoder else "Griffin-Lim"
     print(f"wrote SavedModel {out} (signature serving_default, waveform by {voice})")
     return 0

@@ -75,10 +75,7 @@ def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
-        settings = _settings(stack, buckets)
-        # Silence past the frames voiced that the vocoder's samples of them hear.
-        settings["vocoder_context"] = voice_model.receptive_frames
-        write_manifest(staging, settings)
+        write_manifest(staging, _settings(stack, buckets, voice_model))
     return out
 
 
@@ -106,7 +103,7 @@ def _clip_rates(stack) -> list[int]:
     return sorted({*portable.CLIP_RATES, stack.audio.sample_rate})
 
 
-def _settings(stack, buckets: list[portable.Bucket]) -> dict:
+def _settings(stack, buckets: list[portable.Bucket], voice_model) -> dict:
     """voice.json's settings: what the runtime's loop and text front end read."""
     audio, text, cond_frames = stack.audio, buckets[-1].text, stack.reference_frames
     buffers = [text_buffer_frames(n, stack) for n in range(1, text + 1)]
@@ -128,6 +125,8 @@ def _settings(stack, buckets: list[portable.Bucket]) -> dict:
         "buffers": buffers,
         "floors": [int(decoded_frames(0, n, f, audio)) for n, f in enumerate(buffers, 1)],
         "silence": silence_feature(audio),
+        # Silence past the frames voiced that the vocoder's samples of them hear.
+        "vocoder_context": voice_model.receptive_frames,
     }
 
 
