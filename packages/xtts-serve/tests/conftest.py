@@ -18,8 +18,9 @@ from train_helpers import MICRO, OVERRIDES, VOCODER, once
 
 from xtts_audio import wav_bytes
 from xtts_data import prepare, write_demo_corpus
-from xtts_serve import Engine, EngineConfig
+from xtts_serve import Engine, EngineConfig, OnnxEngine
 from xtts_train import fit, load_stack_config
+from xtts_train.export_onnx import export_onnx
 from xtts_train.synthesize import synthesize
 
 SHORT = [
@@ -79,6 +80,32 @@ def engine(run, vocoder_run) -> Engine:
                                  vocoder_batching="on"))  # fmt: skip
     engine.warm_up()
     return engine
+
+
+@pytest.fixture(scope="session")
+def voice_folder(run, vocoder_run, tmp_path_factory) -> Path:
+    """The run and the vocoder exported to ONNX (`--set` `DECODE`), slots of 1 and 4."""
+
+    def export(root: Path) -> None:
+        export_onnx(run, root / "voice", vocoder=vocoder_run, slots=(1, 4), overrides=DECODE,
+                    progress=False)  # fmt: skip
+
+    return once(tmp_path_factory, "serve-onnx", export) / "voice"
+
+
+@pytest.fixture(scope="session")
+def onnx_engine(voice_folder) -> OnnxEngine:
+    """The exported voice in onnxruntime, 4 slots, warm."""
+    engine = OnnxEngine(EngineConfig(run=voice_folder, runtime="onnx", max_chars=200))
+    engine.warm_up()
+    return engine
+
+
+@pytest.fixture(scope="session", params=["tf", "onnx"])
+def any_engine(request):
+    """Each runtime's engine in turn (`engine`, `onnx_engine`): the slots' guarantees hold
+    on both."""
+    return request.getfixturevalue("engine" if request.param == "tf" else "onnx_engine")
 
 
 @pytest.fixture(scope="session")

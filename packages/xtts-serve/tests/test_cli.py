@@ -49,7 +49,8 @@ def test_help_explains_every_limit_without_loading_tensorflow():
     assert probe["heavy"] == []
     for flag in ("--run", "--vocoder", "--host", "--port", "--max-queue", "--max-chars",
                  "--voices", "--max-voices", "--max-clip-seconds", "--max-upload-mb",
-                 "--api-key", "--set", "--verbose", "--voice-alias", "--model-alias"):  # fmt: skip
+                 "--api-key", "--set", "--verbose", "--voice-alias", "--model-alias",
+                 "--runtime", "--threads"):  # fmt: skip
         assert flag in probe["out"], flag
     for limit in ("503 with Retry-After", "413", "refused (400)", "127.0.0.1",
                   "XTTS_SERVE_API_KEY", "forgotten", "restart", "voices.yaml", "alloy, ash",
@@ -77,6 +78,18 @@ def test_help_explains_every_limit_without_loading_tensorflow():
         (
             ["--voice-alias", "alloy=run", "--voice-alias", "alloy=amy"],
             "Expected each voice alias (--voice-alias) named once, received: ['alloy'] more than once",
+        ),
+        (
+            ["--runtime", "onnx", "--vocoder", "voc", "--set", "decode.split_symbols=20"],
+            "Expected --runtime onnx without --vocoder, --set, received: them; an exported voice decodes and vocodes as it was exported (xtts-train export --format onnx --set decode.KEY=VALUE)",
+        ),
+        (
+            ["--threads", "2"],
+            "Expected --threads with --runtime onnx, received: --threads 2 with --runtime tf, whose programs run on TensorFlow's own thread pools",
+        ),
+        (
+            ["--runtime", "onnx", "--threads", "0"],
+            "Expected threads an int >= 1, received: threads=0",
         ),
         (
             ["--model-alias", ""],

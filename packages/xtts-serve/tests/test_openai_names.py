@@ -110,7 +110,8 @@ def test_voice_aliases_name_a_folders_voice_the_flag_over_voices_yaml(engine, fo
     load, put on the session's engine (no new one); the routes, the list and `prepare`
     read it alike."""
     config = dataclasses.replace(engine.config, voices=folder, voice_aliases=("alloy=tone",))
-    monkeypatch.setattr(engine, "voices", load_voices(config, engine.stack))
+    voices = load_voices(config, own=engine.own_voice, read=engine.read_clip)
+    monkeypatch.setattr(engine, "voices", voices)
     assert engine.prepare(TEXT, voice="alloy").voice == "tone"
     with TestClient(create_app(engine)) as http:
         client = _openai(http)
@@ -142,7 +143,7 @@ def test_a_bad_alias_is_refused_when_the_voices_load(engine, folder, yaml, alias
         (folder / "voices.yaml").write_text(yaml)
     config = dataclasses.replace(engine.config, voices=folder, voice_aliases=aliases)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        load_voices(config, engine.stack)
+        load_voices(config, own=engine.own_voice, read=engine.read_clip)
 
 
 @pytest.mark.parametrize(

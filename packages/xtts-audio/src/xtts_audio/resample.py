@@ -195,7 +195,9 @@ def _length(waveform: tf.Tensor):
 
 
 def _ceil_div(a, b: int):
-    return -(-a // b)
+    """ceil(a / b) for a >= 0, without a negative operand: tf2onnx lowers an int `//` to
+    ONNX's `Div`, which truncates (a negative quotient would round up, not down)."""
+    return (a + b - 1) // b
 
 
 def _relu(value):

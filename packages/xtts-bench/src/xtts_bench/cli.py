@@ -378,7 +378,8 @@ def _add_serve(commands) -> None:
             "process, one connection each, held-out sentences in turn, raw PCM) for "
             "--seconds: time to first audio p50/p95, aggregate real-time factor, requests/s "
             "and 503s. The same levels again on a server with --slots 1 (one request "
-            "decoded at a time)."
+            "decoded at a time). With --voice (the run exported: xtts-train export --format "
+            "onnx), the same two servers on --runtime onnx too."
         ),
     )
     p.add_argument("--run", type=pathlib.Path, required=True, help="the text-to-mel run")
@@ -392,6 +393,10 @@ def _add_serve(commands) -> None:
     p.add_argument("--slots", type=int, default=d["slots"],
                    help=f"the measured server's --slots; the baseline has 1 (default: "
                    f"{d['slots']})")  # fmt: skip
+    p.add_argument("--voice", type=pathlib.Path, metavar="DIR",
+                   help="the run and VOC exported with --slots SLOTS,1 (xtts-train export "
+                   "--format onnx): its servers on --runtime onnx measured beside "
+                   "TensorFlow's")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -832,7 +837,7 @@ def _run_serve(args) -> str | dict:
 
     clients = {} if args.clients is None else {"clients": tuple(args.clients)}
     bench = ServeBenchConfig(run=args.run, vocoder=args.vocoder, seconds=args.seconds,
-                             slots=args.slots, **clients)  # fmt: skip
+                             slots=args.slots, voice=args.voice, **clients)  # fmt: skip
     results = run_serve_benchmark(bench)
     return results if args.json else format_serve_table(results)
 

@@ -13,6 +13,10 @@ level of concurrent clients:
 - start-up: the launch of each server → `GET /healthz` 200, with an empty compile cache
   (cold) and again on the cache the first filled (warm).
 
+With `voice` (the run and the vocoder exported, `xtts-train export --format onnx`), the
+same levels on `xtts-serve --runtime onnx` with `slots` slots and with one, beside
+TensorFlow's two, and its start-up (it compiles nothing).
+
 Standard library only (and tqdm): nothing here imports TensorFlow, so the clients do not
 share the server's process, and `--help` is fast.
 """
@@ -74,6 +78,8 @@ class ServeBenchConfig:
         clients: the levels of concurrent streaming clients.
         seconds: how long each level runs (a request in flight at its end is finished).
         slots: the measured server's `--slots`; the baseline has 1.
+        voice: the run exported with `--slots` `slots` and 1 (`xtts-train export --format
+            onnx`): its servers (`--runtime onnx`) measured too; None: TensorFlow's alone.
         max_queue: both servers' `--max-queue`.
         port: the first port tried on 127.0.0.1 (the next free one is used).
     """
@@ -83,11 +89,19 @@ class ServeBenchConfig:
     clients: tuple[int, ...] = (1, 2, 4, 8, 16)
     seconds: float = 20.0
     slots: int = 8
+    voice: pathlib.Path | None = None
     max_queue: int = 64
     port: int = 8750
 
     def __post_init__(self) -> None:
         check_runs(self, ("run", "vocoder"))
+        if self.voice is not None:
+            voice = pathlib.Path(self.voice)
+            if not (voice / "voice.json").is_file():
+                raise SettingsError(f"ServeBenchConfig.voice: expected a voice folder (with "
+                                    f"voice.json; xtts-train export --format onnx), received: "
+                                    f"voice={str(voice)!r}")  # fmt: skip
+            object.__setattr__(self, "voice", voice)
         if not self.clients or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
                                    for c in self.clients):  # fmt: skip
             raise SettingsError(f"ServeBenchConfig.clients: expected ints >= 1, received: "
@@ -126,7 +140,8 @@ def check_counts(config, names: Sequence[str]) -> None:
 
 
 def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> dict:
-    """Start-up (cold, warm) and the client levels, for `bench.slots` slots and for one.
+    """Start-up (cold, warm) and the client levels, for `bench.slots` slots and for one
+    (and on onnxruntime, with `bench.voice`).
 
     Raises:
         SettingsError: no `xtts-serve` script, or a server that exits before it is ready.
@@ -138,15 +153,19 @@ def run_serve_benchmark(bench: ServeBenchConfig, *, progress: bool = True) -> di
         cache = pathlib.Path(tmp) / "xla"
         with _server(bench, bench.slots, cache) as cold:
             results["startup_cold_s"] = cold.ready_seconds
-        for slots in (bench.slots, 1):
-            with _server(bench, slots, cache) as server:
-                if slots == bench.slots:
-                    results["startup_warm_s"] = server.ready_seconds
-                levels = {}
-                for clients in tqdm.tqdm(bench.clients, desc=f"{slots} slot(s)",
-                                         disable=not progress):  # fmt: skip
-                    levels[clients] = _level(server.port, clients, bench.seconds)
-                results["servers"][f"{slots} slots" if slots > 1 else "1 slot"] = levels
+        runtimes = ("tf",) if bench.voice is None else ("tf", "onnx")
+        for runtime in runtimes:
+            for slots in (bench.slots, 1):
+                with _server(bench, slots, cache, runtime=runtime) as server:
+                    if slots == bench.slots:
+                        key = "startup_warm_s" if runtime == "tf" else "startup_onnx_s"
+                        results[key] = server.ready_seconds
+                    name = f"{slots} slots" if slots > 1 else "1 slot"
+                    name = name if runtime == "tf" else f"onnx {name}"
+                    levels = {}
+                    for clients in tqdm.tqdm(bench.clients, desc=name, disable=not progress):
+                        levels[clients] = _level(server.port, clients, bench.seconds)
+                    results["servers"][name] = levels
     return results
 
 
@@ -154,18 +173,25 @@ def format_serve_table(results: dict) -> str:
     """The figures as a text table: one row per server and level."""
     lines = [f"xtts-serve, {results['cores']} cores, {results['seconds_per_level']:g} s a "
              f"level; start-up {results['startup_cold_s']:.1f} s cold, "
-             f"{results['startup_warm_s']:.1f} s warm (launch → /healthz 200)",
+             f"{results['startup_warm_s']:.1f} s warm (launch → /healthz 200)"
+             + (f"; onnx {results['startup_onnx_s']:.1f} s" if "startup_onnx_s" in results
+                else ""),
              f"{'server':<10}{'clients':>8}{'TTFA p50':>10}{'p95 ms':>8}{'RTF':>8}"
              f"{'req/s':>8}{'503s':>6}{'done':>6}"]  # fmt: skip
     for server, levels in results["servers"].items():
         for clients, f in levels.items():
             ttfa = f"{f['ttfa_p50_ms']:>10.0f}{f['ttfa_p95_ms']:>8.0f}"
             rest = f"{f['requests_per_s']:>8.2f}{f['busy']:>6}{f['requests']:>6}"
-            lines.append(f"{server:<10}{clients:>8}{ttfa}{f['real_time_factor']:>8.2f}{rest}")
+            lines.append(f"{server:<14}{clients:>8}{ttfa}{f['real_time_factor']:>8.2f}{rest}")
     return "\n".join(lines)
 
 
-def _server(bench: ServeBenchConfig, slots: int, cache: pathlib.Path) -> ServeProcess:
+def _server(bench: ServeBenchConfig, slots: int, cache: pathlib.Path, *,
+            runtime: str = "tf") -> ServeProcess:  # fmt: skip
+    if runtime == "onnx":
+        return ServeProcess(bench.voice, None, slots=slots, port=bench.port,
+                            max_queue=bench.max_queue, cache=cache,
+                            extra=("--runtime", "onnx"))  # fmt: skip
     return ServeProcess(bench.run, bench.vocoder, slots=slots, port=bench.port,
                         max_queue=bench.max_queue, cache=cache)  # fmt: skip
 
@@ -175,7 +201,7 @@ class ServeProcess:
     200) when entered, terminated when left; texts of up to 400 characters.
 
     Args:
-        run, vocoder: its `--run` and `--vocoder`.
+        run, vocoder: its `--run` and `--vocoder` (None: none, as `--runtime onnx`).
         slots, max_queue: its `--slots` and `--max-queue`.
         port: the first port tried (the next free one is used).
         cache: its compile cache (`XTTS_COMPILE_CACHE`).
@@ -185,13 +211,14 @@ class ServeProcess:
         ready_seconds: launch → ready, once entered.
     """
 
-    def __init__(self, run: pathlib.Path, vocoder: pathlib.Path, *, slots: int, port: int,
-                 max_queue: int, cache: pathlib.Path,
+    def __init__(self, run: pathlib.Path, vocoder: pathlib.Path | None, *, slots: int,
+                 port: int, max_queue: int, cache: pathlib.Path,
                  extra: Sequence[str] = ()) -> None:  # fmt: skip
         self.port = _free_port(port)
-        self._command = [_console_script(), "--run", str(run), "--vocoder", str(vocoder),
-                         "--port", str(self.port), "--slots", str(slots), "--max-queue",
-                         str(max_queue), "--max-chars", "400", *extra]  # fmt: skip
+        voiced = () if vocoder is None else ("--vocoder", str(vocoder))
+        self._command = [_console_script(), "--run", str(run), *voiced, "--port",
+                         str(self.port), "--slots", str(slots), "--max-queue", str(max_queue),
+                         "--max-chars", "400", *extra]  # fmt: skip
         self._cache = cache
 
     def __enter__(self) -> ServeProcess:

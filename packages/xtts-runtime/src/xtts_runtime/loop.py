@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-__all__ = ["Program", "Programs", "Spoken", "conditioning", "decode_piece"]
+__all__ = [
+    "Program",
+    "Programs",
+    "Spoken",
+    "conditioning",
+    "decode_piece",
+    "piece_steps",
+    "prefilled",
+    "spoken",
+]
 
 
 class Program:
@@ -37,7 +46,8 @@ class Program:
 @dataclasses.dataclass(frozen=True)
 class Programs:
     """A voice's programs: `steps[i]` has the cache of bucket `i` (the `clip-{rate}`
-    programs are `Voice`'s, loaded at a clip of their rate)."""
+    programs are `Voice`'s, loaded at a clip of their rate; the `slots-{b}` steps,
+    `Slots`')."""
 
     features: Program
     conditioning: Program
@@ -83,28 +93,49 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
     """One piece's token ids (ending `<eos>`) decoded and vocoded in `voice`
     (`conditioning`'s)."""
     count = len(ids)
-    tokens = np.zeros([1, manifest["text_len"]], np.int32)
-    tokens[0, :count] = ids
     bucket = next(i for i, size in enumerate(manifest["bucket_text"]) if size >= count)
     step = programs.steps[bucket]
-    buffer = manifest["buffers"][count - 1]
-    r = manifest["reduction_factor"]
-    feeds = programs.prefill({"tokens": tokens, "token_mask": (tokens != 0).astype(np.float32),
-                              "latents": voice["latents"]})  # fmt: skip
-    feeds |= {"pitch_term": voice["pitch_term"], "focus": np.zeros([1], np.int32),
-              "place": np.zeros([1], np.float32),
-              "frame": np.zeros([1, 1, manifest["n_mels"]], np.float32)}  # fmt: skip
+    feeds = prefilled(programs, manifest, voice, ids)
     for name, spec in step.inputs.items():
         if name.startswith("cache_"):
             feeds[name] = np.zeros(spec.shape, np.float32)
-    frames, probs = _steps(step, feeds, steps=-(-buffer // r), r=r)
+    frames, probs = _steps(step, feeds, steps=piece_steps(manifest, count),
+                           r=manifest["reduction_factor"])  # fmt: skip
+    return spoken(programs, manifest, voice, frames, probs, count)
+
+
+def piece_steps(manifest: Mapping[str, Any], count: int) -> int:
+    """Decoder steps of the buffer of a piece of `count` token ids (`voice.json`'s)."""
+    return -(-manifest["buffers"][count - 1] // manifest["reduction_factor"])
+
+
+def prefilled(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, np.ndarray],
+              ids: Sequence[int]) -> dict[str, np.ndarray]:  # fmt: skip
+    """A piece's step inputs before its first step, batch 1: what `prefill` reads of its
+    token ids (padded to `text_len`) in `voice`, the voice's `pitch_term`, and the first
+    step's `focus`, `place` and `frame` (zeros); the caches are the caller's (zeros)."""
+    tokens = np.zeros([1, manifest["text_len"]], np.int32)
+    tokens[0, : len(ids)] = ids
+    feeds = programs.prefill({"tokens": tokens, "token_mask": (tokens != 0).astype(np.float32),
+                              "latents": voice["latents"]})  # fmt: skip
+    return feeds | {"pitch_term": voice["pitch_term"], "focus": np.zeros([1], np.int32),
+                    "place": np.zeros([1], np.float32),
+                    "frame": np.zeros([1, 1, manifest["n_mels"]], np.float32)}  # fmt: skip
+
+
+def spoken(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, np.ndarray],
+           frames: np.ndarray, probs: np.ndarray, count: int) -> Spoken:  # fmt: skip
+    """A piece of `count` token ids from its decoded `frames` float32 [1, F, M] and stop
+    probabilities [1, F] (F >= its buffer; zeros after the last step run): stopped at the
+    first probability above 0.5 or at its buffer's end, its mel through `finish`, vocoded."""
+    buffer = manifest["buffers"][count - 1]
     above = probs[0, :buffer] > 0.5
     stopped = bool(above.any())
     length = int(np.argmax(above)) + 1 if stopped else buffer
     mel = programs.finish({"frames": frames[:, :buffer], "stats": voice["stats"],
-                                "lengths": np.array([length], np.int32),
-                                "cond_mel": voice["cond_mel"],
-                                "cond_lengths": voice["cond_lengths"]})["mel"][0]  # fmt: skip
+                           "lengths": np.array([length], np.int32),
+                           "cond_mel": voice["cond_mel"],
+                           "cond_lengths": voice["cond_lengths"]})["mel"][0]  # fmt: skip
     return Spoken(mel[:length], length, stopped, _vocoded(programs, manifest, mel, count, length))
 
 

@@ -92,11 +92,21 @@ class Voice:
         self.tokenizer = Tokenizer.from_dict(tokenizer)
         self.audio = MelConfig.from_dict(self.manifest["audio"], section="audio")
         self.sample_rate = self.audio.sample_rate
-        self._clips: dict[int, Program] = {}  # loaded at a clip of their rate
+        self._later: dict[str, Program] = {}  # by name: a clip's rate, a rate out, once asked
         reference = self.folder / "reference.npy"
         # The saved clip's voice, computed once: the voice spoken without a reference.
         self.voice = (conditioning(self.programs, self.manifest, np.load(reference))
                       if reference.exists() else None)  # fmt: skip
+
+    def program(self, name: str) -> Program:
+        """The folder's program `name` (`{name}.onnx`) on one thread, loaded now."""
+        return self._session(name, alone=True)
+
+    def _program(self, name: str) -> Program:
+        """The program `name`, loaded the first time it is asked for."""
+        if name not in self._later:
+            self._later[name] = self._session(name)
+        return self._later[name]
 
     def _session(self, name: str, *, alone: bool = False) -> Program:
         """The program `name`, on one thread when `alone` (`_options`)."""
@@ -104,14 +114,25 @@ class Voice:
                                             self._options[alone],
                                             providers=["CPUExecutionProvider"]))  # fmt: skip
 
-    def clip(self, path: str | Path) -> np.ndarray:
+    @property
+    def loaded(self) -> int:
+        """Programs loaded: the steps, conditioning, features, prefill, finish, vocoder,
+        and those of the clips' rates and the rates out asked for so far."""
+        return len(self.programs.steps) + 5 + len(self._later)
+
+    def clip(self, path: str | Path, *, max_seconds: float | None = None) -> np.ndarray:
         """The mel features of the reference clip at `path` (WAV, FLAC, OGG) as the run
         reads one (`xtts-train synthesize --reference`): mono, resampled to the run's rate,
         its silence trimmed, its first `cond_frames` frames; a `reference` for `speak`.
 
+        Args:
+            path: the clip.
+            max_seconds: the longest clip taken (a server's bound on uploads); None: any.
+
         Raises:
             InputError: not audio, a rate the voice was not exported for (the rates
-                named), silent, or too short once trimmed (each naming the clip).
+                named), longer than `max_seconds`, silent, or too short once trimmed (each
+                naming the clip).
         """
         try:
             audio, rate = read_clip(Path(path))
@@ -124,13 +145,11 @@ class Voice:
                 f"Expected a clip at one of {rates} Hz, received: {path} at {rate} Hz; "
                 f"resample it (sox IN -r {self.sample_rate} OUT)"
             )
-        if rate not in self._clips:
-            self._clips[rate] = self._session(f"clip-{rate}")
-        read = self._clips[rate]({"audio": audio})
+        read = self._program(f"clip-{rate}")({"audio": audio})
         wave, (start, end) = read["wave"], read["bounds"]
         try:
             check_clip_audio(str(path), seconds=len(wave) / self.sample_rate,
-                             peak=float(np.abs(wave).max()))  # fmt: skip
+                             peak=float(np.abs(wave).max()), max_seconds=max_seconds)  # fmt: skip
             check_samples(int(end - start), self.audio)
             mel = self.programs.features({"wave": wave[start:end]})["mel"]
             check_clip_voice(str(path), frames=len(mel), need=self.manifest["min_reference_frames"],
@@ -138,6 +157,19 @@ class Voice:
         except (ClipError, BadAudioError) as error:
             raise InputError(str(error)) from None
         return mel[: self.manifest["cond_frames"]]
+
+    def resample(self, samples: np.ndarray, rate: int) -> np.ndarray:
+        """float32 [samples] at the voice's rate, resampled to `rate` (`resample-{rate}`,
+        written for the rates an encoder needs: `out_rates` of voice.json).
+
+        Raises:
+            VoiceError: a rate the voice was not exported to (those it was named).
+        """
+        rates = self.manifest.get("out_rates", [])
+        if rate not in rates:
+            raise VoiceError(f"Expected a rate the voice was exported to, one of {rates} Hz, "
+                             f"received: {rate} Hz")  # fmt: skip
+        return self._program(f"resample-{rate}")({"wave": samples})["audio"]
 
     def speak(self, text: str, *, language: str | None = None,
               reference: np.ndarray | None = None) -> Speech:  # fmt: skip

@@ -16,7 +16,7 @@ from xtts_audio.startup import lazy_exports
 if TYPE_CHECKING:
     from xtts_serve.app import create_app
     from xtts_serve.config import EngineConfig, ServerConfig
-    from xtts_serve.engine import Engine, Utterance
+    from xtts_serve.engine import Engine
     from xtts_serve.errors import (
         AuthError,
         BusyError,
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         UnknownVoiceError,
         XttsServeError,
     )
+    from xtts_serve.onnx_engine import OnnxEngine
+    from xtts_serve.scheduling import Utterance
     from xtts_serve.speech import SerialScheduler, SlotScheduler, Speech
     from xtts_serve.voices import Voice, VoiceStore
     from xtts_serve.worker import DecodeWorker
@@ -37,6 +39,7 @@ __all__ = [
     "DecodeWorker",
     "Engine",
     "EngineConfig",
+    "OnnxEngine",
     "RequestError",
     "SerialScheduler",
     "ServerConfig",
@@ -56,7 +59,9 @@ __getattr__, __dir__ = lazy_exports(
     {
         "create_app": "app",
         **dict.fromkeys(["EngineConfig", "ServerConfig"], "config"),
-        **dict.fromkeys(["Engine", "Utterance"], "engine"),
+        "Engine": "engine",
+        "OnnxEngine": "onnx_engine",
+        "Utterance": "scheduling",
         **dict.fromkeys(
             ["AuthError", "BusyError", "ConfigError", "RequestError", "TooLargeError",
              "UnknownVoiceError", "XttsServeError"],

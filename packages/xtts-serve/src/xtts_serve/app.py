@@ -28,12 +28,11 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from xtts_serve.config import ServerConfig, json_body_limit
-from xtts_serve.engine import Engine
 from xtts_serve.errors import BusyError, RequestError
 from xtts_serve.metrics import CONTENT_TYPE, ServeMetrics
 from xtts_serve.middleware import ApiKey, BodyLimit, CountRequests, error_body
 from xtts_serve.routes import delete_voice, list_voices, speech, upload_voice
-from xtts_serve.speech import Scheduler
+from xtts_serve.scheduling import Scheduler, Speaker
 from xtts_serve.speech_request import model_names
 from xtts_serve.worker import DecodeWorker
 
@@ -42,7 +41,7 @@ __all__ = ["UPLOAD_PATH", "create_app"]
 UPLOAD_PATH = "/v1/voices"  # the one route whose body is bounded by max_upload_mb
 
 
-def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
+def create_app(engine: Speaker, config: ServerConfig | None = None) -> Starlette:
     """The server's ASGI app on `engine` (run it with uvicorn). The engine's warm-up runs
     in the decoding thread once the app starts (its lifespan); until it is done,
     `GET /healthz` answers 503 and speech requests wait in the queue.
@@ -79,7 +78,7 @@ def create_app(engine: Engine, config: ServerConfig | None = None) -> Starlette:
     return app
 
 
-def _start(engine: Engine) -> Scheduler:
+def _start(engine: Speaker) -> Scheduler:
     """The decoding thread's first task: the warm-up; then it drives the scheduler."""
     engine.warm_up()
     return engine.scheduler

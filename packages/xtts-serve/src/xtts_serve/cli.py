@@ -17,12 +17,15 @@ import os
 import sys
 from pathlib import Path
 
+from xtts_runtime import XttsRuntimeError
+
 from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
 from xtts_serve.config import (
     ENV_API_KEY,
+    RUNTIMES,
     VOCODER_BATCHING,
     VOICES_FILE,
     EngineConfig,
@@ -36,7 +39,7 @@ from xtts_train.compile import compile_cache
 
 __all__ = ["SHUTDOWN_SECONDS", "main"]
 
-_USER_ERRORS = (XttsServeError, XttsTrainError, XttsDataError, XttsAudioError)
+_USER_ERRORS = (XttsServeError, XttsTrainError, XttsRuntimeError, XttsDataError, XttsAudioError)
 SHUTDOWN_SECONDS = 30  # after SIGTERM, requests in flight may take this long to finish
 _DEFAULTS = EngineConfig(run=Path("."))
 _SERVER = ServerConfig()
@@ -55,7 +58,20 @@ def _parser() -> argparse.ArgumentParser:
         f"{SHUTDOWN_SECONDS} s to finish.",
     )  # fmt: skip
     parser.add_argument("--run", type=Path, required=True,
-                        help="the text-to-mel training run (xtts-train fit)")  # fmt: skip
+                        help="the text-to-mel training run (xtts-train fit); with --runtime "
+                        "onnx, a voice folder (xtts-train export --format onnx)")  # fmt: skip
+    parser.add_argument(
+        "--runtime", choices=RUNTIMES, default=_DEFAULTS.runtime,
+        help="tf: TensorFlow's programs, compiled at start-up, on a run; onnx: an exported "
+        "voice in onnxruntime (its own vocoder and decoding settings; no --vocoder, --set "
+        "or --vocoder-batching), which starts in about a second and streams a piece of "
+        f"text at a time (default: {_DEFAULTS.runtime})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--threads", type=int, metavar="N",
+        help="--runtime onnx: threads of its large programs (vocoder, finish, prefill; a "
+        "decoder step runs on one) (default: every core this process may use)",
+    )  # fmt: skip
     parser.add_argument("--vocoder", type=Path, metavar="RUN",
                         help="a vocoder run trained on the run's audio settings; without it, "
                         "Griffin-Lim, and stream requests are refused (400)")  # fmt: skip
@@ -149,14 +165,19 @@ def _serve(args: argparse.Namespace) -> int:
                           voices=args.voices, max_voices=args.max_voices,
                           max_clip_seconds=args.max_clip_seconds, slots=args.slots,
                           vocoder_batching=args.vocoder_batching, overrides=tuple(args.set),
-                          voice_aliases=tuple(args.voice_alias))  # fmt: skip
+                          voice_aliases=tuple(args.voice_alias), runtime=args.runtime,
+                          threads=args.threads)  # fmt: skip
     voice_aliases(config)  # a malformed voices.yaml, too, is refused before TensorFlow
     # Imported once the flags are checked: a bad one is refused before TensorFlow loads
     # (seconds), and `--help` never loads it. Not a cycle.
     import uvicorn
 
     from xtts_serve.app import create_app
-    from xtts_serve.engine import Engine
+
+    if config.runtime == "onnx":
+        from xtts_serve.onnx_engine import OnnxEngine as Engine
+    else:
+        from xtts_serve.engine import Engine
 
     engine = Engine(config)
     uvicorn.run(create_app(engine, server), host=args.host, port=args.port,

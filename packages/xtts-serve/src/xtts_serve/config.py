@@ -18,6 +18,7 @@ from xtts_serve.errors import ConfigError
 __all__ = [
     "ENV_API_KEY",
     "MAX_NAME_CHARS",
+    "RUNTIMES",
     "VOCODER_BATCHING",
     "VOICES_FILE",
     "EngineConfig",
@@ -29,16 +30,18 @@ __all__ = [
 
 ENV_API_KEY = "XTTS_SERVE_API_KEY"  # the API key's environment variable (`--api-key`)
 VOCODER_BATCHING = ("auto", "on", "off")
+RUNTIMES = ("tf", "onnx")  # what decodes: TensorFlow on a run, onnxruntime on an exported voice
 VOICES_FILE = "voices.yaml"  # in a `--voices` folder: voice aliases, `NAME: VOICE` each
 MAX_NAME_CHARS = 64  # a voice's id or name, an alias, a model alias
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EngineConfig:
-    """What an `Engine` loads and the limits of what it speaks.
+    """What an `Engine` (or an `OnnxEngine`) loads and the limits of what it speaks.
 
     Attributes:
-        run: a text-to-mel training run (`xtts-train fit`).
+        run: a text-to-mel training run (`xtts-train fit`); with `runtime` onnx, a voice
+            folder (`xtts-train export --format onnx`), which holds its vocoder.
         vocoder: a vocoder run trained on the run's audio settings; None: Griffin-Lim
             (no streaming).
         max_chars: the longest text of one request, in characters as sent.
@@ -59,6 +62,11 @@ class EngineConfig:
             for the voice VOICE (the run's, or a `voices` clip's), over the same name in
             the folder's `VOICES_FILE` (`voice_aliases` merges them; the voices check the
             targets when they load). Each name once.
+        runtime: `tf`, TensorFlow's programs on a run (`Engine`); `onnx`, an exported
+            voice in onnxruntime (`OnnxEngine`, no TensorFlow), which decodes as it was
+            exported: no `vocoder`, `overrides` or `vocoder_batching` of its own.
+        threads: with `onnx`, the threads of its large programs (the vocoder, finish,
+            prefill; a decoder step runs on one); None: every core this process may use.
     """
 
     run: Path
@@ -71,6 +79,8 @@ class EngineConfig:
     slots: int = 4
     vocoder_batching: str = "auto"
     voice_aliases: tuple[str, ...] = ()
+    runtime: str = "tf"
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "run", Path(self.run))
@@ -92,6 +102,33 @@ class EngineConfig:
         if self.vocoder_batching not in VOCODER_BATCHING:
             raise ConfigError(f"Expected vocoder_batching one of {list(VOCODER_BATCHING)}, "
                               f"received: {self.vocoder_batching!r}")  # fmt: skip
+        if self.runtime not in RUNTIMES:
+            raise ConfigError(f"Expected runtime one of {list(RUNTIMES)}, received: "
+                              f"{self.runtime!r}")  # fmt: skip
+        if self.threads is not None:
+            _check_int("threads", self.threads)
+        _check_runtime(self)
+
+
+def _check_runtime(config: EngineConfig) -> None:
+    """The settings of the other runtime, refused: none is accepted and then ignored."""
+    if config.runtime == "onnx":
+        settings = (
+            ("--vocoder", config.vocoder),
+            ("--set", config.overrides),
+            ("--vocoder-batching", config.vocoder_batching != "auto"),
+        )
+        given = [name for name, value in settings if value]
+        if given:
+            raise ConfigError(
+                f"Expected --runtime onnx without {', '.join(given)}, received: them; an "
+                f"exported voice decodes and vocodes as it was exported (xtts-train export "
+                f"--format onnx --set decode.KEY=VALUE)"
+            )
+    elif config.threads is not None:
+        raise ConfigError(f"Expected --threads with --runtime onnx, received: --threads "
+                          f"{config.threads} with --runtime {config.runtime}, whose programs "
+                          f"run on TensorFlow's own thread pools")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -25,7 +25,7 @@ which only reads the text and the voices, may run in any.
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import logging
 import tempfile
 import time
@@ -34,16 +34,26 @@ from pathlib import Path
 
 import numpy as np
 
+import xtts_audio as xa
+from xtts_data import XttsDataError
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
-from xtts_serve.speech import Scheduler, SerialScheduler, SlotScheduler, Speech
-from xtts_serve.voices import Voice, VoiceStore, check_name, load_voices, upload_reference
+from xtts_serve.scheduling import Scheduler, Utterance, alone, read_text
+from xtts_serve.speech import SerialScheduler, SlotScheduler, Speech
+from xtts_serve.voices import (
+    ReadClip,
+    Voice,
+    VoiceStore,
+    check_name,
+    hide_path,
+    load_voices,
+    upload_reference,
+)
 from xtts_train import (
     CHUNK_FRAMES,
     MAX_PIECE_BATCH,
     TEXT_BUCKET,
     Decoding,
-    Encoded,
     RetraceError,
     SlotDecoding,
     Slots,
@@ -52,15 +62,15 @@ from xtts_train import (
     check_buffer_frames,
     check_streamable,
     device_kind,
+    load_reference,
     load_run,
     piece_batch,
     speak_pieces,
     text_buffer_frames,
-    text_pieces,
 )
 from xtts_train import ConfigError as TrainConfigError
 
-__all__ = ["GRIFFIN_LIM_STREAM", "MIN_STEPS", "Engine", "Utterance", "vocoder_batches"]
+__all__ = ["GRIFFIN_LIM_STREAM", "MIN_STEPS", "Engine", "vocoder_batches"]
 
 _log = logging.getLogger(__name__)
 
@@ -75,23 +85,6 @@ GRIFFIN_LIM_STREAM = (
     "and cannot stream without audible joins: ask for the whole audio (stream=false), or "
     "start the server with --vocoder RUN"
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class Utterance:
-    """A text and a voice, checked and ready to decode (`Engine.prepare`).
-
-    Attributes:
-        text: the text as sent.
-        voice: the voice's id.
-        pieces: what the model reads, piece by piece (`text_pieces`).
-        reference: float32 [frames, n_mels], the voice's conditioning mel.
-    """
-
-    text: str
-    voice: str
-    pieces: tuple[Encoded, ...]
-    reference: np.ndarray = dataclasses.field(repr=False)
 
 
 class Engine:
@@ -127,7 +120,14 @@ class Engine:
         self.config = config
         run = config.run
         self.stack, model, self._tokenizer = load_run(run, overrides=config.overrides)
-        self.voices: VoiceStore = load_voices(config, self.stack)  # refused: before the rest
+        self.read_clip: ReadClip = functools.partial(_read_clip, run, self.stack)
+        try:
+            self.own_voice: np.ndarray | str = load_reference(run, self.stack)
+        except XttsTrainError as error:
+            self.own_voice = str(error)
+        self.voices: VoiceStore = load_voices(
+            config, own=self.own_voice, read=self.read_clip
+        )  # refused: before the rest
         stack, audio = self.stack, self.stack.audio
         self.sample_rate = audio.sample_rate
         self._waveforms = Waveforms(run, stack, vocoder=config.vocoder)
@@ -229,26 +229,11 @@ class Engine:
             RequestError: an empty or too long text, one with nothing the model can say,
                 a language the run was not trained on, an unknown voice.
         """
-        if not isinstance(text, str) or not text.strip():
-            raise RequestError(f"Expected input: a text to speak, received: {text!r}")
-        if len(text) > self.config.max_chars:
-            raise RequestError(f"Expected input of at most {self.config.max_chars} characters "
-                               f"(--max-chars), received: {len(text)} characters; send it "
-                               f"in several requests")  # fmt: skip
-        chosen = self.voices.get(self._voice_id(voice))
-        try:
-            pieces = text_pieces(text, self.stack.data.text, self._tokenizer, name="input",
-                                 language=language,
-                                 max_symbols=self.stack.decode.split_symbols)  # fmt: skip
-        except XttsTrainError as error:
-            raise RequestError(str(error)) from None
-        extra = self._max_ids - self.max_symbols  # <eos>, and a language's token
-        longest = max(len(p.ids) for p in pieces) - extra
-        if longest > self.max_symbols:  # only without splitting: spelled-out text grows
-            raise RequestError(f"Expected input of at most {self.max_symbols} symbols once "
-                               f"numbers and abbreviations are spelled out, received: "
-                               f"{longest}; send it in several requests")  # fmt: skip
-        return Utterance(text, chosen.id, tuple(pieces), chosen.reference)
+        return read_text(text, self.voices, voice=voice, language=language,
+                         max_chars=self.config.max_chars, text_config=self.stack.data.text,
+                         tokenizer=self._tokenizer, split_symbols=self.stack.decode.split_symbols,
+                         max_symbols=self.max_symbols,
+                         extra=self._max_ids - self.max_symbols)  # fmt: skip
 
     def speak(self, text: str, *, voice: str | None = None,
               language: str | None = None) -> np.ndarray:  # fmt: skip
@@ -303,23 +288,18 @@ class Engine:
                 `config.max_clip_seconds`, silent or too short.
         """
         check_name(name)
-        reference = upload_reference(clip, run=self.config.run, stack=self.stack,
+        reference = upload_reference(clip, read=self.read_clip,
                                      max_seconds=self.config.max_clip_seconds,
                                      workspace=Path(self._workspace.name))  # fmt: skip
         return self.voices.add(reference, name=name)
 
+    def resample(self, samples: np.ndarray, rate: int) -> np.ndarray:
+        """float32 [samples] of its audio, at `rate` (`xtts_audio.resample`)."""
+        return xa.resample(samples, orig_sr=self.sample_rate, target_sr=rate).numpy()
+
     def _alone(self, speech: Speech) -> Iterator[np.ndarray]:
         """`speech`'s audio, decoded alone by `scheduler` (no other request in it)."""
-        self.scheduler.admit(speech)
-        try:
-            while not speech.finished:
-                for _, heard in self.scheduler.step():
-                    if isinstance(heard, Exception):
-                        raise heard
-                    yield from heard
-        finally:
-            if not speech.finished:  # the caller stopped reading
-                self.scheduler.cancel(speech)
+        yield from alone(self.scheduler, speech)
         self._check_traces()
 
     def _speak_whole(self, utterance: Utterance) -> np.ndarray:
@@ -338,15 +318,6 @@ class Engine:
             for decoding in self._decodings.values():
                 decoding([[_EOS] * text], reference)
 
-    def _voice_id(self, voice: str | None) -> str:
-        if voice is not None:
-            return voice
-        if self.voices.default is None:
-            ids = [v.id for v in self.voices.list()]
-            raise RequestError(f"Expected voice, one of {ids}: the run saved no voice of its "
-                               f"own to speak in when none is named")  # fmt: skip
-        return self.voices.default
-
     def _trace_counts(self) -> dict[str, int]:
         counts = {f"decode x{b}": d.programs for b, d in self._decodings.items()}
         if self._slot_decoding is not None:
@@ -362,6 +333,20 @@ class Engine:
         if now != self._traces:
             raise RetraceError(f"Expected no program traced after the warm-up, received: "
                                f"{now} (at the warm-up: {self._traces})")  # fmt: skip
+
+
+def _read_clip(run: Path, stack, path: Path, *, shown: str, max_seconds: float) -> np.ndarray:
+    """`ReadClip` by TensorFlow: the clip as `synthesize --reference` reads it
+    (`load_reference`)."""
+    try:
+        return load_reference(run, stack, path, max_seconds=max_seconds)
+    except XttsDataError as error:
+        raise RequestError(
+            f"Expected an audio clip (WAV, FLAC or OGG), received: {shown}, which does not "
+            f"decode as audio ({hide_path(error, path, shown)})"
+        ) from None
+    except XttsTrainError as error:
+        raise RequestError(hide_path(error, path, shown)) from None
 
 
 def vocoder_batches(slots: int) -> tuple[int, ...]:

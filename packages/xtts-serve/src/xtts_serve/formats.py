@@ -9,11 +9,12 @@ file closes (their lengths), so their bytes are not final until the end.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import numpy as np
 import soundfile
 
-from xtts_audio import pcm16, resample, wav_bytes
+from xtts_audio import pcm16, wav_bytes
 
 __all__ = ["MEDIA_TYPES", "OPUS_RATE", "STREAM_FORMATS", "encode"]
 
@@ -31,13 +32,16 @@ _OPUS_RATES = (8_000, 12_000, 16_000, 24_000, 48_000)
 _SNDFILE = {"flac": ("FLAC", "PCM_16"), "mp3": ("MP3", "MPEG_LAYER_III"), "opus": ("OGG", "OPUS")}
 
 
-def encode(samples: np.ndarray, sample_rate: int, response_format: str) -> tuple[bytes, int]:
+def encode(samples: np.ndarray, sample_rate: int, response_format: str, *,
+           resample: Callable[[np.ndarray, int], np.ndarray]) -> tuple[bytes, int]:  # fmt: skip
     """A whole response's body.
 
     Args:
         samples: float32 [samples] in [-1, 1].
         sample_rate: their rate.
         response_format: a key of `MEDIA_TYPES`.
+        resample: (samples, rate) → the samples at `rate` (`Speaker.resample`: the
+            engine's runtime resamples).
 
     Returns:
         The body, and the sample rate it holds (`OPUS_RATE` for Opus at a rate it does not
@@ -49,7 +53,7 @@ def encode(samples: np.ndarray, sample_rate: int, response_format: str) -> tuple
         return pcm16(samples).tobytes(), sample_rate
     container, subtype = _SNDFILE[response_format]
     if response_format == "opus" and sample_rate not in _OPUS_RATES:
-        samples = resample(samples, orig_sr=sample_rate, target_sr=OPUS_RATE).numpy()
+        samples = resample(samples, OPUS_RATE)
         sample_rate = OPUS_RATE
     out = io.BytesIO()
     # the WAV's 16-bit samples (libsndfile's own quantising rounds a few differently)

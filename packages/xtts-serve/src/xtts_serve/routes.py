@@ -60,7 +60,8 @@ async def speech(request: Request) -> Response:
         return _server_error(error)
     state.metrics.spoken(audio_seconds=len(first) / engine.sample_rate,
                          decode_seconds=done.seconds)  # fmt: skip
-    coded = functools.partial(encode, first, engine.sample_rate, asked.response_format)
+    coded = functools.partial(encode, first, engine.sample_rate, asked.response_format,
+                              resample=engine.resample)  # fmt: skip
     body, rate = await anyio.to_thread.run_sync(coded)  # MP3 and Opus take a while
     headers["X-Sample-Rate"] = str(rate)
     return Response(body, media_type=media_type, headers=headers)

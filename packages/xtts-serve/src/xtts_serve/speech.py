@@ -16,23 +16,18 @@ Used by one thread at a time (the server's decoding thread, or `Engine.speak`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
 import xtts_audio as xa
 from xtts_audio import pcm16
 from xtts_serve.errors import RequestError
+from xtts_serve.scheduling import Heard, caught
 from xtts_train import PieceMels, Slots, SlotStream, VocoderStream, Window
 
-_log = logging.getLogger(__name__)
+__all__ = ["SerialScheduler", "SlotScheduler", "Speech"]
 
-__all__ = ["Heard", "Scheduler", "SerialScheduler", "SlotScheduler", "Speech"]
-
-# What a step hands a request: its audio arrays, or the exception its audio raised.
-Heard = list[np.ndarray] | Exception
 # A stream's windows of the step, vocoded together: `Window`s → float32 samples each.
 Vocode = Callable[[list[Window]], list[np.ndarray]]
 
@@ -99,23 +94,6 @@ class Speech:
         return [w for mel in mels for w in self._pushed.push(mel)]
 
 
-class Scheduler(Protocol):
-    """What the decoding thread drives: requests admitted while there is `room`, then
-    `step` after `step` until each is finished."""
-
-    @property
-    def room(self) -> bool: ...
-
-    @property
-    def busy(self) -> int: ...
-
-    def admit(self, speech: Speech) -> None: ...
-
-    def step(self) -> list[tuple[Speech, Heard]]: ...
-
-    def cancel(self, speech: Speech) -> None: ...
-
-
 class SlotScheduler:
     """The decoder slots, stepped for every request admitted.
 
@@ -171,7 +149,7 @@ class SlotScheduler:
         for stream, chunk in self.slots.step():
             speech = owners[id(stream)]
             if not speech.finished:  # not failed at an earlier chunk of this step
-                out.append((speech, _heard(speech.take, chunk)))
+                out.append((speech, caught(speech.take, chunk)))
                 if isinstance(out[-1][1], Exception):
                     self.cancel(speech)
         out = self._vocoded(out)
@@ -186,7 +164,7 @@ class SlotScheduler:
                    if isinstance(a, Window)]  # fmt: skip
         if not windows:
             return out
-        samples = _heard(self._vocode, windows)
+        samples = caught(self._vocode, windows)
         if isinstance(samples, Exception):
             failed = {speech for speech, heard in out if _windowed(heard)}
             for speech in failed:
@@ -242,7 +220,7 @@ class SerialScheduler:
         if speech is None:
             return []
         speech.finished = True
-        return [(speech, _heard(lambda u: [self._decode(u)], speech.utterance))]
+        return [(speech, caught(lambda u: [self._decode(u)], speech.utterance))]
 
     def cancel(self, speech: Speech) -> None:
         speech.finished = True
@@ -253,12 +231,3 @@ class SerialScheduler:
 def _windowed(heard: Heard) -> bool:
     """`heard` holds vocoder windows still to vocode."""
     return not isinstance(heard, Exception) and any(isinstance(a, Window) for a in heard)
-
-
-def _heard(take: Callable, *args) -> Heard:
-    """`take(*args)`, or the exception it raised (logged): one request's failure."""
-    try:
-        return take(*args)
-    except Exception as error:
-        _log.exception("a request's audio failed")
-        return error

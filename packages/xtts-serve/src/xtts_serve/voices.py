@@ -3,9 +3,10 @@ start-up, and clips uploaded while it runs, each conditioned on once and kept by
 the aliases a request may name them by (OpenAI's voice names, `--voice-alias`).
 
 Uploads live in memory only, in a bounded least-recently-used store: a restart forgets
-them, and past `max_uploads` the one used longest ago is dropped. A clip is checked as
-`xtts-train synthesize --reference` checks it (`load_reference`: decodable, not silent,
-long enough) and, here, not longer than a bound; no message names a path on the server.
+them, and past `max_uploads` the one used longest ago is dropped. A clip is read by the
+engine's runtime (`ReadClip`: TensorFlow's `load_reference`, as `xtts-train synthesize
+--reference` reads it, or an exported voice's `Voice.clip`): decodable, not silent, long
+enough and, here, not longer than a bound; no message names a path on the server.
 """
 
 from __future__ import annotations
@@ -16,29 +17,34 @@ import logging
 import secrets
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from xtts_data import XttsDataError
 from xtts_serve.config import MAX_NAME_CHARS, EngineConfig, voice_aliases
 from xtts_serve.errors import ConfigError, RequestError, UnknownVoiceError
 from xtts_serve.openai_names import OPENAI_VOICES
-from xtts_train import StackConfig, XttsTrainError, load_reference
 
 __all__ = [
     "CLIP_SUFFIXES",
     "RUN_VOICE",
+    "ReadClip",
     "Voice",
     "VoiceStore",
     "builtin_voices",
     "check_name",
-    "clip_reference",
     "folder_voices",
+    "hide_path",
     "load_voices",
     "upload_reference",
 ]
+
+# The clip at a path → float32 [frames, n_mels], its conditioning mel, as the engine's
+# runtime reads a reference; keywords: `shown`, what messages call the clip (never a server
+# path for an upload), and `max_seconds`, the longest clip taken. Raises RequestError: not
+# audio, too long, silent or too short (each naming what was expected).
+ReadClip = Callable[..., np.ndarray]
 
 _log = logging.getLogger(__name__)
 
@@ -193,39 +199,13 @@ def check_name(name: str | None) -> None:
                            f"received: {name[:MAX_NAME_CHARS + 1]!r}")  # fmt: skip
 
 
-def clip_reference(path: Path, *, run: Path, stack: StackConfig, max_seconds: float,
-                   shown: str) -> np.ndarray:  # fmt: skip
-    """float32 [frames, n_mels]: the conditioning of the clip at `path`, as
-    `synthesize --reference` reads it (`load_reference`), lasting at most `max_seconds`.
-
-    Args:
-        path: the clip.
-        run, stack: the run and its config.
-        max_seconds: the longest clip taken.
-        shown: what the messages call the clip (never a server path for an upload).
-
-    Raises:
-        RequestError: not audio, too long, silent, or too short (each naming what was
-            expected).
-    """
-    try:
-        return load_reference(run, stack, path, max_seconds=max_seconds)
-    except XttsDataError as error:
-        raise RequestError(
-            f"Expected an audio clip (WAV, FLAC or OGG), received: {shown}, which does not "
-            f"decode as audio ({_hide(error, path, shown)})"
-        ) from None
-    except XttsTrainError as error:
-        raise RequestError(_hide(error, path, shown)) from None
-
-
-def upload_reference(data: bytes, *, run: Path, stack: StackConfig, max_seconds: float,
+def upload_reference(data: bytes, *, read: ReadClip, max_seconds: float,
                      workspace: Path) -> np.ndarray:  # fmt: skip
-    """`clip_reference` of uploaded bytes, written for the decoders to a file of its own
-    in `workspace` (removed after) and called "the uploaded clip" in messages.
+    """`read` of uploaded bytes, written for the decoders to a file of its own in
+    `workspace` (removed after) and called "the uploaded clip" in messages.
 
     Raises:
-        RequestError: as `clip_reference`, and an empty upload.
+        RequestError: as `read`, and an empty upload.
     """
     if not data:
         raise RequestError("Expected an audio clip (WAV, FLAC or OGG) in the field `file`, "
@@ -233,11 +213,10 @@ def upload_reference(data: bytes, *, run: Path, stack: StackConfig, max_seconds:
     with tempfile.NamedTemporaryFile(dir=workspace, suffix=".clip") as clip:
         clip.write(data)
         clip.flush()
-        return clip_reference(Path(clip.name), run=run, stack=stack, max_seconds=max_seconds,
-                              shown="the uploaded clip")  # fmt: skip
+        return read(Path(clip.name), shown="the uploaded clip", max_seconds=max_seconds)
 
 
-def load_voices(config: EngineConfig, stack: StackConfig) -> VoiceStore:
+def load_voices(config: EngineConfig, *, own: np.ndarray | str, read: ReadClip) -> VoiceStore:
     """The voices a server starts with (`builtin_voices`) and their aliases
     (`voice_aliases`: the folder's voices.yaml and `config.voice_aliases`), in a store
     of `config.max_voices` uploads.
@@ -247,39 +226,39 @@ def load_voices(config: EngineConfig, stack: StackConfig) -> VoiceStore:
             one to no voice.
     """
     aliases = voice_aliases(config)  # a malformed voices.yaml before the clips decode
-    return VoiceStore(builtin_voices(config, stack), max_uploads=config.max_voices,
+    return VoiceStore(builtin_voices(config, own=own, read=read), max_uploads=config.max_voices,
                       aliases=aliases)  # fmt: skip
 
 
-def builtin_voices(config: EngineConfig, stack: StackConfig) -> list[Voice]:
-    """The voices a server starts with: the run's own (`RUN_VOICE`, the reference clip
-    `fit` saved) and the `config.voices` folder's.
+def builtin_voices(config: EngineConfig, *, own: np.ndarray | str,
+                   read: ReadClip) -> list[Voice]:  # fmt: skip
+    """The voices a server starts with: the run's own (`RUN_VOICE`: `own`, the mel of the
+    reference clip `fit` saved, or why there is none) and the `config.voices` folder's,
+    each read by `read`.
 
     Raises:
         ConfigError: the run saved no reference and no folder is given, or `folder_voices`
             refuses the folder.
     """
     voices = []
-    try:
-        voices.append(Voice(RUN_VOICE, RUN_VOICE, "run", load_reference(config.run, stack)))
-    except XttsTrainError as error:
+    if isinstance(own, str):
         if config.voices is None:
             raise ConfigError(f"Expected a run with its saved reference clip, or --voices "
-                              f"DIR, received: {error}") from None  # fmt: skip
-        _log.warning("no voice of the run's own: %s", error)
+                              f"DIR, received: {own}")  # fmt: skip
+        _log.warning("no voice of the run's own: %s", own)
+    else:
+        voices.append(Voice(RUN_VOICE, RUN_VOICE, "run", own))
     if config.voices is not None:
-        voices += folder_voices(config.voices, run=config.run, stack=stack,
-                                max_seconds=config.max_clip_seconds)  # fmt: skip
+        voices += folder_voices(config.voices, read=read, max_seconds=config.max_clip_seconds)
     return voices
 
 
-def folder_voices(folder: Path, *, run: Path, stack: StackConfig,
-                  max_seconds: float) -> list[Voice]:  # fmt: skip
+def folder_voices(folder: Path, *, read: ReadClip, max_seconds: float) -> list[Voice]:
     """A voice of each clip in `folder` (its `CLIP_SUFFIXES` files), named by its stem.
 
     Raises:
         ConfigError: not a folder, no clip in it, a stem that is the run's voice's id, or
-            a clip `clip_reference` refuses (naming the file).
+            a clip `read` refuses (naming the file).
     """
     if not folder.is_dir():
         raise ConfigError(f"Expected --voices a folder of clips, received: {folder}, "
@@ -295,14 +274,13 @@ def folder_voices(folder: Path, *, run: Path, stack: StackConfig,
                               f"run's own voice) in at most {MAX_NAME_CHARS} characters, "
                               f"received: {clip}")  # fmt: skip
         try:
-            reference = clip_reference(clip, run=run, stack=stack, max_seconds=max_seconds,
-                                       shown=str(clip))  # fmt: skip
+            reference = read(clip, shown=str(clip), max_seconds=max_seconds)
         except RequestError as error:
             raise ConfigError(f"--voices: {error}") from None
         voices.append(Voice(clip.stem, clip.stem, "folder", reference))
     return voices
 
 
-def _hide(error: Exception, path: Path, shown: str) -> str:
+def hide_path(error: Exception, path: Path, shown: str) -> str:
     """`error`'s message with the clip's path replaced by `shown`."""
     return str(error).replace(str(path), shown)

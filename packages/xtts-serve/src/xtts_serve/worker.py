@@ -25,13 +25,13 @@ from typing import NamedTuple
 import numpy as np
 
 from xtts_serve.errors import BusyError
-from xtts_serve.speech import Scheduler, Speech
+from xtts_serve.scheduling import Request, Scheduler
 
 __all__ = ["DecodeWorker", "Finished", "Job"]
 
 _log = logging.getLogger(__name__)
 
-Make = Callable[[], Speech]  # a request's decoding, made in the decoding thread
+Make = Callable[[], Request]  # a request's decoding, made in the decoding thread
 
 
 class Finished(NamedTuple):
@@ -94,7 +94,7 @@ class DecodeWorker:
         self._ready, self._stopping = threading.Event(), threading.Event()
         self.failure: str | None = None  # why the warm-up failed
         self._scheduler: Scheduler | None = None
-        self._admitted: dict[Speech, tuple[Job, float]] = {}  # and when
+        self._admitted: dict[Request, tuple[Job, float]] = {}  # and when
         self._seconds = 1.0  # a job's decoding time, a running mean (Retry-After)
         self._thread = threading.Thread(target=self._serve, name="xtts-serve-decoder",
                                         daemon=True)  # fmt: skip

@@ -320,9 +320,9 @@ def _add_export(commands) -> None:
     p.add_argument("--format", choices=("savedmodel", "onnx"), default="savedmodel",
                    help="savedmodel (default): one SavedModel, loaded by TensorFlow; onnx: "
                    "a voice folder of ONNX programs (conditioning, prefill, one decoder "
-                   "step per buffer size, finish, vocoder) and voice.json, spoken by "
-                   "xtts-runtime without TensorFlow; needs --vocoder and the onnx "
-                   "extra")  # fmt: skip
+                   "step per buffer size, the decoder slots' steps, finish, vocoder) and "
+                   "voice.json, spoken by xtts-runtime and served by xtts-serve --runtime "
+                   "onnx without TensorFlow; needs --vocoder and the onnx extra")  # fmt: skip
     p.add_argument("--max-text", type=int,
                    help="savedmodel: longest token input (default: 256)")  # fmt: skip
     p.add_argument("--max-frames", type=int,
@@ -331,7 +331,27 @@ def _add_export(commands) -> None:
                    help="a vocoder run (fit --task vocoder) trained with this run's audio "
                    "settings, which writes the waveform output (savedmodel default: "
                    "Griffin-Lim; required with --format onnx)")  # fmt: skip
+    p.add_argument("--slots", type=_row_counts, metavar="N[,N]",
+                   help="onnx: the decoder slots' step programs, by row count: a server of "
+                   "N slots (xtts-serve --runtime onnx --slots N) needs N here (default: "
+                   "1,4,8)")  # fmt: skip
+    p.add_argument("--set", action="append", default=[], metavar="decode.KEY=VALUE",
+                   help="onnx: a decoding setting the voice decodes with, as synthesize "
+                   "--set (repeatable)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace an existing --out")
+
+
+def _row_counts(value: str) -> tuple[int, ...]:
+    """--slots N[,N]: row counts, each an int >= 1."""
+    try:
+        counts = tuple(int(n) for n in value.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected row counts >= 1 such as 4,8, received: {value!r}"
+        )
+    return counts
 
 
 def _add_demo(commands) -> None:
@@ -538,6 +558,11 @@ def _run_gta(args) -> int:
 def _run_export(args) -> int:
     if args.format == "onnx":
         return _run_export_onnx(args)
+    onnx_only = [f for f, given in (("--slots", args.slots), ("--set", args.set)) if given]
+    if onnx_only:
+        raise XttsTrainError(f"Expected {' and '.join(onnx_only)} with --format onnx, "
+                             f"received: --format savedmodel, whose buffers and decoding "
+                             f"are the run's (--max-text, --max-frames)")  # fmt: skip
     from xtts_train.export import export
 
     # The sizes given; `export`'s own defaults for the others.
@@ -564,7 +589,9 @@ def _run_export_onnx(args) -> int:
             f"buffers are sized from each text), received: "
             f"{', '.join(sized) or 'no --vocoder'}"
         )  # fmt: skip
-    out = export_onnx(args.run, args.out, vocoder=args.vocoder, force=args.force)
+    slots = {} if args.slots is None else {"slots": args.slots}  # else export_onnx's own
+    out = export_onnx(args.run, args.out, vocoder=args.vocoder, overrides=args.set,
+                      force=args.force, **slots)  # fmt: skip
     print(f"wrote voice folder {out} (ONNX programs and voice.json; speak it with "
           f"xtts-runtime speak {out} --text ...)")  # fmt: skip
     return 0

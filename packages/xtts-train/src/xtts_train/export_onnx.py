@@ -8,10 +8,13 @@ voice.json         the manifest (`xtts_data.voice_folder`): format and version, 
 tokenizer.json     the run's symbol table
 reference.npy      the run's saved reference clip (its mel): the voice spoken by default
 clip-{rate}.onnx   a reference clip at `rate` Hz → at the run's rate, its span past silence
+resample-{rate}    the voice's audio → at `rate` Hz (`portable.OUT_RATES`: Opus's 48 kHz)
 features.onnx      a clip at the run's rate → its mel features
 conditioning.onnx  reference mel → latents, statistics, pitch term
 prefill.onnx       token ids + latents → what every step reads
 step-{i}.onnx      one decoder step, its cache of bucket i's steps (`portable.buckets`)
+slots-{b}.onnx     one step of b decoder slots, each row at its own step (the largest
+                   bucket's cache): a server decoding b texts side by side
 finish.onnx        a decoding's frames → the mel (postnet, postfilters)
 vocoder.onnx       mel → waveform (the iSTFT as a matmul)
 ```
@@ -26,9 +29,11 @@ temporary folder beside `out`, then renamed, as `export` does.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import tqdm
 
 from xtts_data.files import replaced_folder
 from xtts_data.joins import silence_feature
@@ -44,48 +49,70 @@ from xtts_train.runs.media import decoded_frames
 __all__ = ["export_onnx"]
 
 OPSET = 17
+# The decoder slots' row counts exported by default: xtts-serve's default (4), one (a
+# server of one slot) and 8 (`xtts-bench serve`'s).
+SLOTS = (1, 4, 8)
 
 
 def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
-                force: bool = False) -> Path:  # fmt: skip
+                slots: Sequence[int] = SLOTS, overrides: Sequence[str] = (),
+                force: bool = False, progress: bool = True) -> Path:  # fmt: skip
     """Write the run in `workdir` and `vocoder` as a voice folder of ONNX programs at `out`.
 
     Args:
         workdir: a text-to-mel run (`config.yaml`, `tokenizer.json`, a checkpoint).
         out: the folder to create.
         vocoder: a vocoder run trained on the run's audio settings.
+        slots: the row counts of the decoder slots' step programs (`slots-{b}.onnx`).
+        overrides: `decode.KEY=VALUE` settings of the run's decoding, as `synthesize
+            --set`: the voice decodes with them.
         force: replace an existing `out`.
+        progress: a progress bar of the programs converted.
 
     Raises:
         OutputExistsError: `out` exists and is not empty, without `force`.
         XttsTrainError: not a run, no checkpoint, a vocoder that is not one or has other
-            audio settings, or tf2onnx missing (the `onnx` extra).
+            audio settings, an override of another setting, a row count that is not an
+            int >= 1, or tf2onnx missing (the `onnx` extra).
     """
     workdir, out, vocoder = Path(workdir), Path(out), Path(vocoder)
+    slots = _slot_rows(slots)
     with replaced_folder(out, force=force) as staging:  # `out` checked before any loading
         check_vocoder(vocoder, workdir)
         converter = _converter()
-        stack, model, _ = load_run(workdir)
+        stack, model, _ = load_run(workdir, overrides=overrides)
         _, voice_model = load_vocoder(vocoder)
         model.build_weights()
         # The longest piece a text is cut into, with `<eos>` and a language token.
         buckets = portable.buckets(stack, max_symbols=stack.decode.split_symbols + 2)
-        for name, program in _programs(stack, model, voice_model, buckets).items():
+        programs = _programs(stack, model, voice_model, buckets, slots)
+        for name, program in tqdm.tqdm(programs.items(), desc="export", unit="program",
+                                       disable=not progress):  # fmt: skip
             (staging / f"{name}.onnx").write_bytes(converter(program))
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
-        write_manifest(staging, _settings(stack, buckets, voice_model))
+        write_manifest(staging, _settings(stack, buckets, voice_model) | {"slots": slots})
     return out
 
 
-def _programs(stack, model, voice_model,
-              buckets: list[portable.Bucket]) -> dict[str, portable.Program]:  # fmt: skip
+def _slot_rows(slots: Sequence[int]) -> list[int]:
+    """The row counts, sorted and checked."""
+    if not slots or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in slots):
+        raise XttsTrainError(f"Expected decoder slots of at least one row each, received: "
+                             f"{list(slots)}")  # fmt: skip
+    return sorted(set(slots))
+
+
+def _programs(stack, model, voice_model, buckets: list[portable.Bucket],
+              slots: list[int]) -> dict[str, portable.Program]:  # fmt: skip
     """The voice folder's programs by file name: the step's at the largest bucket's text
-    length with each bucket's cache."""
+    length with each bucket's cache, and the slots' at the largest's."""
     text, cond_frames = buckets[-1].text, stack.reference_frames
     return {
         **{f"clip-{rate}": portable.clip(stack, rate=rate) for rate in _clip_rates(stack)},
+        **{f"resample-{rate}": portable.resampled(stack, rate=rate)
+           for rate in _out_rates(stack)},
         "features": portable.features(stack),
         "conditioning": portable.conditioning(model, batch=1, cond_frames=cond_frames),
         "prefill": portable.prefill(model, batch=1, bucket=buckets[-1]),
@@ -93,6 +120,8 @@ def _programs(stack, model, voice_model,
                                       bucket=portable.Bucket(text=text, steps=b.steps,
                                                              frames=b.frames))
            for i, b in enumerate(buckets)},
+        **{f"slots-{b}": portable.step(model, stack.decode, batch=b, bucket=buckets[-1],
+                                       rows=True) for b in slots},
         "finish": portable.finish(model, stack.decode, batch=1, cond_frames=cond_frames),
         "vocoder": portable.vocoder(voice_model, batch=1),
     }  # fmt: skip
@@ -101,6 +130,11 @@ def _programs(stack, model, voice_model,
 def _clip_rates(stack) -> list[int]:
     """The rates of the clips the voice reads: common ones and the run's own."""
     return sorted({*portable.CLIP_RATES, stack.audio.sample_rate})
+
+
+def _out_rates(stack) -> list[int]:
+    """The rates other than the run's that its audio is resampled to (`OUT_RATES`)."""
+    return [rate for rate in portable.OUT_RATES if rate != stack.audio.sample_rate]
 
 
 def _settings(stack, buckets: list[portable.Bucket], voice_model) -> dict:
@@ -117,6 +151,7 @@ def _settings(stack, buckets: list[portable.Bucket], voice_model) -> dict:
         "min_reference_frames": stack.data.cond_frames,
         "trim_top_db": stack.data.trim_top_db,
         "clip_rates": _clip_rates(stack),
+        "out_rates": _out_rates(stack),
         "text_len": text,
         "steps": [b.steps for b in buckets],
         "bucket_text": [b.text for b in buckets],

@@ -41,9 +41,12 @@ from xtts_train.models.text_to_mel.model import TextToMel, join_memory
 from xtts_train.models.text_to_mel.postfilters import apply, postfilters
 from xtts_train.models.vocoder.model import Vocoder
 
-__all__ = ["CLIP_RATES", "Bucket", "Program", "buckets", "clip", "conditioning", "features",
-           "finish", "prefill", "step", "vocoder"]  # fmt: skip
+__all__ = ["CLIP_RATES", "OUT_RATES", "Bucket", "Program", "buckets", "clip", "conditioning",
+           "features", "finish", "prefill", "resampled", "step", "vocoder"]  # fmt: skip
 
+# The rates other than its own that an exported voice's audio is resampled to: Opus's
+# (48 kHz; it encodes 8, 12, 16, 24 or 48 kHz alone).
+OUT_RATES = (48000,)
 # The rates of the reference clips an exported voice reads (with the run's own): those of
 # common recordings. Each is one small program (a polyphase matrix of at most 0.3 M entries).
 CLIP_RATES = (8000, 11025, 16000, 22050, 24000, 32000, 44100, 48000)
@@ -95,6 +98,17 @@ def clip(stack: StackConfig, *, rate: int) -> Program:
         if stack.data.trim_top_db is None:
             return {"wave": wave, "bounds": tf.stack([0, tf.shape(wave)[0]])}
         return {"wave": wave, "bounds": xa.silence_bounds(wave, top_db=stack.data.trim_top_db)}
+
+    return _traced(program, signature)
+
+
+def resampled(stack: StackConfig, *, rate: int) -> Program:
+    """Audio `wave` float32 [samples] at the run's rate → `audio` float32 [samples'] at
+    `rate` (`xtts_audio.resample`). (ONNX names an input and an output apart.)"""
+    signature = (tf.TensorSpec([None], tf.float32, "wave"),)
+
+    def program(wave):
+        return {"audio": xa.resample(wave, orig_sr=stack.audio.sample_rate, target_sr=rate)}
 
     return _traced(program, signature)
 
@@ -155,13 +169,16 @@ def prefill(model: TextToMel, *, batch: int, bucket: Bucket) -> Program:
     return _traced(program, signature)
 
 
-def step(model: TextToMel, decode, *, batch: int, bucket: Bucket) -> Program:
+def step(model: TextToMel, decode, *, batch: int, bucket: Bucket,
+         rows: bool = False) -> Program:  # fmt: skip
     """One decoder step (`generation.step_apart`) at the bucket's static sizes.
 
     Inputs: `frame` float32 [B, 1, M] (the last frame written; zeros at step 0), `t`
-    int32 [] (steps run), each block's self-attention cache `cache_k_{i}`, `cache_v_{i}`
-    [B, N, P, H] (zeros at step 0), `focus` int32 [B] and `place` float32 [B] (zeros at
-    step 0), `pitch_term` (the voice's) and prefill's outputs.
+    int32 [] (steps run; with `rows`, int32 [B], each row's own: decoder slots, whose rows
+    decode different texts, each at its own step), each block's self-attention cache
+    `cache_k_{i}`, `cache_v_{i}` [B, N, P, H] (zeros at step 0), `focus` int32 [B] and
+    `place` float32 [B] (zeros at step 0), `pitch_term` (the voice's) and prefill's
+    outputs.
 
     Outputs: `group` float32 [B, r, M] (the step's frames as the heads write them),
     `probs` float32 [B, r] (their stop probabilities), and the next step's inputs of the
@@ -176,7 +193,7 @@ def step(model: TextToMel, decode, *, batch: int, bucket: Bucket) -> Program:
     _, keys = model.decoder.read_memory(tf.zeros([1, width, config.d_model]))
     align_width = keys.shape[-1]
     specs = [tf.TensorSpec([batch, 1, config.n_mels], tf.float32, "frame"),
-             tf.TensorSpec([], tf.int32, "t"),
+             tf.TensorSpec([batch] if rows else [], tf.int32, "t"),
              tf.TensorSpec([batch], tf.int32, "focus"),
              tf.TensorSpec([batch], tf.float32, "place"),
              tf.TensorSpec([batch, 1, config.d_model], tf.float32, "pitch_term"),

@@ -1,0 +1,341 @@
+"""`OnnxEngine`: an exported voice folder (`xtts-train export --format onnx`) served by
+onnxruntime, without TensorFlow (`xtts-serve --runtime onnx`).
+
+The decoder runs in `EngineConfig.slots` slots (`xtts_runtime.Slots`: the folder's
+`slots-{b}` step, its state bound in place). A request's text is read as the runtime
+reads it (`text_pieces`, the pieces the export's `decode.split_symbols` cuts); its pieces
+take one slot in turn, each, once ended, through `finish` and the vocoder whole and
+followed by its pause: the audio of `xtts-runtime speak`. A stream gets each piece's
+audio as soon as it is vocoded (a chunk a piece; TensorFlow's engine streams windows
+of `CHUNK_FRAMES` frames). A request's audio is exactly what it gets alone from the same
+engine, whatever its neighbours or its slot; against `xtts-runtime speak` (one row, the
+cache of its text's bucket) it differs by float rounding.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from xtts_runtime import InputError, Row, Slots, Spoken, VoiceError
+from xtts_runtime import Voice as VoiceFolder
+from xtts_runtime.loop import conditioning
+
+from xtts_audio import pcm16
+from xtts_data.pieces import Encoded, pause_frames
+from xtts_serve.config import EngineConfig
+from xtts_serve.errors import ConfigError, RequestError
+from xtts_serve.scheduling import Heard, Utterance, alone, caught, read_text
+from xtts_serve.voices import (
+    Voice,
+    VoiceStore,
+    check_name,
+    hide_path,
+    load_voices,
+    upload_reference,
+)
+
+__all__ = ["STEPS", "OnnxEngine", "RowScheduler", "RowSpeech"]
+
+_log = logging.getLogger(__name__)
+
+# Decoder steps a scheduler step runs (fewer once a piece ends): a joining piece waits at
+# most that many (a step of 8 rows took ~0.3 ms on this project's 2-core CPU).
+STEPS = 8
+
+
+class RowSpeech:
+    """One request's decoding through `Slots`: its pieces in turn, each piece's audio and
+    pause as the piece ends.
+
+    Args:
+        utterance: the request, prepared (`OnnxEngine.prepare`).
+        pauses: float32 [samples] of silence after each piece.
+        stream: hand out each piece's audio as int16 as it comes; else float32 [samples],
+            the whole audio, at the end.
+
+    Attributes:
+        finished: its last audio was handed out.
+    """
+
+    def __init__(self, utterance: Utterance, *, pauses: list[np.ndarray], stream: bool) -> None:
+        self.utterance, self.stream, self._pauses = utterance, stream, pauses
+        self.row: Row | None = None  # the piece decoding now
+        self.piece, self.finished = 0, False
+        self._audio: list[np.ndarray] = []
+
+    @property
+    def waiting(self) -> bool:
+        """Its next piece waits for a free slot."""
+        return not self.finished and self.row is None
+
+    def take(self, said: Spoken) -> list[np.ndarray]:
+        """Its audio once the piece decoding now ended as `said`: a stream's int16 chunk
+        of the piece and its pause; a whole request's float32 [samples] after its last
+        piece; else nothing."""
+        audio = np.concatenate([said.audio, self._pauses[self.piece]])
+        self.row, self.piece = None, self.piece + 1
+        self.finished = self.piece == len(self.utterance.pieces)
+        if self.stream:
+            return [pcm16(audio)]
+        self._audio.append(audio)
+        return [np.concatenate(self._audio)] if self.finished else []
+
+
+class RowScheduler:
+    """Requests in the rows of `Slots`, stepped together (`Scheduler`).
+
+    Args:
+        slots: the voice's decoder slots.
+        voice_of: a request → its voice (`conditioning`'s), computed when its first
+            piece joins.
+    """
+
+    def __init__(self, slots: Slots, *, voice_of) -> None:
+        self.slots, self._voice_of = slots, voice_of
+        self._speeches: list[RowSpeech] = []
+        self._voices: dict[int, dict] = {}  # id(speech) → its voice
+
+    @property
+    def room(self) -> bool:
+        """One more request can be admitted: it will have a slot at the next step."""
+        return len(self._speeches) < self.slots.rows
+
+    @property
+    def busy(self) -> int:
+        """Requests admitted and not finished (each holds a slot)."""
+        return len(self._speeches)
+
+    def admit(self, speech: RowSpeech) -> None:
+        """`speech`'s first piece joins a slot at the next `step`.
+
+        Raises:
+            RequestError: no room (call only while `room`).
+        """
+        if not self.room:
+            raise RequestError("Expected a free slot, received: every slot busy")
+        self._speeches.append(speech)
+
+    def step(self) -> list[tuple[RowSpeech, Heard]]:
+        """Join the waiting pieces, run `STEPS` decoder steps (fewer once a piece ends),
+        and hand out the audio of the pieces that ended.
+
+        Returns:
+            (speech, its audio) for each request whose piece ended, in order, or (speech,
+            the exception) for one whose audio failed (it is cancelled; the others go on).
+
+        Raises:
+            Exception: the slots' step itself failed (every request in them with it).
+        """
+        for speech in self._speeches:
+            if speech.waiting:
+                voice = self._voices.get(id(speech))
+                if voice is None:
+                    voice = self._voices[id(speech)] = self._voice_of(speech)
+                ids = speech.utterance.pieces[speech.piece].ids
+                speech.row = self.slots.join(voice, ids)
+        owners = {id(s.row): s for s in self._speeches}
+        out = []
+        for _ in range(STEPS):
+            ended = self.slots.step()
+            for row in ended:
+                speech = owners[id(row)]
+                out.append((speech, caught(self._audio, speech, row)))
+                if isinstance(out[-1][1], Exception):
+                    self.cancel(speech)
+            if ended:
+                break
+        for speech in self._speeches:
+            if speech.finished:
+                self._voices.pop(id(speech), None)
+        self._speeches = [s for s in self._speeches if not s.finished]
+        return out
+
+    def _audio(self, speech: RowSpeech, row: Row) -> list[np.ndarray]:
+        """`speech`'s audio once its piece in `row` ended: the piece through `finish` and
+        the vocoder."""
+        return speech.take(self.slots.spoken(row))
+
+    def cancel(self, speech: RowSpeech) -> None:
+        """Stop decoding `speech` now (its client went away): its slot is free."""
+        if speech.row is not None:
+            self.slots.leave(speech.row)
+            speech.row = None
+        speech.finished = True
+        self._voices.pop(id(speech), None)
+        self._speeches = [s for s in self._speeches if s is not speech]
+
+
+class OnnxEngine:
+    """An exported voice folder, loaded once, that speaks texts up to `config.max_chars`
+    in `config.slots` decoder slots (`Speaker`).
+
+    Args:
+        config: what to load (`config.run`: the voice folder; `runtime` onnx) and the
+            limits.
+
+    Attributes:
+        folder: the voice folder's programs (`xtts_runtime.Voice`).
+        sample_rate: samples per second of the audio it speaks.
+        max_frames: the decoding buffer of the longest piece.
+        max_symbols: the longest piece the model reads, in symbols: the export's
+            `decode.split_symbols`, or what its largest text bucket holds without them.
+        stream_refusal: None: it streams (the folder holds its vocoder).
+        voices: the voices it speaks in and their aliases (`VoiceStore`).
+        scheduler: its `RowScheduler`, once warm; driven by one thread.
+
+    Raises:
+        ConfigError: not a voice folder, a file changed since the export, a folder
+            exported without `config.slots` slots, or a voice `load_voices` refuses.
+    """
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        threads = config.threads or len(os.sched_getaffinity(0))
+        try:
+            self.folder = VoiceFolder(config.run, threads=threads)
+            slots = Slots(self.folder, rows=config.slots)
+        except VoiceError as error:
+            raise ConfigError(str(error)) from None
+        manifest = self.folder.manifest
+        self.sample_rate = self.folder.sample_rate
+        self._split = manifest["split_symbols"]
+        language = 1 if self.folder.tokenizer.language_tokens else 0
+        self._extra = 1 + language  # <eos>, and a language's token
+        self.max_symbols = self._split or manifest["text_len"] - self._extra
+        self.max_frames = manifest["buffers"][-1]
+        self.stream_refusal: str | None = None
+        self.read_clip = functools.partial(_read_clip, self.folder)
+        reference = self.folder.folder / "reference.npy"
+        self.own_voice: np.ndarray | str = (np.load(reference) if reference.exists() else
+                                            f"{config.run} holds no reference.npy")  # fmt: skip
+        self.voices: VoiceStore = load_voices(config, own=self.own_voice, read=self.read_clip)
+        self._slots = slots
+        self._workspace = tempfile.TemporaryDirectory(prefix="xtts-serve-")
+        self.scheduler: RowScheduler | None = None  # after the warm-up
+
+    @property
+    def ready(self) -> bool:
+        """`warm_up` has run."""
+        return self.scheduler is not None
+
+    @property
+    def slots(self) -> int:
+        """Requests decoded side by side."""
+        return self._slots.rows
+
+    @property
+    def programs(self) -> int:
+        """Programs loaded: the folder's (those of the clips' rates once read) and the
+        slots' step."""
+        return self.folder.loaded + 1
+
+    def warm_up(self) -> float:
+        """Speak one short piece through every program once (onnxruntime sizes its
+        buffers at a program's first run). Once; later calls return at once.
+
+        Returns:
+            Seconds it took (0 when already warm).
+        """
+        if self.scheduler is not None:
+            return 0.0
+        started = time.perf_counter()
+        self.scheduler = RowScheduler(self._slots, voice_of=self._voice_of)
+        voice = self.voices.list()[0]
+        eos = Encoded(ids=[self.folder.tokenizer.EOS], text="", unknown={})  # ends at once
+        list(alone(self.scheduler, self.speech(Utterance("", voice.id, (eos,), voice.reference),
+                                               stream=True)))  # fmt: skip
+        seconds = time.perf_counter() - started
+        _log.info("warm: %d programs for %d slots, pieces of up to %d symbols in buffers of "
+                  "up to %d frames, in %.1f s", self.programs, self.slots, self.max_symbols,
+                  self.max_frames, seconds)  # fmt: skip
+        return seconds
+
+    def prepare(self, text: str, *, voice: str | None = None,
+                language: str | None = None) -> Utterance:  # fmt: skip
+        """Check a text and a voice, and read the text as the model will (`read_text`).
+
+        Raises:
+            RequestError: an empty or too long text, one with nothing the model can say,
+                a language the voice was not trained on, an unknown voice.
+        """
+        return read_text(text, self.voices, voice=voice, language=language,
+                         max_chars=self.config.max_chars, text_config=self.folder.text_config,
+                         tokenizer=self.folder.tokenizer, split_symbols=self._split,
+                         max_symbols=self.max_symbols, extra=self._extra)  # fmt: skip
+
+    def speech(self, utterance: Utterance, *, stream: bool) -> RowSpeech:
+        """A request's decoding, for `scheduler` to admit: its audio in int16 chunks, a
+        piece each (`stream`), or whole, float32 [samples] in [-1, 1]."""
+        audio = self.folder.audio
+        pauses = [np.zeros(pause_frames(p.pause, audio) * audio.hop_length, np.float32)
+                  for p in utterance.pieces]  # fmt: skip
+        return RowSpeech(utterance, pauses=pauses, stream=stream)
+
+    def speak(self, text: str, *, voice: str | None = None,
+              language: str | None = None) -> np.ndarray:  # fmt: skip
+        """float32 [samples] in [-1, 1] at `sample_rate`: `text` spoken whole (`prepare`'s
+        arguments and errors; the warm-up first if it has not run)."""
+        return self.speak_prepared(self.prepare(text, voice=voice, language=language))
+
+    def stream(self, text: str, *, voice: str | None = None,
+               language: str | None = None) -> Iterator[np.ndarray]:  # fmt: skip
+        """int16 [samples_i] chunks of `text`'s audio, a piece and its pause each, as
+        each is vocoded (`prepare`'s arguments and errors)."""
+        return self.stream_prepared(self.prepare(text, voice=voice, language=language))
+
+    def speak_prepared(self, utterance: Utterance) -> np.ndarray:
+        """`speak` of a prepared utterance."""
+        self.warm_up()
+        (wave,) = alone(self.scheduler, self.speech(utterance, stream=False))
+        return wave
+
+    def stream_prepared(self, utterance: Utterance) -> Iterator[np.ndarray]:
+        """`stream` of a prepared utterance."""
+        self.warm_up()
+        return alone(self.scheduler, self.speech(utterance, stream=True))
+
+    def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice:
+        """A voice from an uploaded clip (WAV, FLAC or OGG bytes), its mel read now by the
+        folder's clip programs and kept (`voices`).
+
+        Raises:
+            RequestError: a bad name, or a clip that is empty, not audio, at a rate the
+                voice was not exported for, longer than `config.max_clip_seconds`,
+                silent or too short.
+        """
+        check_name(name)
+        reference = upload_reference(clip, read=self.read_clip,
+                                     max_seconds=self.config.max_clip_seconds,
+                                     workspace=Path(self._workspace.name))  # fmt: skip
+        return self.voices.add(reference, name=name)
+
+    def resample(self, samples: np.ndarray, rate: int) -> np.ndarray:
+        """float32 [samples] of its audio, at `rate` (the folder's `resample-{rate}`).
+
+        Raises:
+            RequestError: a rate the voice was not exported to.
+        """
+        try:
+            return self.folder.resample(samples, rate)
+        except VoiceError as error:
+            raise RequestError(str(error)) from None
+
+    def _voice_of(self, speech: RowSpeech) -> dict[str, np.ndarray]:
+        """A request's voice: its reference through the `conditioning` program."""
+        folder = self.folder
+        return conditioning(folder.programs, folder.manifest, speech.utterance.reference)
+
+
+def _read_clip(folder: VoiceFolder, path: Path, *, shown: str, max_seconds: float) -> np.ndarray:
+    """`ReadClip` by the voice folder's programs (`xtts_runtime.Voice.clip`)."""
+    try:
+        return folder.clip(path, max_seconds=max_seconds)
+    except InputError as error:
+        raise RequestError(hide_path(error, path, shown)) from None

@@ -1,0 +1,90 @@
+"""`OnnxEngine` (`xtts-serve --runtime onnx`): an exported voice served by onnxruntime
+speaks what `xtts-runtime` speaks, streams a piece at a time, reads uploads with the
+folder's own clip programs, and refuses a folder without the slots it is asked for.
+(That requests in its slots hear what they hear alone: test_slots.py, on both runtimes.)"""
+
+from __future__ import annotations
+
+import io
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile
+from starlette.testclient import TestClient
+from xtts_runtime import Voice as VoiceFolder
+
+import xtts_audio as xa
+from xtts_audio import pcm16, wav_bytes
+from xtts_serve import ConfigError, EngineConfig, OnnxEngine, RequestError, create_app
+
+TEXT = "Fine day. It was a quiet one, and we read."  # three pieces of at most 20 symbols
+
+
+def test_it_speaks_what_the_runtime_speaks_and_streams_a_piece_at_a_time(onnx_engine,
+                                                                       voice_folder):  # fmt: skip
+    whole = onnx_engine.speak(TEXT)
+    said = VoiceFolder(voice_folder).speak(TEXT)
+    assert len(said.pieces) == 3
+    np.testing.assert_allclose(whole, said.audio, atol=1e-5)  # one row of 4, or alone
+    chunks = list(onnx_engine.stream(TEXT))
+    assert len(chunks) == 3  # a piece and its pause each
+    np.testing.assert_array_equal(np.concatenate(chunks), pcm16(whole))
+
+
+def test_an_upload_is_read_by_the_folders_programs_and_a_bad_one_refused(onnx_engine,
+                                                                         tone_clip):  # fmt: skip
+    voice = onnx_engine.add_voice(tone_clip(1.5, hz=180), name="tone")
+    try:
+        assert voice.reference.shape[1] == onnx_engine.folder.manifest["n_mels"]
+        tone = onnx_engine.speak("Fine day.", voice=voice.id)
+        assert not np.array_equal(tone, onnx_engine.speak("Fine day."))
+    finally:
+        onnx_engine.voices.remove(voice.id)
+    silent = wav_bytes(np.zeros(onnx_engine.sample_rate, np.float32), onnx_engine.sample_rate)
+    with pytest.raises(RequestError, match="the uploaded clip") as refused:
+        onnx_engine.add_voice(silent)
+    assert "xtts-serve-" not in str(refused.value)  # no path on the server
+    with pytest.raises(RequestError, match=re.escape("Expected a clip of at most 30 s")):
+        onnx_engine.add_voice(tone_clip(31))
+
+
+def test_a_folder_without_the_slots_asked_for_is_refused(voice_folder):
+    config = EngineConfig(run=voice_folder, runtime="onnx", slots=8)
+    with pytest.raises(ConfigError, match=re.escape(
+            "exported for [1, 4] slots; export it again with --slots 8")):  # fmt: skip
+        OnnxEngine(config)
+
+
+def test_serving_an_exported_voice_loads_no_tensorflow(voice_folder):
+    """The engine and the app on it, in a fresh process: TensorFlow is never imported."""
+    probe = (f"import sys\nfrom xtts_serve import EngineConfig, OnnxEngine, create_app\n"
+             f"engine = OnnxEngine(EngineConfig(run={str(voice_folder)!r}, runtime='onnx'))\n"
+             f"create_app(engine)\nengine.speak('Fine day.')\n"
+             f"print(sorted(m for m in sys.modules if m.split('.')[0] in "
+             f"('tensorflow', 'keras', 'xtts_train')))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_opus_is_resampled_by_the_folders_program_as_tensorflow_resamples(onnx_engine):
+    """The voice's 22.05 kHz audio to Opus's 48 kHz by `resample-48000` (exported), as
+    xtts_audio.resample does it, and over HTTP an Opus body at 48 kHz."""
+    wave = onnx_engine.speak("Fine day.")
+    mine = onnx_engine.resample(wave, 48000)
+    np.testing.assert_allclose(mine, xa.resample(wave, orig_sr=onnx_engine.sample_rate,
+                                                 target_sr=48000).numpy(), atol=1e-5)  # fmt: skip
+    with pytest.raises(RequestError, match=re.escape("one of [48000] Hz, received: 16000 Hz")):
+        onnx_engine.resample(wave, 16000)
+    with TestClient(create_app(onnx_engine)) as client:
+        response = client.post("/v1/audio/speech", json={"input": "Fine day.",
+                                                         "response_format": "opus"})  # fmt: skip
+    assert response.status_code == 200, response.text
+    assert response.headers["x-sample-rate"] == "48000"
+    decoded, rate = soundfile.read(io.BytesIO(response.content), dtype="float32")
+    assert rate == 48000
+    assert abs(len(decoded) - len(mine)) <= 480
