@@ -6,19 +6,27 @@ folder's own clip programs, and refuses a folder without the slots it is asked f
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
+import socket
 import subprocess
 import sys
+import time
+import venv
+from pathlib import Path
 
+import httpx2
 import numpy as np
 import pytest
 import soundfile
 from starlette.testclient import TestClient
-from xtts_runtime import Voice as VoiceFolder
 
 import xtts_audio as xa
 from xtts_audio import pcm16, wav_bytes
+from xtts_runtime import Voice as VoiceFolder
 from xtts_serve import ConfigError, EngineConfig, OnnxEngine, RequestError, create_app
+from xtts_serve.cli import NO_TF
 
 TEXT = "Fine day. It was a quiet one, and we read."  # three pieces of at most 20 symbols
 
@@ -88,3 +96,52 @@ def test_opus_is_resampled_by_the_folders_program_as_tensorflow_resamples(onnx_e
     decoded, rate = soundfile.read(io.BytesIO(response.content), dtype="float32")
     assert rate == 48000
     assert abs(len(decoded) - len(mine)) <= 480
+
+
+@pytest.mark.slow
+def test_xtts_serve_installs_without_tensorflow_and_serves_an_exported_voice(voice_folder,
+                                                                           tmp_path):  # fmt: skip
+    """An empty venv, xtts-serve without its tf extra: no TensorFlow and no xtts-train
+    there; `--runtime tf` is one line and exit 2, and `--runtime onnx` serves the voice."""
+    root = Path(__file__).resolve().parents[3]
+    venv.create(tmp_path / "venv", with_pip=True)
+    bin_ = tmp_path / "venv" / "bin"
+    done = subprocess.run([bin_ / "python", "-m", "pip", "install", "-q", "--no-compile",
+                           "./packages/xtts-audio", "./packages/xtts-data",
+                           "./packages/xtts-runtime[phonemes]", "./packages/xtts-serve"],
+                          cwd=root, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = subprocess.run([bin_ / "python", "-m", "pip", "list", "--format=freeze"],
+                            capture_output=True, text=True, check=True).stdout.lower()  # fmt: skip
+    assert "tensorflow" not in listed and "xtts-train" not in listed, listed  # noqa: PT018
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME"}}
+    refused = subprocess.run([bin_ / "xtts-serve", "--run", str(voice_folder)],
+                             capture_output=True, text=True, env=env, cwd=tmp_path)  # fmt: skip
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [f"xtts-serve serve: error: {NO_TF}"]
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    server = subprocess.Popen([bin_ / "xtts-serve", "--run", str(voice_folder), "--runtime",
+                               "onnx", "--port", str(port)], env=env, cwd=tmp_path,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert server.poll() is None, server.stderr.read()
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        response = httpx2.post(f"http://127.0.0.1:{port}/v1/audio/speech", timeout=60,
+                               json={"model": "tts-1", "input": "Fine day.", "voice": "alloy"})  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert response.status_code == 200, response.text
+    wave, rate = soundfile.read(io.BytesIO(response.content))
+    assert rate == json.loads((voice_folder / "voice.json").read_text())["audio"]["sample_rate"]
+    assert np.abs(wave).max() > 0

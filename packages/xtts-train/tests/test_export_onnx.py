@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import soundfile
 import tensorflow as tf
-from xtts_runtime import InputError, Voice, VoiceError
-from xtts_runtime.cli import main as runtime_main
 
 from xtts_data.pieces import text_pieces
+from xtts_runtime import InputError, Voice, VoiceError
+from xtts_runtime.cli import main as runtime_main
 from xtts_train.cli import main
 from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, text_buffer_frames
 from xtts_train.models.text_to_mel.postfilters import decode_frames

@@ -8,6 +8,9 @@ voices.yaml; whether an alias names a voice is checked once the voices load. The
 then turns on the persistent compile cache
 (`--no-compile-cache` or `XTTS_COMPILE_CACHE=off` turn it off), loads the engine, and
 serves while its programs compile (`GET /healthz` answers 503 until they are done).
+
+`--runtime tf` needs xtts-train (xtts-serve's `tf` extra); without it, xtts-serve serves
+exported voices (`--runtime onnx`) and says so in one line when asked for the other.
 """
 
 from __future__ import annotations
@@ -17,12 +20,11 @@ import os
 import sys
 from pathlib import Path
 
-from xtts_runtime import XttsRuntimeError
-
 from xtts_audio.cli_runner import run_command
 from xtts_audio.errors import XttsAudioError
 from xtts_audio.startup import start_cli, verbose_flag
 from xtts_data.errors import XttsDataError
+from xtts_runtime import XttsRuntimeError
 from xtts_serve.config import (
     ENV_API_KEY,
     RUNTIMES,
@@ -32,14 +34,24 @@ from xtts_serve.config import (
     ServerConfig,
     voice_aliases,
 )
-from xtts_serve.errors import XttsServeError
+from xtts_serve.errors import ConfigError, XttsServeError
 from xtts_serve.openai_names import OPENAI_MODELS, OPENAI_VOICES
-from xtts_train import XttsTrainError
-from xtts_train.compile import compile_cache
 
-__all__ = ["SHUTDOWN_SECONDS", "main"]
+try:  # --runtime tf: the `tf` extra (xtts-train, TensorFlow); neither loads TensorFlow here
+    from xtts_train import XttsTrainError
+    from xtts_train.compile import compile_cache
 
-_USER_ERRORS = (XttsServeError, XttsTrainError, XttsRuntimeError, XttsDataError, XttsAudioError)
+    _TRAIN_ERRORS: tuple[type[Exception], ...] = (XttsTrainError,)
+except ImportError:  # an install that serves exported voices alone
+    compile_cache, _TRAIN_ERRORS = None, ()
+
+__all__ = ["NO_TF", "SHUTDOWN_SECONDS", "main"]
+
+_USER_ERRORS = (XttsServeError, *_TRAIN_ERRORS, XttsRuntimeError, XttsDataError, XttsAudioError)
+NO_TF = (
+    "Expected xtts-train for --runtime tf, received: not installed (this xtts-serve serves "
+    "exported voices: --runtime onnx); pip install 'xtts-serve[tf]'"
+)
 SHUTDOWN_SECONDS = 30  # after SIGTERM, requests in flight may take this long to finish
 _DEFAULTS = EngineConfig(run=Path("."))
 _SERVER = ServerConfig()
@@ -152,9 +164,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--no-compile-cache", action="store_true",
         help="compile every program instead of loading it from the persistent compile cache "
-        f"({compile_cache.default_root() or 'off: ' + compile_cache.ENV})",
+        f"({_cache_root()})",
     )  # fmt: skip
     return parser
+
+
+def _cache_root() -> str:
+    """Where --runtime tf keeps its compiled programs, for --help."""
+    if compile_cache is None:
+        return "--runtime tf, with the tf extra"
+    return compile_cache.default_root() or "off: " + compile_cache.ENV
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -168,6 +187,11 @@ def _serve(args: argparse.Namespace) -> int:
                           voice_aliases=tuple(args.voice_alias), runtime=args.runtime,
                           threads=args.threads)  # fmt: skip
     voice_aliases(config)  # a malformed voices.yaml, too, is refused before TensorFlow
+    if config.runtime == "onnx" and args.no_compile_cache:
+        raise ConfigError("Expected --no-compile-cache with --runtime tf, received: it with "
+                          "--runtime onnx, which compiles nothing")  # fmt: skip
+    if config.runtime == "tf" and compile_cache is None:
+        raise ConfigError(NO_TF)
     # Imported once the flags are checked: a bad one is refused before TensorFlow loads
     # (seconds), and `--help` never loads it. Not a cycle.
     import uvicorn
@@ -191,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     args.command = "serve"  # named in a user error's line
     start_cli(verbose=args.verbose, console=argv is None)
-    if argv is None and not args.no_compile_cache:
+    if argv is None and not args.no_compile_cache and args.runtime == "tf" and compile_cache:
         compile_cache.enable()  # before TensorFlow's first compile
     return run_command(_serve, args, prog="xtts-serve", user_errors=_USER_ERRORS)
 

@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
-from xtts_runtime import InputError, Row, Slots, Spoken, VoiceError
-from xtts_runtime import Voice as VoiceFolder
-from xtts_runtime.loop import conditioning
 
 from xtts_audio import pcm16
 from xtts_data.pieces import Encoded, pause_frames
+from xtts_runtime import InputError, Row, Slots, Spoken, VoiceError
+from xtts_runtime import Voice as VoiceFolder
+from xtts_runtime.loop import conditioning
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
 from xtts_serve.scheduling import Heard, Utterance, alone, caught, read_text
