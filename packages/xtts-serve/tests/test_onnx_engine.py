@@ -1,6 +1,7 @@
 """`OnnxEngine` (`xtts-serve --runtime onnx`): an exported voice served by onnxruntime
-speaks what `xtts-runtime` speaks, streams a piece at a time, reads uploads with the
-folder's own clip programs, and refuses a folder without the slots it is asked for.
+speaks what `xtts-runtime` speaks, streams 32-frame chunks as it decodes, reads uploads
+with the folder's own clip programs, and refuses a folder without the slots it is asked
+for.
 (That requests in its slots hear what they hear alone: test_slots.py, on both runtimes.)"""
 
 from __future__ import annotations
@@ -31,15 +32,23 @@ from xtts_serve.cli import NO_TF
 TEXT = "Fine day. It was a quiet one, and we read."  # three pieces of at most 20 symbols
 
 
-def test_it_speaks_what_the_runtime_speaks_and_streams_a_piece_at_a_time(onnx_engine,
-                                                                       voice_folder):  # fmt: skip
+def test_it_speaks_what_the_runtime_speaks_and_streams_it_in_chunks(onnx_engine,
+                                                                    voice_folder):  # fmt: skip
     whole = onnx_engine.speak(TEXT)
-    said = VoiceFolder(voice_folder).speak(TEXT)
+    folder = VoiceFolder(voice_folder)
+    said = folder.speak(TEXT)
     assert len(said.pieces) == 3
     np.testing.assert_allclose(whole, said.audio, atol=1e-5)  # one row of 4, or alone
     chunks = list(onnx_engine.stream(TEXT))
-    assert len(chunks) == 3  # a piece and its pause each
-    np.testing.assert_array_equal(np.concatenate(chunks), pcm16(whole))
+    hop = folder.audio.hop_length
+    assert max(len(c) for c in chunks) == 32 * hop  # chunks of 32 frames, not pieces
+    assert len(chunks) > 2 * len(said.pieces)
+    assert all(c.dtype == np.int16 for c in chunks)
+    joined = np.concatenate(chunks).astype(np.int32)
+    assert joined.shape == whole.shape
+    assert np.abs(joined - pcm16(whole)).max() <= 32  # float rounding (test_engine's bound)
+    runtime = np.concatenate(list(folder.chunks(TEXT)))  # the runtime's own stream
+    np.testing.assert_allclose(runtime, said.audio, atol=1e-3)
 
 
 def test_an_upload_is_read_by_the_folders_programs_and_a_bad_one_refused(onnx_engine,

@@ -77,6 +77,21 @@ def test_the_runtime_says_what_tensorflow_says(voice_folder, run, vocoder_run):
     assert np.abs(speech.audio).max() > 0
 
 
+def test_the_runtime_streams_in_chunks_what_it_speaks_whole(voice_folder):
+    """`Voice.chunks`: 32-frame chunks as the decoder steps (the `window` program's mel,
+    vocoder windows with their context: TensorFlow's streams' rules), joined the audio
+    `speak` gives, and each piece's pause after it."""
+    voice = Voice(voice_folder)
+    text = "A short test, then a longer one that the run cuts into two pieces."
+    whole = voice.speak(text).audio
+    chunks = list(voice.chunks(text))
+    assert voice.manifest["chunk_frames"] == 32
+    assert len(chunks[0]) == 32 * voice.audio.hop_length
+    joined = np.concatenate(chunks)
+    assert joined.shape == whole.shape
+    np.testing.assert_allclose(joined, whole, atol=1e-4)
+
+
 @pytest.mark.parametrize("rate", [None, 16000, 44100])
 def test_a_reference_clip_reads_as_tensorflow_reads_it(voice_folder, run, cache, tmp_path, rate):
     """The clip programs (resampling, trimming, features) give `load_reference`'s mel of a

@@ -10,7 +10,7 @@ each text length's, as the training side sizes it).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,6 +25,9 @@ __all__ = [
     "piece_steps",
     "prefilled",
     "spoken",
+    "started",
+    "stepping",
+    "stop_length",
 ]
 
 
@@ -55,6 +58,7 @@ class Programs:
     steps: list[Program]
     finish: Program
     vocoder: Program
+    window: Program | None = None  # a stream's chunk of the mel (None: pieces whole)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,16 +96,31 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
                  voice: Mapping[str, np.ndarray], ids: Sequence[int]) -> Spoken:  # fmt: skip
     """One piece's token ids (ending `<eos>`) decoded and vocoded in `voice`
     (`conditioning`'s)."""
-    count = len(ids)
-    bucket = next(i for i, size in enumerate(manifest["bucket_text"]) if size >= count)
+    *_, (frames, probs) = stepping(*started(programs, manifest, voice, ids),
+                                   steps=piece_steps(manifest, len(ids)),
+                                   r=manifest["reduction_factor"])  # fmt: skip
+    return spoken(programs, manifest, voice, frames, probs, len(ids))
+
+
+def started(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, np.ndarray],
+            ids: Sequence[int]) -> tuple[Program, dict[str, np.ndarray]]:  # fmt: skip
+    """A piece's decoding before its first step: the step program of its text's bucket
+    and its feeds (`prefilled`, zero caches), for `stepping`."""
+    bucket = next(i for i, size in enumerate(manifest["bucket_text"]) if size >= len(ids))
     step = programs.steps[bucket]
     feeds = prefilled(programs, manifest, voice, ids)
     for name, spec in step.inputs.items():
         if name.startswith("cache_"):
             feeds[name] = np.zeros(spec.shape, np.float32)
-    frames, probs = _steps(step, feeds, steps=piece_steps(manifest, count),
-                           r=manifest["reduction_factor"])  # fmt: skip
-    return spoken(programs, manifest, voice, frames, probs, count)
+    return step, feeds
+
+
+def stop_length(manifest: Mapping[str, Any], probs: np.ndarray, count: int) -> int:
+    """Frames a piece of `count` token ids decoded, from its stop probabilities float32
+    [1, >= its buffer]: the first above 0.5, plus one, or its buffer's."""
+    buffer = manifest["buffers"][count - 1]
+    above = probs[0, :buffer] > 0.5
+    return int(np.argmax(above)) + 1 if above.any() else buffer
 
 
 def piece_steps(manifest: Mapping[str, Any], count: int) -> int:
@@ -129,9 +148,8 @@ def spoken(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, 
     probabilities [1, F] (F >= its buffer; zeros after the last step run): stopped at the
     first probability above 0.5 or at its buffer's end, its mel through `finish`, vocoded."""
     buffer = manifest["buffers"][count - 1]
-    above = probs[0, :buffer] > 0.5
-    stopped = bool(above.any())
-    length = int(np.argmax(above)) + 1 if stopped else buffer
+    stopped = bool((probs[0, :buffer] > 0.5).any())
+    length = stop_length(manifest, probs, count)
     mel = programs.finish({"frames": frames[:, :buffer], "stats": voice["stats"],
                            "lengths": np.array([length], np.int32),
                            "cond_mel": voice["cond_mel"],
@@ -139,11 +157,11 @@ def spoken(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, 
     return Spoken(mel[:length], length, stopped, _vocoded(programs, manifest, mel, count, length))
 
 
-def _steps(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
-           r: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def stepping(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
+             r: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
     """The decoder's frames float32 [1, steps * r, M] and stop probabilities [1, steps * r]
-    from `feeds` (the prefill's, the voice's, zero state), up to the first group with a
-    probability above 0.5 (zeros after it).
+    from `feeds` (the prefill's, the voice's, zero state), the same two buffers after each
+    step (zeros not yet written), up to the first group with a probability above 0.5.
 
     The state (caches, focus, place) stays in two sets of buffers bound to the session
     (IO binding): step `t` reads one set and writes the other, so nothing is copied
@@ -181,9 +199,9 @@ def _steps(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
         session.run_with_iobinding(bindings[t % 2])
         frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = group, chance
         frame[...] = group[:, -1:]
+        yield frames, probs
         if (chance > 0.5).any():
-            break
-    return frames, probs
+            return
 
 
 def _vocoded(programs: Programs, manifest: Mapping[str, Any], mel: np.ndarray, count: int,

@@ -26,11 +26,12 @@ from xtts_data.clips import (
     check_samples,
     read_clip,
 )
-from xtts_data.pieces import TextError, pause_frames, text_pieces
+from xtts_data.pieces import Encoded, TextError, pause_frames, text_pieces
 from xtts_data.text import TextConfig, Tokenizer
 from xtts_data.voice_folder import FORMAT, VERSION, VoiceFolderError, read_manifest
 from xtts_runtime.errors import InputError, VoiceError
 from xtts_runtime.loop import Program, Programs, Spoken, conditioning, decode_piece
+from xtts_runtime.streaming import stream_piece
 
 __all__ = ["FORMAT", "VERSION", "Speech", "Spoken", "Voice", "read_manifest"]
 
@@ -86,7 +87,9 @@ class Voice:
         self.programs = Programs(features=session("features"),
                                  conditioning=session("conditioning"), prefill=session("prefill"),
                                  steps=steps, finish=session("finish"),
-                                 vocoder=session("vocoder"))  # fmt: skip
+                                 vocoder=session("vocoder"),
+                                 window=session("window", alone=True)
+                                 if self.manifest.get("chunk_frames") else None)  # fmt: skip
         self.text_config = TextConfig.from_dict(self.manifest["text"], section="text")
         tokenizer = json.loads((self.folder / "tokenizer.json").read_text())
         self.tokenizer = Tokenizer.from_dict(tokenizer)
@@ -203,6 +206,22 @@ class Voice:
         Raises:
             InputError, VoiceError: as `speak`'s, when called (before anything is decoded).
         """
+        return self._spoken(*self._read(text, language, reference))
+
+    def chunks(self, text: str, *, language: str | None = None,
+               reference: np.ndarray | None = None) -> Iterator[np.ndarray]:  # fmt: skip
+        """`text`'s audio, float32 [samples] chunks as the decoder steps: with the folder's
+        `window` program, `chunk_frames` frames at a time (the first long before its piece
+        is decoded; `streaming.PieceStream`), else a piece at a time; each piece's pause
+        after it. Joined: `speak`'s audio up to float rounding.
+
+        Args, Raises: as `stream`'s.
+        """
+        return self._chunked(*self._read(text, language, reference))
+
+    def _read(self, text: str, language: str | None,
+              reference: np.ndarray | None) -> tuple[list[Encoded], dict]:  # fmt: skip
+        """`text`'s pieces and the voice they are spoken in (`stream`'s checks)."""
         if reference is None and self.voice is None:
             raise VoiceError(f"{self.folder} holds no reference.npy: give a reference")
         try:
@@ -213,10 +232,21 @@ class Voice:
             raise InputError(str(error)) from None
         voice = self.voice if reference is None else conditioning(self.programs, self.manifest,
                                                                   reference)  # fmt: skip
-        return self._spoken(pieces, voice)
+        return pieces, voice
 
-    def _spoken(self, pieces, voice) -> Iterator[Said]:
+    def _pause(self, piece: Encoded) -> np.ndarray:
+        """float32 [samples] of silence after `piece`."""
+        return np.zeros(pause_frames(piece.pause, self.audio) * self.audio.hop_length, np.float32)
+
+    def _spoken(self, pieces: list[Encoded], voice: dict) -> Iterator[Said]:
         for piece in pieces:
-            said = decode_piece(self.programs, self.manifest, voice, piece.ids)
-            pause = pause_frames(piece.pause, self.audio) * self.audio.hop_length
-            yield said, np.zeros(pause, np.float32)
+            yield decode_piece(self.programs, self.manifest, voice, piece.ids), self._pause(piece)
+
+    def _chunked(self, pieces: list[Encoded], voice: dict) -> Iterator[np.ndarray]:
+        for piece in pieces:
+            if self.programs.window is None:
+                yield decode_piece(self.programs, self.manifest, voice, piece.ids).audio
+            else:
+                yield from stream_piece(self.programs, self.manifest, voice, piece.ids)
+            if piece.pause:
+                yield self._pause(piece)

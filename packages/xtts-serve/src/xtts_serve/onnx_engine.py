@@ -4,12 +4,15 @@ onnxruntime, without TensorFlow (`xtts-serve --runtime onnx`).
 The decoder runs in `EngineConfig.slots` slots (`xtts_runtime.Slots`: the folder's
 `slots-{b}` step, its state bound in place). A request's text is read as the runtime
 reads it (`text_pieces`, the pieces the export's `decode.split_symbols` cuts); its pieces
-take one slot in turn, each, once ended, through `finish` and the vocoder whole and
-followed by its pause: the audio of `xtts-runtime speak`. A stream gets each piece's
-audio as soon as it is vocoded (a chunk a piece; TensorFlow's engine streams windows
-of `CHUNK_FRAMES` frames). A request's audio is exactly what it gets alone from the same
-engine, whatever its neighbours or its slot; against `xtts-runtime speak` (one row, the
-cache of its text's bucket) it differs by float rounding.
+take one slot in turn. A whole request's pieces each run, once ended, through `finish`
+and the vocoder whole, followed by its pause: the audio of `xtts-runtime speak`. A
+stream's audio comes as the decoder steps, in chunks of `CHUNK_FRAMES` frames
+(`xtts_runtime.PieceStream`, TensorFlow's streams' rules: the `window` program's mel,
+vocoder windows with their context), the same audio up to float rounding; a folder
+without a `window` program (a postfilter that needs the whole utterance) streams a piece
+at a time. A request's audio is exactly what it gets alone from the same engine,
+whatever its neighbours or its slot; against `xtts-runtime speak` (one row, the cache of
+its text's bucket) it differs by float rounding.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ import numpy as np
 
 from xtts_audio import pcm16
 from xtts_data.pieces import Encoded, pause_frames
-from xtts_runtime import InputError, Row, Slots, Spoken, VoiceError
+from xtts_runtime import InputError, Row, Slots, VoiceError
 from xtts_runtime import Voice as VoiceFolder
-from xtts_runtime.loop import conditioning
+from xtts_runtime.loop import conditioning, stop_length
+from xtts_runtime.streaming import PieceStream
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
 from xtts_serve.scheduling import Heard, Utterance, alone, caught, read_text
@@ -51,23 +55,28 @@ STEPS = 8
 
 
 class RowSpeech:
-    """One request's decoding through `Slots`: its pieces in turn, each piece's audio and
-    pause as the piece ends.
+    """One request's decoding through `Slots`: its pieces in turn. A stream's audio comes
+    as the decoder steps (`PieceStream`: chunks of `chunk_frames` frames, where the folder
+    has its `window` program; else a piece at a time), a whole request's at its end (each
+    piece through `finish` and the vocoder whole, as `xtts-runtime speak`).
 
     Args:
         utterance: the request, prepared (`OnnxEngine.prepare`).
+        folder: the voice folder's programs.
         pauses: float32 [samples] of silence after each piece.
-        stream: hand out each piece's audio as int16 as it comes; else float32 [samples],
-            the whole audio, at the end.
+        stream: hand out int16 chunks as they come; else float32 [samples], the whole
+            audio, at the end.
 
     Attributes:
         finished: its last audio was handed out.
     """
 
-    def __init__(self, utterance: Utterance, *, pauses: list[np.ndarray], stream: bool) -> None:
-        self.utterance, self.stream, self._pauses = utterance, stream, pauses
+    def __init__(self, utterance: Utterance, *, folder: VoiceFolder, pauses: list[np.ndarray],
+                 stream: bool) -> None:  # fmt: skip
+        self.utterance, self.stream, self._folder, self._pauses = utterance, stream, folder, pauses
         self.row: Row | None = None  # the piece decoding now
         self.piece, self.finished = 0, False
+        self._chunks: PieceStream | None = None  # the piece's stream, in chunks
         self._audio: list[np.ndarray] = []
 
     @property
@@ -75,17 +84,45 @@ class RowSpeech:
         """Its next piece waits for a free slot."""
         return not self.finished and self.row is None
 
-    def take(self, said: Spoken) -> list[np.ndarray]:
-        """Its audio once the piece decoding now ended as `said`: a stream's int16 chunk
-        of the piece and its pause; a whole request's float32 [samples] after its last
-        piece; else nothing."""
-        audio = np.concatenate([said.audio, self._pauses[self.piece]])
-        self.row, self.piece = None, self.piece + 1
+    def join(self, slots: Slots, voice: dict[str, np.ndarray]) -> None:
+        """Its next piece joins a free slot of `slots`, spoken in `voice`."""
+        ids = self.utterance.pieces[self.piece].ids
+        self.row = slots.join(voice, ids)
+        if self.stream and self._folder.programs.window is not None:
+            self._chunks = PieceStream(self._folder.programs, self._folder.manifest, voice,
+                                       count=len(ids))  # fmt: skip
+
+    def advance(self) -> list[np.ndarray]:
+        """A stream's int16 chunks that the steps of its piece so far made final."""
+        if self._chunks is None:
+            return []
+        decoded = min(self.row.t * self._r, self._chunks.buffer)
+        return self._out(self._chunks.advance(self.row.frames, decoded))
+
+    def take(self, slots: Slots, row: Row) -> list[np.ndarray]:
+        """Its audio once the piece decoding in `row` ended: a stream's int16 chunks of
+        the rest of the piece and its pause; a whole request's float32 [samples] after
+        its last piece; else nothing."""
+        if self._chunks is not None:
+            length = stop_length(self._folder.manifest, row.probs, row.count)
+            audio = [*self._chunks.finish(row.frames, length), self._pauses[self.piece]]
+        else:
+            audio = [slots.spoken(row).audio, self._pauses[self.piece]]
+        self.row, self._chunks, self.piece = None, None, self.piece + 1
         self.finished = self.piece == len(self.utterance.pieces)
         if self.stream:
-            return [pcm16(audio)]
-        self._audio.append(audio)
+            return self._out(audio)
+        self._audio += audio
         return [np.concatenate(self._audio)] if self.finished else []
+
+    @property
+    def _r(self) -> int:
+        return self._folder.manifest["reduction_factor"]
+
+    @staticmethod
+    def _out(audio: list[np.ndarray]) -> list[np.ndarray]:
+        """A stream's chunks as int16, the empty ones left out."""
+        return [pcm16(a) for a in audio if len(a)]
 
 
 class RowScheduler:
@@ -123,12 +160,12 @@ class RowScheduler:
         self._speeches.append(speech)
 
     def step(self) -> list[tuple[RowSpeech, Heard]]:
-        """Join the waiting pieces, run `STEPS` decoder steps (fewer once a piece ends),
-        and hand out the audio of the pieces that ended.
+        """Join the waiting pieces, run decoder steps until some request has audio (at
+        most `STEPS`), and hand it out.
 
         Returns:
-            (speech, its audio) for each request whose piece ended, in order, or (speech,
-            the exception) for one whose audio failed (it is cancelled; the others go on).
+            (speech, its audio) for each request with audio, in order, or (speech, the
+            exception) for one whose audio failed (it is cancelled; the others go on).
 
         Raises:
             Exception: the slots' step itself failed (every request in them with it).
@@ -138,29 +175,28 @@ class RowScheduler:
                 voice = self._voices.get(id(speech))
                 if voice is None:
                     voice = self._voices[id(speech)] = self._voice_of(speech)
-                ids = speech.utterance.pieces[speech.piece].ids
-                speech.row = self.slots.join(voice, ids)
-        owners = {id(s.row): s for s in self._speeches}
+                speech.join(self.slots, voice)
         out = []
         for _ in range(STEPS):
-            ended = self.slots.step()
-            for row in ended:
-                speech = owners[id(row)]
-                out.append((speech, caught(self._audio, speech, row)))
-                if isinstance(out[-1][1], Exception):
+            ended = {id(row) for row in self.slots.step()}
+            for speech in list(self._speeches):
+                if speech.row is None:
+                    continue
+                if id(speech.row) in ended:
+                    audio = caught(speech.take, self.slots, speech.row)
+                else:
+                    audio = caught(speech.advance)
+                if isinstance(audio, Exception):
                     self.cancel(speech)
-            if ended:
+                if isinstance(audio, Exception) or audio:
+                    out.append((speech, audio))
+            if out:
                 break
         for speech in self._speeches:
             if speech.finished:
                 self._voices.pop(id(speech), None)
         self._speeches = [s for s in self._speeches if not s.finished]
         return out
-
-    def _audio(self, speech: RowSpeech, row: Row) -> list[np.ndarray]:
-        """`speech`'s audio once its piece in `row` ended: the piece through `finish` and
-        the vocoder."""
-        return speech.take(self.slots.spoken(row))
 
     def cancel(self, speech: RowSpeech) -> None:
         """Stop decoding `speech` now (its client went away): its slot is free."""
@@ -276,7 +312,7 @@ class OnnxEngine:
         audio = self.folder.audio
         pauses = [np.zeros(pause_frames(p.pause, audio) * audio.hop_length, np.float32)
                   for p in utterance.pieces]  # fmt: skip
-        return RowSpeech(utterance, pauses=pauses, stream=stream)
+        return RowSpeech(utterance, folder=self.folder, pauses=pauses, stream=stream)
 
     def speak(self, text: str, *, voice: str | None = None,
               language: str | None = None) -> np.ndarray:  # fmt: skip

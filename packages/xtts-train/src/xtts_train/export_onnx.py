@@ -16,6 +16,8 @@ step-{i}.onnx      one decoder step, its cache of bucket i's steps (`portable.bu
 slots-{b}.onnx     one step of b decoder slots, each row at its own step (the largest
                    bucket's cache): a server decoding b texts side by side
 finish.onnx        a decoding's frames → the mel (postnet, postfilters)
+window.onnx        a stream's chunk of the mel (`CHUNK_FRAMES` frames; not written for a
+                   decoding with a postfilter that needs the whole utterance)
 vocoder.onnx       mel → waveform (the iSTFT as a matmul)
 ```
 
@@ -35,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import tqdm
 
+from xtts_audio.windows import CHUNK_FRAMES
 from xtts_data.files import replaced_folder
 from xtts_data.joins import silence_feature
 from xtts_data.voice_folder import write_manifest
@@ -42,6 +45,7 @@ from xtts_train.errors import XttsTrainError
 from xtts_train.inference import portable
 from xtts_train.inference.vocoding import check_vocoder
 from xtts_train.models.text_to_mel.decoding import text_buffer_frames
+from xtts_train.models.text_to_mel.postfilters import postfilters
 from xtts_train.onnx_fusion import fuse_layer_norms
 from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames
@@ -92,7 +96,7 @@ def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
-        write_manifest(staging, _settings(stack, buckets, voice_model) | {"slots": slots})
+        write_manifest(staging, _settings(stack, model, buckets, voice_model) | {"slots": slots})
     return out
 
 
@@ -124,7 +128,14 @@ def _programs(stack, model, voice_model, buckets: list[portable.Bucket],
                                        rows=True) for b in slots},
         "finish": portable.finish(model, stack.decode, batch=1, cond_frames=cond_frames),
         "vocoder": portable.vocoder(voice_model, batch=1),
+        **({"window": portable.window(model, batch=1, chunk=CHUNK_FRAMES)}
+           if _streams(stack) else {}),
     }  # fmt: skip
+
+
+def _streams(stack) -> bool:
+    """The decoding has no postfilter that needs the whole utterance."""
+    return all(stage.streams for stage in postfilters(stack.decode))
 
 
 def _clip_rates(stack) -> list[int]:
@@ -137,7 +148,7 @@ def _out_rates(stack) -> list[int]:
     return [rate for rate in portable.OUT_RATES if rate != stack.audio.sample_rate]
 
 
-def _settings(stack, buckets: list[portable.Bucket], voice_model) -> dict:
+def _settings(stack, model, buckets: list[portable.Bucket], voice_model) -> dict:
     """voice.json's settings: what the runtime's loop and text front end read."""
     audio, text, cond_frames = stack.audio, buckets[-1].text, stack.reference_frames
     buffers = [text_buffer_frames(n, stack) for n in range(1, text + 1)]
@@ -162,6 +173,10 @@ def _settings(stack, buckets: list[portable.Bucket], voice_model) -> dict:
         "silence": silence_feature(audio),
         # Silence past the frames voiced that the vocoder's samples of them hear.
         "vocoder_context": voice_model.receptive_frames,
+        # A stream's chunks (window.onnx; None: it streams a piece at a time) and the
+        # frames each side of a chunk its postnet reads.
+        "chunk_frames": CHUNK_FRAMES if _streams(stack) else None,
+        "postnet_context": model.postnet.context_frames,
     }
 
 

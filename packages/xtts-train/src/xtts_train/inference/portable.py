@@ -11,6 +11,7 @@ prefill       tokens (B, T), token mask, latents         → memory_mask, align_
 step          frame, t, cache_k_i, cache_v_i, focus,     → group (B, r, M), probs (B, r),
               place, prefill's, pitch_term                 cache_k_i, cache_v_i, focus, place
 finish        frames (B, F, M), stats, lengths, clip     → mel (B, F, M)
+window        frames (B, F, M), stats, lengths, first    → mel (B, chunk, M): a stream's chunk
 vocoder       mel (B, F, M)                              → audio (B, F * hop)
 ```
 
@@ -36,13 +37,14 @@ import xtts_audio as xa
 from xtts_train.config import StackConfig
 from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, text_buffer_frames
 from xtts_train.models.text_to_mel.frames import denormalize_by, groups, identity_stats
+from xtts_train.models.text_to_mel.free_running import mel_window
 from xtts_train.models.text_to_mel.generation import Context, State, step_apart
 from xtts_train.models.text_to_mel.model import TextToMel, join_memory
 from xtts_train.models.text_to_mel.postfilters import apply, postfilters
 from xtts_train.models.vocoder.model import Vocoder
 
 __all__ = ["CLIP_RATES", "OUT_RATES", "Bucket", "Program", "buckets", "clip", "conditioning",
-           "features", "finish", "prefill", "resampled", "step", "vocoder"]  # fmt: skip
+           "features", "finish", "prefill", "resampled", "step", "vocoder", "window"]  # fmt: skip
 
 # The rates other than its own that an exported voice's audio is resampled to: Opus's
 # (48 kHz; it encodes 8, 12, 16, 24 or 48 kHz alone).
@@ -245,6 +247,25 @@ def finish(model: TextToMel, decode, *, batch: int, cond_frames: int) -> Program
         if stages:
             mel = apply(stages, mel, real, cond_mel, cond_lengths)
         return {"mel": mel}
+
+    return _traced(program, signature)
+
+
+def window(model: TextToMel, *, batch: int, chunk: int) -> Program:
+    """A stream's chunk of the mel (`free_running.mel_window`, TensorFlow's streams' and
+    slots' chunk program): from `frames` float32 [B, F, M] as the heads wrote them (F
+    any, decoded up to `first + chunk` plus the postnet's context), the voice's `stats`,
+    `lengths` int32 [B] (real frames: the decoding's buffer until it stopped) and the
+    chunk's `first` frame int32 [], `mel` float32 [B, chunk, M] of frames `first ..`. No
+    postfilter: a voice whose decoding needs the whole utterance has no window program."""
+    config = model.config
+    signature = (tf.TensorSpec([batch, None, config.n_mels], tf.float32, "frames"),
+                 tf.TensorSpec([batch, 2, config.n_mels], tf.float32, "stats"),
+                 tf.TensorSpec([batch], tf.int32, "lengths"),
+                 tf.TensorSpec([], tf.int32, "first"))  # fmt: skip
+
+    def program(frames, stats, lengths, first):
+        return {"mel": mel_window(model, frames, stats, lengths, first, frames=chunk)}
 
     return _traced(program, signature)
 

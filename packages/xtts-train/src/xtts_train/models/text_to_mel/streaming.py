@@ -20,6 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from xtts_audio.windows import CHUNK_FRAMES, chunk_stop
 from xtts_train.compile import compile_cache
 from xtts_train.compile.compiler import resolve
 from xtts_train.compile.memory import check_decoding_memory
@@ -32,8 +33,6 @@ from xtts_train.models.text_to_mel.model import TextToMel
 from xtts_train.models.text_to_mel.postfilters import check_streamable
 
 __all__ = ["CHUNK_FRAMES", "MelStream", "Streaming", "chunk_stop", "stream_end", "stream_ending"]
-
-CHUNK_FRAMES = 32  # frames a streamed chunk holds unless told
 
 
 class _BucketPrograms(NamedTuple):
@@ -204,12 +203,6 @@ class MelStream:
             return None
         self._lengths, end = stream_end(state.probs, self._max_frames, self._min_frames)
         return end
-
-
-def chunk_stop(first: int, chunk: int, end: int | None) -> int:
-    """The frame after the chunk that starts at `first`: `chunk` frames on, or the
-    stream's `end` (its last frame + 1) once known, if sooner."""
-    return first + chunk if end is None else min(first + chunk, end)
 
 
 def stream_end(probs: tf.Tensor, max_frames: int, min_frames: int) -> tuple[tf.Tensor, int]:

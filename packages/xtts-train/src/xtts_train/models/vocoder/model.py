@@ -27,6 +27,7 @@ import keras
 import tensorflow as tf
 
 from xtts_audio import MelConfig, istft, istft_matmul
+from xtts_audio.windows import window_start
 from xtts_train.compile.compiler import XLA
 from xtts_train.config import VocoderConfig
 from xtts_train.errors import ConfigError
@@ -206,20 +207,6 @@ class Vocoder(keras.Model):
         if not self.head.built:
             self(tf.zeros([1, 4, self.config.n_mels]))
         return sum(math.prod(w.shape) for w in self.trainable_weights)
-
-
-def window_start(start: int, *, width: int, context: int, frames: int | None = None) -> int:
-    """The first frame of the window of `width` frames that vocodes the chunk from frame
-    `start`: `context` frames before it, shifted inward at the mel's ends (at 0, and at
-    `frames` when the mel's length is known and at least `width`), so the chunk has
-    `context` frames on each side or reaches the mel's own end.
-
-    With `frames` None (a mel still arriving) the window only shifts at the start: a
-    chunk of at most `width - 2 * context` frames with its `context` frames after it
-    arrived has the same window as in the whole mel.
-    """
-    first = max(start - context, 0)
-    return first if frames is None else max(min(first, frames - width), 0)
 
 
 def _windows(frames: int, chunk: int, context: int) -> list[tuple[int, int, int]]:

@@ -1,0 +1,111 @@
+"""`PieceStream`: one piece's audio a chunk at a time while its frames are decoded, by the
+rules TensorFlow's streams follow (`xtts_audio.windows`): a chunk of `chunk_frames`
+frames of the mel (the `window` program: the postnet over the chunk and its context) is
+final once the frames its postnet reads are decoded, and the vocoder hears each chunk in
+a window of `chunk_frames + 2 * vocoder_context` frames once the frames its window reads
+have arrived. At the piece's end the frames voiced are followed by the silence the
+vocoder's field reaches (as `decode_piece` vocodes a piece whole), so the chunks joined
+are the piece's audio up to float rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xtts_audio.windows import chunk_stop, window_start
+from xtts_runtime.loop import Programs, piece_steps, started, stepping, stop_length
+
+__all__ = ["PieceStream", "stream_piece"]
+
+
+def stream_piece(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, np.ndarray],
+                 ids: Sequence[int]) -> Iterator[np.ndarray]:  # fmt: skip
+    """One piece's token ids decoded in `voice`, its audio float32 [samples] a chunk at a
+    time as the decoder steps (`PieceStream`): `decode_piece`'s samples up to float
+    rounding."""
+    count, r = len(ids), manifest["reduction_factor"]
+    stream = PieceStream(programs, manifest, voice, count=count)
+    steps = stepping(*started(programs, manifest, voice, ids), steps=piece_steps(manifest, count),
+                     r=r)  # fmt: skip
+    for t, buffers in enumerate(steps, 1):  # (frames, probs), written in place
+        yield from stream.advance(buffers[0], min(t * r, stream.buffer))
+    frames, probs = buffers
+    yield from stream.finish(frames, stop_length(manifest, probs, count))
+
+
+class PieceStream:
+    """A piece of `count` token ids, streamed in `voice` (`conditioning`'s).
+
+    Args:
+        programs, manifest: the voice folder's (its `window` program and `chunk_frames`).
+        voice: the voice's `stats` are read.
+        count: the piece's token ids.
+    """
+
+    def __init__(self, programs: Programs, manifest: Mapping[str, Any],
+                 voice: Mapping[str, np.ndarray], *, count: int) -> None:  # fmt: skip
+        self._programs, self._stats = programs, voice["stats"]
+        self.chunk, self._reach = manifest["chunk_frames"], manifest["postnet_context"]
+        self._context = manifest["vocoder_context"]
+        self._width = self.chunk + 2 * self._context
+        self._hop, self._silence = manifest["audio"]["hop_length"], manifest["silence"]
+        self.buffer, self._floor = manifest["buffers"][count - 1], manifest["floors"][count - 1]
+        self._lengths = np.array([self.buffer], np.int32)  # no stop yet: every frame real
+        self.first, self.end = 0, None  # the next chunk's first frame; the frames voiced
+        self._mel = np.zeros([0, manifest["n_mels"]], np.float32)  # the chunks' mel so far
+        self._done = 0  # mel frames the vocoder's windows have taken
+
+    def advance(self, frames: np.ndarray, decoded: int) -> list[np.ndarray]:
+        """The audio that `decoded` frames of `frames` (float32 [1, F, M] as the step
+        wrote them, F >= the buffer) make final: float32 [samples] chunks."""
+        return self._vocoded(self._chunks(frames, decoded), ended=False)
+
+    def finish(self, frames: np.ndarray, length: int) -> list[np.ndarray]:
+        """The rest of the piece's audio, now that its decoding ended at `length` frames
+        (the stop token's frame + 1, or the buffer's)."""
+        self._lengths[0] = length
+        self.end = max(length, self._floor)  # the frames voiced
+        chunks = self._chunks(frames, self.end)
+        after = min(self._context, self.buffer - self.end)  # the silence the vocoder hears
+        chunks.append(np.full([after, self._mel.shape[1]], self._silence, np.float32))
+        return self._vocoded(chunks, ended=True)
+
+    def _chunks(self, frames: np.ndarray, decoded: int) -> list[np.ndarray]:
+        """The mel chunks now final: a chunk's postnet reads `postnet_context` frames
+        after it (or up to the buffer's end), unless the piece ended."""
+        chunks = []
+        while True:
+            target = min(self.first + self.chunk + self._reach, self.buffer)
+            if self.end is None and not target <= decoded < self.buffer:  # (a full buffer
+                return chunks  # ends the piece: `finish` cuts the rest)
+            stop = chunk_stop(self.first, self.chunk, self.end)
+            if stop <= self.first:
+                return chunks
+            feeds = {"frames": frames, "stats": self._stats, "lengths": self._lengths,
+                     "first": np.array(self.first, np.int32)}  # fmt: skip
+            mel = self._programs.window(feeds)["mel"]
+            chunks.append(mel[0, : stop - self.first])
+            self.first = stop
+
+    def _vocoded(self, chunks: list[np.ndarray], *, ended: bool) -> list[np.ndarray]:
+        """The vocoder's samples of the windows `chunks` make final (all, once `ended`:
+        the mel's length known, its windows shifted inward, the last chunk ending at
+        the frames voiced)."""
+        self._mel = np.concatenate([self._mel, *chunks])
+        audio = []
+        while self._done < (self.end if ended else len(self._mel) - self.chunk - self._context + 1):
+            total = len(self._mel) if ended else None
+            first = window_start(self._done, width=self._width, context=self._context,
+                                 frames=total)  # fmt: skip
+            window = np.full([1, self._width, self._mel.shape[1]], self._silence, np.float32)
+            heard = self._mel[first : first + self._width]
+            window[0, : len(heard)] = heard
+            stop = min(self._done + self.chunk, self.end if ended else len(self._mel))
+            samples = self._programs.vocoder({"mel": window})["audio"][0]
+            keep = slice((self._done - first) * self._hop, (stop - first) * self._hop)
+            audio.append(np.clip(samples[keep], -1.0, 1.0))
+            self._done = stop
+        return audio
