@@ -45,3 +45,21 @@ def test_the_table_has_a_row_per_server_and_level():
         ["8", "slots", "8"],
         ["1", "slot", "1"],
     ]
+
+
+def test_a_voice_that_is_not_an_exported_folder_is_refused(runs, tmp_path):
+    with pytest.raises(SettingsError, match=r"voice: expected a voice folder \(with voice.json"):
+        ServeBenchConfig(run=runs[0], vocoder=runs[1], voice=tmp_path)
+
+
+def test_the_table_names_the_onnx_servers_and_their_start_up():
+    level = {"ttfa_p50_ms": 40.0, "ttfa_p95_ms": 80.0, "real_time_factor": 3.5,
+             "requests_per_s": 2.0, "busy": 0, "requests": 40}  # fmt: skip
+    table = format_serve_table({
+        "cores": 2, "seconds_per_level": 20.0, "startup_cold_s": 9.5, "startup_warm_s": 8.0,
+        "startup_onnx_s": 0.8, "servers": {"8 slots": {8: level}, "onnx 8 slots": {8: level}},
+    })  # fmt: skip
+    lines = table.splitlines()
+    assert "; onnx 0.8 s" in lines[0]
+    assert [line.split()[:4] for line in lines[2:]] == [["8", "slots", "8", "40"],
+                                                         ["onnx", "8", "slots", "8"]]  # fmt: skip

@@ -78,9 +78,9 @@ def test_the_runtime_says_what_tensorflow_says(voice_folder, run, vocoder_run):
 
 
 def test_the_runtime_streams_in_chunks_what_it_speaks_whole(voice_folder):
-    """`Voice.chunks`: 32-frame chunks as the decoder steps (the `window` program's mel,
-    vocoder windows with their context: TensorFlow's streams' rules), joined the audio
-    `speak` gives, and each piece's pause after it."""
+    """`Voice.chunks`: chunks as the decoder steps, the first of 32 frames (the `window`
+    program's mel, vocoder windows with their context: TensorFlow's streams' rules),
+    joined the audio `speak` gives, and each piece's pause after it."""
     voice = Voice(voice_folder)
     text = "A short test, then a longer one that the run cuts into two pieces."
     whole = voice.speak(text).audio
