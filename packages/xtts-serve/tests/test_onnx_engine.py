@@ -41,8 +41,7 @@ def test_it_speaks_what_the_runtime_speaks_and_streams_it_in_chunks(onnx_engine,
     np.testing.assert_allclose(whole, said.audio, atol=1e-5)  # one row of 4, or alone
     chunks = list(onnx_engine.stream(TEXT))
     hop = folder.audio.hop_length
-    assert len(chunks[0]) == 32 * hop  # the first of 32 frames, the next twice as long
-    assert len(chunks[1]) == 64 * hop
+    assert len(chunks[0]) == 32 * hop  # the first of 32 frames: the first audio soon
     assert len(chunks) > 2 * len(said.pieces)
     assert all(c.dtype == np.int16 for c in chunks)
     joined = np.concatenate(chunks).astype(np.int32)
