@@ -120,8 +120,10 @@ class Voice:
     @property
     def loaded(self) -> int:
         """Programs loaded: the steps, conditioning, features, prefill, finish, vocoder,
-        and those of the clips' rates and the rates out asked for so far."""
-        return len(self.programs.steps) + 5 + len(self._later)
+        the stream's window, and those of the clips' rates and the rates out asked for so
+        far."""
+        window = self.programs.window is not None
+        return len(self.programs.steps) + 5 + window + len(self._later)
 
     def clip(self, path: str | Path, *, max_seconds: float | None = None) -> np.ndarray:
         """The mel features of the reference clip at `path` (WAV, FLAC, OGG) as the run

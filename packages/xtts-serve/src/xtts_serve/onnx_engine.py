@@ -6,9 +6,10 @@ The decoder runs in `EngineConfig.slots` slots (`xtts_runtime.Slots`: the folder
 reads it (`text_pieces`, the pieces the export's `decode.split_symbols` cuts); its pieces
 take one slot in turn. A whole request's pieces each run, once ended, through `finish`
 and the vocoder whole, followed by its pause: the audio of `xtts-runtime speak`. A
-stream's audio comes as the decoder steps, in chunks of `CHUNK_FRAMES` frames
+stream's audio comes as the decoder steps, its first chunk `CHUNK_FRAMES` frames
 (`xtts_runtime.PieceStream`, TensorFlow's streams' rules: the `window` program's mel,
-vocoder windows with their context), the same audio up to float rounding; a folder
+vocoder windows with their context, later ones longer), the same audio up to float
+rounding; a folder
 without a `window` program (a postfilter that needs the whole utterance) streams a piece
 at a time. A request's audio is exactly what it gets alone from the same engine,
 whatever its neighbours or its slot; against `xtts-runtime speak` (one row, the cache of
@@ -22,7 +23,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -49,15 +50,15 @@ __all__ = ["STEPS", "OnnxEngine", "RowScheduler", "RowSpeech"]
 
 _log = logging.getLogger(__name__)
 
-# Decoder steps a scheduler step runs (fewer once a piece ends): a joining piece waits at
-# most that many (a step of 8 rows took ~0.3 ms on this project's 2-core CPU).
+# Decoder steps a scheduler step runs (fewer once a request has audio): a joining piece
+# waits at most that many (a step of 8 rows took ~0.3 ms on this project's 2-core CPU).
 STEPS = 8
 
 
 class RowSpeech:
     """One request's decoding through `Slots`: its pieces in turn. A stream's audio comes
-    as the decoder steps (`PieceStream`: chunks of `chunk_frames` frames, where the folder
-    has its `window` program; else a piece at a time), a whole request's at its end (each
+    as the decoder steps (`PieceStream`, where the folder has its `window` program; else a
+    piece at a time), a whole request's at its end (each
     piece through `finish` and the vocoder whole, as `xtts-runtime speak`).
 
     Args:
@@ -134,7 +135,8 @@ class RowScheduler:
             piece joins.
     """
 
-    def __init__(self, slots: Slots, *, voice_of) -> None:
+    def __init__(self, slots: Slots, *,
+                 voice_of: Callable[[RowSpeech], dict[str, np.ndarray]]) -> None:  # fmt: skip
         self.slots, self._voice_of = slots, voice_of
         self._speeches: list[RowSpeech] = []
         self._voices: dict[int, dict] = {}  # id(speech) → its voice
