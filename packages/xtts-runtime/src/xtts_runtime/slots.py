@@ -131,6 +131,8 @@ class Slots:
         Returns:
             The rows that ended at it (stopped or filled their buffers), now free.
         """
+        if not self.busy:
+            return []
         self.program.session.run_with_iobinding(self._bindings[self._parity])
         self._parity = 1 - self._parity
         t, frame, r = self._held["t"], self._held["frame"], self._r
