@@ -25,6 +25,8 @@ from starlette.testclient import TestClient
 
 import xtts_audio as xa
 from xtts_audio import pcm16, wav_bytes
+from xtts_data.pieces import text_pieces
+from xtts_runtime import Slots
 from xtts_runtime import Voice as VoiceFolder
 from xtts_serve import ConfigError, EngineConfig, OnnxEngine, RequestError, create_app
 from xtts_serve.cli import NO_TF
@@ -49,6 +51,34 @@ def test_it_speaks_what_the_runtime_speaks_and_streams_it_in_chunks(onnx_engine,
     assert np.abs(joined - pcm16(whole)).max() <= 32  # float rounding (test_engine's bound)
     runtime = np.concatenate(list(folder.chunks(TEXT)))  # the runtime's own stream
     np.testing.assert_allclose(runtime, said.audio, atol=1e-3)
+
+
+def _decoded(slots: Slots, rows: list) -> None:
+    """Step `slots` until every row in `rows` ended."""
+    while any(row.index is not None for row in rows):
+        slots.step()
+
+
+def test_busy_rows_move_down_as_others_leave_and_decode_what_they_decode_alone(voice_folder):
+    """The slots keep their busy rows first (a leaving row takes the last one's place) and
+    step on the smallest program that holds them: a piece's frames are its frames alone."""
+    folder = VoiceFolder(voice_folder)
+    slots = Slots(folder, rows=4)
+    assert slots.sizes[-1] == 4
+    assert set(slots.sizes) <= {1, 4}  # the exported sizes whose rows round alike
+    ids = [p.ids for p in text_pieces(TEXT, folder.text_config, folder.tokenizer, name="t",
+                                      max_symbols=folder.manifest["split_symbols"])]  # fmt: skip
+    first, second, third = (slots.join(folder.voice, i) for i in ids)
+    slots.step()
+    slots.leave(first)
+    assert (first.index, third.index, second.index, slots.busy) == (None, 0, 1, 2)
+    _decoded(slots, [second, third])
+    for row, piece in ((second, ids[1]), (third, ids[2])):
+        alone = Slots(folder, rows=4)
+        solo = alone.join(folder.voice, piece)
+        _decoded(alone, [solo])
+        np.testing.assert_array_equal(row.frames, solo.frames)
+        assert row.t == solo.t
 
 
 def test_an_upload_is_read_by_the_folders_programs_and_a_bad_one_refused(onnx_engine,

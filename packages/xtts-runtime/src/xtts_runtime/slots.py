@@ -1,6 +1,7 @@
-"""`Slots`: an exported voice's decoder slots (`slots-{b}.onnx`), `b` rows that decode
+"""`Slots`: an exported voice's decoder slots (`slots-{b}.onnx`), rows that decode
 different pieces side by side, each joining at any step and leaving at its stop
-(continuous batching, as `xtts_train.Slots` decodes inside TensorFlow).
+(continuous batching, as `xtts_train.Slots` decodes inside TensorFlow), each step on the
+smallest exported program that holds the busy rows.
 
 Every input of the step program is a buffer bound to the session once (IO binding): a
 piece joins by writing its prefill and zero state into its row, in place; step after
@@ -31,7 +32,8 @@ class Row:
     """One piece decoding in a row of `Slots`.
 
     Attributes:
-        index: its row; None once it left.
+        index: its row (busy rows are kept first: it moves down as others leave); None once
+            it left.
         count: the piece's token ids.
         steps: its buffer's decoder steps.
         t: steps run.
@@ -54,7 +56,14 @@ class Row:
 
 
 class Slots:
-    """`rows` decoder slots of `voice`, on its `slots-{rows}` program.
+    """`rows` decoder slots of `voice`: its `slots-{b}` programs for every exported b up
+    to `rows` (`rows` among them), each step on the smallest that holds the busy rows.
+
+    The busy rows are kept first: a piece that leaves takes the last busy row's place (its
+    state copied in), so a step of b rows reads the first b rows of every buffer (views of
+    the same memory, bound once per size). A size whose rows round differently from the
+    largest's (checked once, on the same inputs) is not used: a piece's frames never depend
+    on how many decode beside it.
 
     Used by one thread at a time.
 
@@ -69,34 +78,35 @@ class Slots:
                              f"{voice.folder}, exported for {exported or 'no'} slots; export "
                              f"it again with --slots {rows}")  # fmt: skip
         self.voice, self.rows = voice, rows
-        self.program: Program = voice.program(f"slots-{rows}")
-        manifest = voice.manifest
+        programs = {b: voice.program(f"slots-{b}") for b in sorted(exported) if b <= rows}
+        manifest, top = voice.manifest, programs[rows]
         self._r, self._n_mels = manifest["reduction_factor"], manifest["n_mels"]
-        inputs = self.program.inputs
-        self._state = [o.removeprefix("next_") for o in self.program.outputs
-                       if o.startswith("next_")]  # fmt: skip
+        self._state = [o.removeprefix("next_") for o in top.outputs if o.startswith("next_")]
         # Buffers of the inputs read as the pieces joined (prefill's, the voice's) and of
-        # the step's own (`t`, `frame`), then two sets of the state; every one an OrtValue
-        # over the array (CPU OrtValues share its memory), so writes in place are read.
-        self._held = {n: np.zeros(spec.shape, _DTYPES[spec.type]) for n, spec in inputs.items()
-                      if n not in self._state}  # fmt: skip
-        self._sets = [{n: np.zeros(inputs[n].shape, _DTYPES[inputs[n].type])
-                       for n in self._state} for _ in range(2)]  # fmt: skip
+        # the step's own (`t`, `frame`), then two sets of the state; every one bound as an
+        # OrtValue over the array (CPU OrtValues share its memory), so writes in place are
+        # read.
+        shapes = {n: (spec.shape, _DTYPES[spec.type]) for n, spec in top.inputs.items()}
+        self._held = {n: np.zeros(*shapes[n]) for n in shapes if n not in self._state}
+        self._sets = [{n: np.zeros(*shapes[n]) for n in self._state} for _ in range(2)]
         self._group = np.zeros([rows, self._r, self._n_mels], np.float32)
         self._chance = np.zeros([rows, self._r], np.float32)
-        self._bindings = self._bind()
+        self._values: list = []  # the OrtValues live as long as the bindings
+        self._bindings = {b: self._bind(program, b) for b, program in programs.items()}
+        self._sessions = {b: program.session for b, program in programs.items()}
+        self.sizes = self._rounding_alike()
         self._parity = 0  # the next step reads `_sets[_parity]`
-        self._rows: list[Row | None] = [None] * rows
+        self._rows: list[Row] = []  # the busy rows, in order: row i at index i
 
     @property
     def free(self) -> int:
         """Rows no piece decodes in."""
-        return self._rows.count(None)
+        return self.rows - len(self._rows)
 
     @property
     def busy(self) -> int:
         """Rows a piece decodes in."""
-        return self.rows - self.free
+        return len(self._rows)
 
     def join(self, voice: Mapping[str, np.ndarray], ids: Sequence[int]) -> Row:
         """Start decoding a piece's token ids (ending `<eos>`) in `voice` (`conditioning`'s)
@@ -107,7 +117,7 @@ class Slots:
         """
         if not self.free:
             raise VoiceError(f"Expected a free slot, received: all {self.rows} busy")
-        index = self._rows.index(None)
+        index = len(self._rows)
         feeds = prefilled(self.voice.programs, self.voice.manifest, voice, ids)
         for name, array in self._held.items():
             if name in feeds:
@@ -117,29 +127,36 @@ class Slots:
             array[index] = 0
         row = Row(index, voice, count=len(ids), steps=piece_steps(self.voice.manifest, len(ids)),
                   r=self._r, n_mels=self._n_mels)  # fmt: skip
-        self._rows[index] = row
+        self._rows.append(row)
         return row
 
     def leave(self, row: Row) -> None:
-        """Free `row` now (its piece is no longer wanted)."""
-        if row.index is not None:
-            self._rows[row.index], row.index = None, None
+        """Free `row` now (its piece is no longer wanted): the last busy row moves into it."""
+        if row.index is None:
+            return
+        last = self._rows[-1]
+        if last is not row:
+            for array in (*self._held.values(), *self._sets[self._parity].values()):
+                array[row.index] = array[last.index]
+            last.index = row.index
+            self._rows[row.index] = last
+        self._rows.pop()
+        row.index = None
 
     def step(self) -> list[Row]:
-        """One decoder step of every busy row.
+        """One decoder step of every busy row, on the smallest program that holds them.
 
         Returns:
             The rows that ended at it (stopped or filled their buffers), now free.
         """
-        if not self.busy:
+        if not self._rows:
             return []
-        self.program.session.run_with_iobinding(self._bindings[self._parity])
+        size = next(b for b in self.sizes if b >= len(self._rows))
+        self._sessions[size].run_with_iobinding(self._bindings[size][self._parity])
         self._parity = 1 - self._parity
         t, frame, r = self._held["t"], self._held["frame"], self._r
         ended = []
         for row in self._rows:
-            if row is None:
-                continue
             i, at = row.index, row.t * r
             row.frames[0, at : at + r], row.probs[0, at : at + r] = self._group[i], self._chance[i]
             frame[i, 0], row.stopped = self._group[i, -1], bool((self._chance[i] > 0.5).any())
@@ -147,7 +164,8 @@ class Slots:
             t[i] = row.t
             if row.ended:
                 ended.append(row)
-                self.leave(row)
+        for row in ended:
+            self.leave(row)
         return ended
 
     def spoken(self, row: Row) -> Spoken:
@@ -155,18 +173,18 @@ class Slots:
         voice = self.voice
         return spoken(voice.programs, voice.manifest, row.voice, row.frames, row.probs, row.count)
 
-    def _bind(self) -> list[ort.IOBinding]:
-        """Two bindings: step `t` runs `[t % 2]`, reading `_sets[t % 2]` and writing the
-        other set."""
-        session, value = self.program.session, ort.OrtValue.ortvalue_from_numpy
-        held = {n: value(a) for n, a in self._held.items()}
-        sets = [{n: value(a) for n, a in bank.items()} for bank in self._sets]
-        outputs = value(self._group), value(self._chance)
-        self._values = (held, sets, outputs)  # the OrtValues live as long as the bindings
+    def _bind(self, program: Program, size: int) -> list[ort.IOBinding]:
+        """Two bindings of `program` (of `size` rows) over the first `size` rows of every
+        buffer: step `t` runs `[t % 2]`, reading `_sets[t % 2]` and writing the other."""
+        value = ort.OrtValue.ortvalue_from_numpy
+        views = [{n: a[:size] for n, a in bank.items()} for bank in (self._held, *self._sets)]
+        held, *sets = [{n: value(a) for n, a in bank.items()} for bank in views]
+        outputs = value(self._group[:size]), value(self._chance[:size])
+        self._values.append((views, held, sets, outputs))
         bindings = []
         for parity in range(2):
-            binding = session.io_binding()
-            for name in self.program.inputs:
+            binding = program.session.io_binding()
+            for name in program.inputs:
                 binding.bind_ortvalue_input(name, (sets[parity] | held)[name])
             for name in self._state:
                 binding.bind_ortvalue_output(f"next_{name}", sets[1 - parity][name])
@@ -174,6 +192,29 @@ class Slots:
             binding.bind_ortvalue_output("probs", outputs[1])
             bindings.append(binding)
         return bindings
+
+    def _rounding_alike(self) -> list[int]:
+        """The sizes whose rows give the largest's bits on the same inputs (random state,
+        every key real), run once at each size; the buffers are zeros again after."""
+        rng = np.random.default_rng(0)
+        for array in (*self._held.values(), *self._sets[0].values()):
+            if array.dtype == np.bool_:
+                array[...] = True
+            elif array.dtype == np.int32:
+                array[...] = rng.integers(0, 4, array.shape)
+            else:
+                array[...] = rng.normal(0.0, 1.0, array.shape)
+        outputs = {}
+        for size, session in self._sessions.items():
+            session.run_with_iobinding(self._bindings[size][0])
+            outputs[size] = self._group[:size].copy(), self._chance[:size].copy()
+        top = outputs[self.rows]
+        alike = [b for b, (group, chance) in outputs.items()
+                 if np.array_equal(group, top[0][:b])
+                 and np.array_equal(chance, top[1][:b])]  # fmt: skip
+        for array in (*self._held.values(), *self._sets[0].values(), *self._sets[1].values()):
+            array[...] = 0
+        return alike
 
 
 _DTYPES = {"tensor(float)": np.float32, "tensor(int32)": np.int32, "tensor(bool)": np.bool_}
