@@ -28,6 +28,7 @@ __all__ = [
     "started",
     "stepping",
     "stop_length",
+    "voiced_ending",
 ]
 
 
@@ -204,15 +205,24 @@ def stepping(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
             return
 
 
+def voiced_ending(manifest: Mapping[str, Any], count: int,
+                  length: int) -> tuple[int, np.ndarray]:  # fmt: skip
+    """How a piece of `count` token ids that decoded `length` frames ends: the frames it
+    voices (at least its floor, `voice.json`'s `floors`) and the silence after them that
+    the vocoder hears, float32 [min(vocoder_context, buffer - voiced), M] (the SavedModel
+    export vocodes the whole buffer, silence after the frames voiced)."""
+    voiced = max(length, manifest["floors"][count - 1])
+    after = min(manifest["vocoder_context"], manifest["buffers"][count - 1] - voiced)
+    return voiced, np.full([after, manifest["n_mels"]], manifest["silence"], np.float32)
+
+
 def _vocoded(programs: Programs, manifest: Mapping[str, Any], mel: np.ndarray, count: int,
              length: int) -> np.ndarray:  # fmt: skip
     """The vocoder's samples of the frames voiced: the decoded `length`, at least the
     text's floor (`voice.json`'s `floors`), heard with the silence after them, up to the
     buffer's end, that the vocoder's receptive field reaches (`vocoder_context`): the
     samples of the SavedModel export, which vocodes the whole buffer, clipped to [-1, 1]."""
-    voiced = max(length, manifest["floors"][count - 1])
-    context = min(manifest["vocoder_context"], len(mel) - voiced)
-    silence = np.full([context, mel.shape[-1]], manifest["silence"], np.float32)
+    voiced, silence = voiced_ending(manifest, count, length)
     heard = np.concatenate([mel[:voiced], silence])  # (voiced + context, M)
     audio = programs.vocoder({"mel": heard[None]})["audio"][0]
     return np.clip(audio[: voiced * manifest["audio"]["hop_length"]], -1.0, 1.0)

@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from xtts_audio.windows import chunk_stop, window_start
-from xtts_runtime.loop import Programs, piece_steps, started, stepping, stop_length
+from xtts_runtime.loop import (
+    Programs,
+    piece_steps,
+    started,
+    stepping,
+    stop_length,
+    voiced_ending,
+)
 
 __all__ = ["MAX_VOCODED", "PieceStream", "stream_piece"]
 
@@ -54,12 +61,13 @@ class PieceStream:
 
     def __init__(self, programs: Programs, manifest: Mapping[str, Any],
                  voice: Mapping[str, np.ndarray], *, count: int) -> None:  # fmt: skip
-        self._programs, self._stats = programs, voice["stats"]
+        self._programs, self._manifest, self._stats = programs, manifest, voice["stats"]
+        self._count = count
         self.chunk, self._reach = manifest["chunk_frames"], manifest["postnet_context"]
         self._context = manifest["vocoder_context"]
         self._size = self.chunk  # frames the next vocoder window keeps
         self._hop, self._silence = manifest["audio"]["hop_length"], manifest["silence"]
-        self.buffer, self._floor = manifest["buffers"][count - 1], manifest["floors"][count - 1]
+        self.buffer = manifest["buffers"][count - 1]
         self._lengths = np.array([self.buffer], np.int32)  # no stop yet: every frame real
         self.first, self.end = 0, None  # the next chunk's first frame; the frames voiced
         self._mel = np.zeros([0, manifest["n_mels"]], np.float32)  # the chunks' mel so far
@@ -74,11 +82,8 @@ class PieceStream:
         """The rest of the piece's audio, now that its decoding ended at `length` frames
         (the stop token's frame + 1, or the buffer's)."""
         self._lengths[0] = length
-        self.end = max(length, self._floor)  # the frames voiced
-        chunks = self._chunks(frames, self.end)
-        after = min(self._context, self.buffer - self.end)  # the silence the vocoder hears
-        chunks.append(np.full([after, self._mel.shape[1]], self._silence, np.float32))
-        return self._vocoded(chunks, ended=True)
+        self.end, silence = voiced_ending(self._manifest, self._count, length)
+        return self._vocoded([*self._chunks(frames, self.end), silence], ended=True)
 
     def _chunks(self, frames: np.ndarray, decoded: int) -> list[np.ndarray]:
         """The mel chunks now final: a chunk's postnet reads `postnet_context` frames
@@ -104,7 +109,8 @@ class PieceStream:
         next ones `MAX_VOCODED`: a window hears `vocoder_context` frames each side of what
         it keeps, so short windows cost the vocoder most (2.8x the frames kept at 32
         frames for the small vocoder's 29 each side)."""
-        self._mel = np.concatenate([self._mel, *chunks])
+        if chunks:  # (most steps make none)
+            self._mel = np.concatenate([self._mel, *chunks])
         audio = []
         while True:
             size = self._size

@@ -236,13 +236,13 @@ class Voice:
                                                                   reference)  # fmt: skip
         return pieces, voice
 
-    def _pause(self, piece: Encoded) -> np.ndarray:
-        """float32 [samples] of silence after `piece`."""
+    def pause(self, piece: Encoded) -> np.ndarray:
+        """float32 [samples] of the silence after `piece` (its ending's, `Encoded.pause`)."""
         return np.zeros(pause_frames(piece.pause, self.audio) * self.audio.hop_length, np.float32)
 
     def _spoken(self, pieces: list[Encoded], voice: dict) -> Iterator[Said]:
         for piece in pieces:
-            yield decode_piece(self.programs, self.manifest, voice, piece.ids), self._pause(piece)
+            yield decode_piece(self.programs, self.manifest, voice, piece.ids), self.pause(piece)
 
     def _chunked(self, pieces: list[Encoded], voice: dict) -> Iterator[np.ndarray]:
         for piece in pieces:
@@ -251,4 +251,4 @@ class Voice:
             else:
                 yield from stream_piece(self.programs, self.manifest, voice, piece.ids)
             if piece.pause:
-                yield self._pause(piece)
+                yield self.pause(piece)

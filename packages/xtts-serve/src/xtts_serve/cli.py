@@ -76,8 +76,8 @@ def _parser() -> argparse.ArgumentParser:
         "--runtime", choices=RUNTIMES, default=_DEFAULTS.runtime,
         help="tf: TensorFlow's programs, compiled at start-up, on a run; onnx: an exported "
         "voice in onnxruntime (its own vocoder and decoding settings; no --vocoder, --set "
-        "or --vocoder-batching), which starts in about a second and streams a piece of "
-        f"text at a time (default: {_DEFAULTS.runtime})",
+        "or --vocoder-batching), which starts in about a second (default: "
+        f"{_DEFAULTS.runtime})",
     )  # fmt: skip
     parser.add_argument(
         "--threads", type=int, metavar="N",

@@ -38,16 +38,13 @@ import xtts_audio as xa
 from xtts_data import XttsDataError
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
-from xtts_serve.scheduling import Scheduler, Utterance, alone, read_text
+from xtts_serve.scheduling import Scheduler, Speaking, Utterance, alone, read_text
 from xtts_serve.speech import SerialScheduler, SlotScheduler, Speech
 from xtts_serve.voices import (
     ReadClip,
-    Voice,
     VoiceStore,
-    check_name,
     hide_path,
     load_voices,
-    upload_reference,
 )
 from xtts_train import (
     CHUNK_FRAMES,
@@ -87,7 +84,7 @@ GRIFFIN_LIM_STREAM = (
 )
 
 
-class Engine:
+class Engine(Speaking):
     """A text-to-mel run and its vocoder (or Griffin-Lim), loaded once and compiled for
     every text up to `config.max_chars`.
 
@@ -235,19 +232,6 @@ class Engine:
                          max_symbols=self.max_symbols,
                          extra=self._max_ids - self.max_symbols)  # fmt: skip
 
-    def speak(self, text: str, *, voice: str | None = None,
-              language: str | None = None) -> np.ndarray:  # fmt: skip
-        """float32 [samples] in [-1, 1] at `sample_rate`: `text` spoken whole (`prepare`'s
-        arguments and errors; the warm-up first if it has not run)."""
-        return self.speak_prepared(self.prepare(text, voice=voice, language=language))
-
-    def stream(self, text: str, *, voice: str | None = None,
-               language: str | None = None) -> Iterator[np.ndarray]:  # fmt: skip
-        """int16 [samples_i] chunks of `text`'s audio at `sample_rate`, each as soon as
-        it is vocoded; joined, `speak`'s audio vocoded in `CHUNK_FRAMES`-frame windows
-        (`prepare`'s arguments and errors; `stream_refusal` raised as a RequestError)."""
-        return self.stream_prepared(self.prepare(text, voice=voice, language=language))
-
     def speech(self, utterance: Utterance, *, stream: bool) -> Speech:
         """A request's decoding, for `scheduler` to admit: its audio in int16 chunks
         (`stream`) or whole, float32 [samples] in [-1, 1].
@@ -263,42 +247,13 @@ class Engine:
         return Speech(utterance, audio=self.stack.audio, max_frames=self.max_frames,
                       whole=lambda features: self._waveforms(features).numpy())  # fmt: skip
 
-    def speak_prepared(self, utterance: Utterance) -> np.ndarray:
-        """`speak` of a prepared utterance."""
-        self.warm_up()
-        (wave,) = self._alone(self.speech(utterance, stream=False))
-        return wave
-
-    def stream_prepared(self, utterance: Utterance) -> Iterator[np.ndarray]:
-        """`stream` of a prepared utterance.
-
-        Raises:
-            RequestError: `stream_refusal`, when the call is made.
-        """
-        speech = self.speech(utterance, stream=True)
-        self.warm_up()
-        return self._alone(speech)
-
-    def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice:
-        """A voice from an uploaded clip (WAV, FLAC or OGG bytes), its conditioning computed
-        now and kept (`voices`).
-
-        Raises:
-            RequestError: a bad name, or a clip that is empty, not audio, longer than
-                `config.max_clip_seconds`, silent or too short.
-        """
-        check_name(name)
-        reference = upload_reference(clip, read=self.read_clip,
-                                     max_seconds=self.config.max_clip_seconds,
-                                     workspace=Path(self._workspace.name))  # fmt: skip
-        return self.voices.add(reference, name=name)
-
     def resample(self, samples: np.ndarray, rate: int) -> np.ndarray:
         """float32 [samples] of its audio, at `rate` (`xtts_audio.resample`)."""
         return xa.resample(samples, orig_sr=self.sample_rate, target_sr=rate).numpy()
 
     def _alone(self, speech: Speech) -> Iterator[np.ndarray]:
-        """`speech`'s audio, decoded alone by `scheduler` (no other request in it)."""
+        """`speech`'s audio, decoded alone by `scheduler` (no other request in it); no
+        program traced since the warm-up."""
         yield from alone(self.scheduler, speech)
         self._check_traces()
 

@@ -23,28 +23,21 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from xtts_audio import pcm16
-from xtts_data.pieces import Encoded, pause_frames
+from xtts_data.pieces import Encoded
 from xtts_runtime import InputError, Row, Slots, VoiceError
 from xtts_runtime import Voice as VoiceFolder
 from xtts_runtime.loop import conditioning, stop_length
 from xtts_runtime.streaming import PieceStream
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import ConfigError, RequestError
-from xtts_serve.scheduling import Heard, Utterance, alone, caught, read_text
-from xtts_serve.voices import (
-    Voice,
-    VoiceStore,
-    check_name,
-    hide_path,
-    load_voices,
-    upload_reference,
-)
+from xtts_serve.scheduling import Heard, Speaking, Utterance, alone, caught, read_text
+from xtts_serve.voices import RUN_VOICE, VoiceStore, hide_path, load_voices
 
 __all__ = ["STEPS", "OnnxEngine", "RowScheduler", "RowSpeech"]
 
@@ -210,7 +203,7 @@ class RowScheduler:
         self._speeches = [s for s in self._speeches if s is not speech]
 
 
-class OnnxEngine:
+class OnnxEngine(Speaking):
     """An exported voice folder, loaded once, that speaks texts up to `config.max_chars`
     in `config.slots` decoder slots (`Speaker`).
 
@@ -309,50 +302,10 @@ class OnnxEngine:
                          max_symbols=self.max_symbols, extra=self._extra)  # fmt: skip
 
     def speech(self, utterance: Utterance, *, stream: bool) -> RowSpeech:
-        """A request's decoding, for `scheduler` to admit: its audio in int16 chunks, a
-        piece each (`stream`), or whole, float32 [samples] in [-1, 1]."""
-        audio = self.folder.audio
-        pauses = [np.zeros(pause_frames(p.pause, audio) * audio.hop_length, np.float32)
-                  for p in utterance.pieces]  # fmt: skip
+        """A request's decoding, for `scheduler` to admit: its audio in int16 chunks as
+        the slots step (`stream`), or whole, float32 [samples] in [-1, 1]."""
+        pauses = [self.folder.pause(piece) for piece in utterance.pieces]
         return RowSpeech(utterance, folder=self.folder, pauses=pauses, stream=stream)
-
-    def speak(self, text: str, *, voice: str | None = None,
-              language: str | None = None) -> np.ndarray:  # fmt: skip
-        """float32 [samples] in [-1, 1] at `sample_rate`: `text` spoken whole (`prepare`'s
-        arguments and errors; the warm-up first if it has not run)."""
-        return self.speak_prepared(self.prepare(text, voice=voice, language=language))
-
-    def stream(self, text: str, *, voice: str | None = None,
-               language: str | None = None) -> Iterator[np.ndarray]:  # fmt: skip
-        """int16 [samples_i] chunks of `text`'s audio, a piece and its pause each, as
-        each is vocoded (`prepare`'s arguments and errors)."""
-        return self.stream_prepared(self.prepare(text, voice=voice, language=language))
-
-    def speak_prepared(self, utterance: Utterance) -> np.ndarray:
-        """`speak` of a prepared utterance."""
-        self.warm_up()
-        (wave,) = alone(self.scheduler, self.speech(utterance, stream=False))
-        return wave
-
-    def stream_prepared(self, utterance: Utterance) -> Iterator[np.ndarray]:
-        """`stream` of a prepared utterance."""
-        self.warm_up()
-        return alone(self.scheduler, self.speech(utterance, stream=True))
-
-    def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice:
-        """A voice from an uploaded clip (WAV, FLAC or OGG bytes), its mel read now by the
-        folder's clip programs and kept (`voices`).
-
-        Raises:
-            RequestError: a bad name, or a clip that is empty, not audio, at a rate the
-                voice was not exported for, longer than `config.max_clip_seconds`,
-                silent or too short.
-        """
-        check_name(name)
-        reference = upload_reference(clip, read=self.read_clip,
-                                     max_seconds=self.config.max_clip_seconds,
-                                     workspace=Path(self._workspace.name))  # fmt: skip
-        return self.voices.add(reference, name=name)
 
     def resample(self, samples: np.ndarray, rate: int) -> np.ndarray:
         """float32 [samples] of its audio, at `rate` (the folder's `resample-{rate}`).
@@ -366,8 +319,11 @@ class OnnxEngine:
             raise RequestError(str(error)) from None
 
     def _voice_of(self, speech: RowSpeech) -> dict[str, np.ndarray]:
-        """A request's voice: its reference through the `conditioning` program."""
+        """A request's voice: its reference through the `conditioning` program (the run's
+        own, computed when the folder loaded)."""
         folder = self.folder
+        if speech.utterance.voice == RUN_VOICE and folder.voice is not None:
+            return folder.voice
         return conditioning(folder.programs, folder.manifest, speech.utterance.reference)
 
 

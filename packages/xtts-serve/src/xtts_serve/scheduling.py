@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -18,10 +19,10 @@ from xtts_data.pieces import Encoded, text_pieces
 from xtts_data.text import TextConfig, Tokenizer
 from xtts_serve.config import EngineConfig
 from xtts_serve.errors import RequestError
-from xtts_serve.voices import Voice, VoiceStore
+from xtts_serve.voices import Voice, VoiceStore, check_name, upload_reference
 
-__all__ = ["Heard", "Request", "Scheduler", "Speaker", "Utterance", "alone", "caught",
-           "read_text"]  # fmt: skip
+__all__ = ["Heard", "Request", "Scheduler", "Speaker", "Speaking", "Utterance", "alone",
+           "caught", "read_text"]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 
@@ -97,6 +98,60 @@ class Speaker(Protocol):
     def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice: ...
 
     def resample(self, samples: np.ndarray, rate: int) -> np.ndarray: ...
+
+
+class Speaking:
+    """What both engines do alike on their own `prepare`, `speech`, `warm_up`, `scheduler`,
+    `read_clip`, `voices`, `config` and workspace (`_workspace`): speak a text whole or
+    streamed without HTTP, one request alone, and keep an uploaded voice."""
+
+    def speak(self, text: str, *, voice: str | None = None,
+              language: str | None = None) -> np.ndarray:  # fmt: skip
+        """float32 [samples] in [-1, 1] at `sample_rate`: `text` spoken whole (`prepare`'s
+        arguments and errors; the warm-up first if it has not run)."""
+        return self.speak_prepared(self.prepare(text, voice=voice, language=language))
+
+    def stream(self, text: str, *, voice: str | None = None,
+               language: str | None = None) -> Iterator[np.ndarray]:  # fmt: skip
+        """int16 [samples_i] chunks of `text`'s audio at `sample_rate`, each as soon as
+        it is vocoded; joined, `speak`'s audio up to float rounding (`prepare`'s arguments
+        and errors; a stream the engine refuses raised as a RequestError)."""
+        return self.stream_prepared(self.prepare(text, voice=voice, language=language))
+
+    def speak_prepared(self, utterance: Utterance) -> np.ndarray:
+        """`speak` of a prepared utterance."""
+        self.warm_up()
+        (wave,) = self._alone(self.speech(utterance, stream=False))
+        return wave
+
+    def stream_prepared(self, utterance: Utterance) -> Iterator[np.ndarray]:
+        """`stream` of a prepared utterance.
+
+        Raises:
+            RequestError: a stream the engine refuses, when the call is made.
+        """
+        speech = self.speech(utterance, stream=True)
+        self.warm_up()
+        return self._alone(speech)
+
+    def add_voice(self, clip: bytes, *, name: str | None = None) -> Voice:
+        """A voice from an uploaded clip (WAV, FLAC or OGG bytes), its mel read now by
+        the engine's `read_clip` and kept (`voices`).
+
+        Raises:
+            RequestError: a bad name, or a clip that is empty, not audio, longer than
+                `config.max_clip_seconds`, silent or too short (or at a rate an exported
+                voice does not read).
+        """
+        check_name(name)
+        reference = upload_reference(clip, read=self.read_clip,
+                                     max_seconds=self.config.max_clip_seconds,
+                                     workspace=Path(self._workspace.name))  # fmt: skip
+        return self.voices.add(reference, name=name)
+
+    def _alone(self, speech: Request) -> Iterator[np.ndarray]:
+        """`speech`'s audio, decoded alone by `scheduler` (no other request in it)."""
+        return alone(self.scheduler, speech)
 
 
 def caught(take: Callable, *args) -> Heard:
