@@ -20,7 +20,7 @@ from xtts_audio import wav_bytes
 from xtts_data import prepare, write_demo_corpus
 from xtts_serve import Engine, EngineConfig, OnnxEngine
 from xtts_train import fit, load_stack_config
-from xtts_train.export_onnx import export_onnx
+from xtts_train.export_voice import export_voice
 from xtts_train.synthesize import synthesize
 
 SHORT = [
@@ -87,7 +87,7 @@ def voice_folder(run, vocoder_run, tmp_path_factory) -> Path:
     """The run and the vocoder exported to ONNX (`--set` `DECODE`), slots of 1 and 4."""
 
     def export(root: Path) -> None:
-        export_onnx(run, root / "voice", vocoder=vocoder_run, slots=(1, 4), overrides=DECODE,
+        export_voice(run, root / "voice", vocoder=vocoder_run, slots=(1, 4), overrides=DECODE,
                     progress=False)  # fmt: skip
 
     return once(tmp_path_factory, "serve-onnx", export) / "voice"

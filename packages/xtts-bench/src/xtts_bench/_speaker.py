@@ -26,8 +26,9 @@ import numpy as np
 Speak = Callable[[str], Iterator[np.ndarray]]  # a text → its audio, in parts
 
 
-def _onnx(job: dict) -> tuple[Speak, Speak]:
-    """(the whole text, piece by piece; its stream, chunk by chunk)."""
+def _exported(job: dict) -> tuple[Speak, Speak]:
+    """(the whole text, piece by piece; its stream, chunk by chunk): the voice folder's
+    programs, onnxruntime's or LiteRT's."""
     from xtts_runtime import Voice
 
     voice = Voice(job["voice"], threads=job["threads"])
@@ -93,7 +94,7 @@ def _said(speak: Speak, text: str) -> tuple[float, float, int]:
 
 
 def main(job: dict) -> dict:
-    speak, stream = (_onnx if job["runtime"] == "onnx" else _tensorflow)(job)
+    speak, stream = (_tensorflow if job["runtime"].startswith("tf-") else _exported)(job)
     texts = job["texts"]
     parts = stream(texts[0])
     next(parts)

@@ -1,5 +1,6 @@
-"""`xtts-bench runtime`: an exported voice spoken by onnxruntime (`xtts_runtime`) beside
-the run spoken by TensorFlow (graph and XLA), on the same texts and machine.
+"""`xtts-bench runtime`: an exported voice spoken by onnxruntime and by LiteRT
+(`xtts_runtime`) beside the run spoken by TensorFlow (graph and XLA), on the same texts
+and machine.
 
 Every runtime runs in a process of its own per thread count (`_speaker`), one after
 another: the cold start is the parent's clock from starting the process to its first
@@ -35,11 +36,13 @@ TEXTS = (
     "The birch canoe slid on the smooth planks.",
     "Glue the sheet to the dark blue background, then hold it flat until the paste is dry.",
 )
-RUNTIMES = ("onnx", "tf-graph", "tf-xla")
+RUNTIMES = ("onnx", "litert", "tf-graph", "tf-xla")
 
 
 def run_runtime_benchmark(run: pathlib.Path, vocoder: pathlib.Path, *,
-                          voice: pathlib.Path | None = None, threads: tuple[int, ...] = (1, 2),
+                          voice: pathlib.Path | None = None,
+                          lite_voice: pathlib.Path | None = None,
+                          threads: tuple[int, ...] = (1, 2),
                           runtimes: tuple[str, ...] = RUNTIMES, repeats: int = 3,
                           runtime_venv: pathlib.Path | None = None,
                           progress: bool = True) -> dict:  # fmt: skip
@@ -49,6 +52,7 @@ def run_runtime_benchmark(run: pathlib.Path, vocoder: pathlib.Path, *,
         run: a text-to-mel run; vocoder: a vocoder run on its audio settings.
         voice: the run's voice folder (`xtts-train export --format onnx`); None: exported
             here first, into a temporary folder.
+        lite_voice: the same as LiteRT programs (`--format litert`); None: likewise.
         threads: the thread counts (each runtime's intra-op threads).
         runtimes: of `RUNTIMES`.
         repeats: timed calls per text.
@@ -63,10 +67,13 @@ def run_runtime_benchmark(run: pathlib.Path, vocoder: pathlib.Path, *,
                      "runs": []}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="xtts-bench-runtime-") as tmp:
         if voice is None and "onnx" in runtimes:
-            voice = _export(run, vocoder, pathlib.Path(tmp) / "voice")
+            voice = _export(run, vocoder, pathlib.Path(tmp) / "voice", programs="onnx")
+        if lite_voice is None and "litert" in runtimes:
+            lite_voice = _export(run, vocoder, pathlib.Path(tmp) / "lite", programs="litert")
+        folders = {"onnx": str(voice), "litert": str(lite_voice)}
         sample_rate = _sample_rate(run)
         jobs = [{"runtime": name, "threads": n, "run": str(run), "vocoder": str(vocoder),
-                 "voice": str(voice), "compiler": name.removeprefix("tf-"),
+                 "voice": folders.get(name), "compiler": name.removeprefix("tf-"),
                  "texts": list(TEXTS), "repeats": repeats, "sample_rate": sample_rate}
                 for n in threads for name in runtimes]  # fmt: skip
         for job in tqdm.tqdm(jobs, desc="runtimes", unit="process", disable=not progress):
@@ -87,8 +94,9 @@ def _check(*, threads, runtimes, repeats) -> None:
             raise SettingsError(f"Expected {name} an int >= 1, received: {name}={value!r}")
 
 
-def _export(run: pathlib.Path, vocoder: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
-    command = [sys.executable, "-m", "xtts_train.cli", "export", "--format", "onnx",
+def _export(run: pathlib.Path, vocoder: pathlib.Path, out: pathlib.Path, *,
+            programs: str) -> pathlib.Path:  # fmt: skip
+    command = [sys.executable, "-m", "xtts_train.cli", "export", "--format", programs,
                "--run", str(run), "--vocoder", str(vocoder), "--out", str(out)]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
@@ -155,11 +163,13 @@ def add_runtime_parser(commands) -> argparse.ArgumentParser:
     """`runtime` under `commands` (the CLI's subparsers)."""
     p = commands.add_parser(
         "runtime", parents=[verbose_flag()],
-        help="an exported voice on onnxruntime beside the run on TensorFlow (graph, XLA)",
+        help="an exported voice on onnxruntime and LiteRT beside the run on TensorFlow "
+        "(graph, XLA)",
         description=(
             "Speak the same texts with each runtime in a process of its own per thread "
             "count: onnxruntime over the run's exported voice folder (exported first "
-            "unless --voice names it), TensorFlow's graph executor and XLA over the run. "
+            "unless --voice names it), LiteRT over its LiteRT export (likewise, "
+            "--lite-voice), TensorFlow's graph executor and XLA over the run. "
             "Reports the cold start to first audio, the real-time factor (wall seconds "
             "per audio second; the median of --repeats calls after a warm-up call) and "
             "the first audio of each text, the peak RSS, and the size of each venv."
@@ -170,6 +180,9 @@ def add_runtime_parser(commands) -> argparse.ArgumentParser:
                    help="a vocoder run on the run's audio settings")  # fmt: skip
     p.add_argument("--voice", type=pathlib.Path,
                    help="the run's exported voice folder (default: exported first)")  # fmt: skip
+    p.add_argument("--lite-voice", type=pathlib.Path,
+                   help="the run's voice exported with --format litert (default: exported "
+                   "first)")  # fmt: skip
     p.add_argument("--threads", default="1,2",
                    help="comma-separated thread counts (default: 1,2)")  # fmt: skip
     p.add_argument("--runtimes", default=",".join(RUNTIMES),
@@ -189,7 +202,8 @@ def run_runtime(args) -> str | dict:
     except ValueError:
         raise SettingsError(f"Expected --threads as comma-separated ints, received: "
                             f"{args.threads!r}") from None  # fmt: skip
-    result = run_runtime_benchmark(args.run, args.vocoder, voice=args.voice, threads=threads,
+    result = run_runtime_benchmark(args.run, args.vocoder, voice=args.voice,
+                                   lite_voice=args.lite_voice, threads=threads,
                                    runtimes=tuple(args.runtimes.split(",")),
                                    repeats=args.repeats, runtime_venv=args.runtime_venv,
                                    progress=not args.json)  # fmt: skip

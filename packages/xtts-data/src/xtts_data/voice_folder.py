@@ -1,10 +1,11 @@
 """The voice folder's manifest, `voice.json`: one owner for the file that
-`xtts-train export --format onnx` writes and `xtts_runtime` reads.
+`xtts-train export --format onnx|litert` writes and `xtts_runtime` reads.
 
 It names the format and its version, holds the settings a runtime needs, and lists every
 other file of the folder with its SHA-256, so a folder from another version, or a file
-changed or cut short since the export, is refused by name before anything runs.
-Without TensorFlow.
+changed or cut short since the export, is refused by name before anything runs. Its
+`programs` key names the programs' format (`PROGRAMS`: ONNX or LiteRT flatbuffers) and
+`program_file` the file of each. Without TensorFlow.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from typing import Any
 
 from xtts_data.errors import XttsDataError
 
-__all__ = ["FORMAT", "MANIFEST", "VERSION", "VoiceFolderError", "read_manifest", "write_manifest"]
+__all__ = ["FORMAT", "MANIFEST", "PROGRAMS", "VERSION", "VoiceFolderError", "program_file",
+           "read_manifest", "write_manifest"]  # fmt: skip
 
 FORMAT = "xtts-voice"
 VERSION = 1
 MANIFEST = "voice.json"
+# The programs' formats, by the name `export --format` takes, and their files' suffixes.
+PROGRAMS = {"onnx": ".onnx", "litert": ".tflite"}
 
 
 class VoiceFolderError(XttsDataError, ValueError):
@@ -39,6 +43,12 @@ def write_manifest(folder: Path, settings: Mapping[str, Any]) -> Path:
     return path
 
 
+def program_file(manifest: Mapping[str, Any], name: str) -> str:
+    """The file of the program `name` (`vocoder`, `step-0`) in a folder of `manifest`'s
+    `programs` format (a folder written before LiteRT holds ONNX)."""
+    return name + PROGRAMS[manifest.get("programs", "onnx")]
+
+
 def read_manifest(folder: str | Path) -> dict[str, Any]:
     """`folder/voice.json`, checked: its format and version, and every file it lists
     present with its SHA-256.
@@ -53,7 +63,7 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as error:
         raise VoiceFolderError(
-            f"Expected a voice folder with {MANIFEST} (xtts-train export --format onnx), "
+            f"Expected a voice folder with {MANIFEST} (xtts-train export --format onnx|litert), "
             f"received: {folder} ({error})"
         ) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -64,6 +74,9 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
             f"Expected a voice of version {VERSION}, received: version "
             f"{manifest.get('version')!r} in {path}; export the run again with this version"
         )
+    if manifest.get("programs", "onnx") not in PROGRAMS:
+        raise VoiceFolderError(f"Expected programs of one of {sorted(PROGRAMS)} in {path}, "
+                               f"received: {manifest['programs']!r}")  # fmt: skip
     for name, digest in manifest.get("files", {}).items():
         file = folder / name
         if not file.is_file():

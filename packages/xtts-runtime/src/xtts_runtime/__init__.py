@@ -1,7 +1,7 @@
-"""xtts_runtime: speak a voice exported by `xtts-train export --format onnx` with
-onnxruntime and numpy alone.
+"""xtts_runtime: speak a voice exported by `xtts-train export --format onnx|litert`
+with onnxruntime or LiteRT and numpy alone.
 
-A voice is a folder (ONNX programs, `voice.json`, the tokenizer); `Voice` loads and
+A voice is a folder (ONNX or LiteRT programs, `voice.json`, the tokenizer); `Voice` loads and
 checks it once, and `Voice.speak` turns a text into samples: the text front end of
 xtts-data (cleaners, numbers, phonemes, sentence splitting, the tokenizer), then for
 each piece the conditioning, prefill, a loop of decoder steps, finish and the vocoder.

@@ -26,8 +26,9 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="xtts-runtime",
-        description="Speak a voice exported by `xtts-train export --format onnx` with "
-        "onnxruntime and numpy (no TensorFlow).",
+        description="Speak a voice exported by `xtts-train export --format onnx` (with "
+        "onnxruntime) or `--format litert` (with LiteRT, the litert extra) and numpy: no "
+        "TensorFlow.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     speak = commands.add_parser(
@@ -38,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
         "sample rate.",
     )  # fmt: skip
     speak.add_argument("voice", type=Path, metavar="VOICE_DIR",
-                       help="a folder written by xtts-train export --format onnx")  # fmt: skip
+                       help="a folder written by xtts-train export --format onnx or "
+                       "litert")  # fmt: skip
     speak.add_argument("--text", required=True, help="what to say")
     speak.add_argument("--out", type=Path, required=True, help="the WAV file to write")
     speak.add_argument("--reference", type=Path,
@@ -46,8 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                        "voice.json's clip_rates; at least data.cond_frames of speech)")  # fmt: skip
     speak.add_argument("--language", help="a language tag of the run's (default: the run's)")
     speak.add_argument("--threads", type=int, default=1,
-                       help="onnxruntime threads of the vocoder and the other large programs; "
-                       "the decoder step runs on one (default: 1)")  # fmt: skip
+                       help="threads of the vocoder and the other large programs; the "
+                       "decoder step runs on one (default: 1)")  # fmt: skip
     return parser
 
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
+
+from xtts_runtime.programs import AnyProgram
 
 __all__ = [
-    "Program",
     "Programs",
     "Spoken",
     "conditioning",
@@ -32,34 +32,19 @@ __all__ = [
 ]
 
 
-class Program:
-    """One onnxruntime session, called with its inputs by name and giving its outputs by
-    name (the names read once: the step is called hundreds of times a piece)."""
-
-    def __init__(self, session: ort.InferenceSession) -> None:
-        self.session = session
-        self.inputs = {i.name: i for i in session.get_inputs()}
-        self.outputs = [o.name for o in session.get_outputs()]
-
-    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The outputs by name, fed `feeds[name]` for each input (other keys unread)."""
-        values = self.session.run(self.outputs, {name: feeds[name] for name in self.inputs})
-        return dict(zip(self.outputs, values, strict=True))
-
-
 @dataclasses.dataclass(frozen=True)
 class Programs:
     """A voice's programs: `steps[i]` has the cache of bucket `i` (the `clip-{rate}`
     programs are `Voice`'s, loaded at a clip of their rate; the `slots-{b}` steps,
     `Slots`')."""
 
-    features: Program
-    conditioning: Program
-    prefill: Program
-    steps: list[Program]
-    finish: Program
-    vocoder: Program
-    window: Program | None = None  # a stream's chunk of the mel (None: pieces whole)
+    features: AnyProgram
+    conditioning: AnyProgram
+    prefill: AnyProgram
+    steps: list[AnyProgram]
+    finish: AnyProgram
+    vocoder: AnyProgram
+    window: AnyProgram | None = None  # a stream's chunk of the mel (None: pieces whole)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +89,7 @@ def decode_piece(programs: Programs, manifest: Mapping[str, Any],
 
 
 def started(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, np.ndarray],
-            ids: Sequence[int]) -> tuple[Program, dict[str, np.ndarray]]:  # fmt: skip
+            ids: Sequence[int]) -> tuple[AnyProgram, dict[str, np.ndarray]]:  # fmt: skip
     """A piece's decoding before its first step: the step program of its text's bucket
     and its feeds (`prefilled`, zero caches), for `stepping`."""
     bucket = next(i for i, size in enumerate(manifest["bucket_text"]) if size >= len(ids))
@@ -158,48 +143,19 @@ def spoken(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, 
     return Spoken(mel[:length], length, stopped, _vocoded(programs, manifest, mel, count, length))
 
 
-def stepping(step: Program, feeds: dict[str, np.ndarray], *, steps: int,
+def stepping(step: AnyProgram, feeds: dict[str, np.ndarray], *, steps: int,
              r: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
     """The decoder's frames float32 [1, steps * r, M] and stop probabilities [1, steps * r]
     from `feeds` (the prefill's, the voice's, zero state), the same two buffers after each
     step (zeros not yet written), up to the first group with a probability above 0.5.
-
-    The state (caches, focus, place) stays in two sets of buffers bound to the session
-    (IO binding): step `t` reads one set and writes the other, so nothing is copied
-    between steps and no buffer is both an input and an output of one call (which
-    onnxruntime does not promise to handle).
-    """
-    session = step.session
-    state = [name.removeprefix("next_") for name in step.outputs if name.startswith("next_")]
-    # Every buffer is an OrtValue over a numpy array this function holds (CPU OrtValues
-    # share the array's memory): the per-step inputs `t` and `frame` are written in place.
-    t_now, frame = np.zeros([], np.int32), np.array(feeds["frame"])  # frame: (1, 1, M)
-    group = np.zeros([1, r, frame.shape[-1]], np.float32)
-    chance = np.zeros([1, r], np.float32)
-    held = {name: np.ascontiguousarray(feeds[name]) for name in step.inputs
-            if name not in (*state, "t", "frame")} | {"t": t_now, "frame": frame}  # fmt: skip
-    sets = [{name: np.array(feeds[name]) for name in state} for _ in range(2)]
-    values = [{name: ort.OrtValue.ortvalue_from_numpy(array) for name, array in bank.items()}
-              for bank in (held, *sets)]  # fmt: skip
-    outputs = {"group": ort.OrtValue.ortvalue_from_numpy(group),
-               "probs": ort.OrtValue.ortvalue_from_numpy(chance)}  # fmt: skip
-    bindings = []
-    for parity in range(2):  # step t runs bindings[t % 2]: reads sets[t % 2]
-        binding = session.io_binding()
-        for name in step.inputs:
-            binding.bind_ortvalue_input(name, (values[1 + parity] | values[0])[name])
-        for name in state:
-            binding.bind_ortvalue_output(f"next_{name}", values[2 - parity][name])
-        for name, value in outputs.items():
-            binding.bind_ortvalue_output(name, value)
-        bindings.append(binding)
-    frames = np.zeros([1, steps * r, group.shape[-1]], np.float32)
+    The program's `stepper` keeps the state between steps (onnxruntime's in bound
+    buffers, copied by nothing)."""
+    run = step.stepper(feeds)
+    frames = np.zeros([1, steps * r, feeds["frame"].shape[-1]], np.float32)
     probs = np.zeros([1, steps * r], np.float32)
     for t in range(steps):
-        t_now[...] = t
-        session.run_with_iobinding(bindings[t % 2])
+        group, chance = run(t)
         frames[:, t * r : (t + 1) * r], probs[:, t * r : (t + 1) * r] = group, chance
-        frame[...] = group[:, -1:]
         yield frames, probs
         if (chance > 0.5).any():
             return

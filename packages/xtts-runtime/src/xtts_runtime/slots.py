@@ -22,7 +22,8 @@ import numpy as np
 import onnxruntime as ort
 
 from xtts_runtime.errors import VoiceError
-from xtts_runtime.loop import Program, Spoken, piece_steps, prefilled, spoken
+from xtts_runtime.loop import Spoken, piece_steps, prefilled, spoken
+from xtts_runtime.programs import Program
 from xtts_runtime.voice import Voice
 
 __all__ = ["Row", "Slots"]
@@ -68,11 +69,16 @@ class Slots:
     Used by one thread at a time.
 
     Raises:
-        VoiceError: the folder has no slots program of `rows` rows (those it has named).
+        VoiceError: a LiteRT folder (no slots), or one without a slots program of `rows`
+            rows (those it has named).
     """
 
     def __init__(self, voice: Voice, *, rows: int) -> None:
         exported = voice.manifest.get("slots", [])
+        if voice.manifest.get("programs", "onnx") != "onnx":
+            raise VoiceError(f"Expected an ONNX voice folder for decoder slots, received: "
+                             f"{voice.folder}, of {voice.manifest['programs']} programs; "
+                             f"export it with --format onnx --slots {rows}")  # fmt: skip
         if rows not in exported:
             raise VoiceError(f"Expected a voice exported with --slots {rows}, received: "
                              f"{voice.folder}, exported for {exported or 'no'} slots; export "

@@ -30,7 +30,8 @@ from xtts_data.pieces import Encoded, TextError, pause_frames, text_pieces
 from xtts_data.text import TextConfig, Tokenizer
 from xtts_data.voice_folder import FORMAT, VERSION, VoiceFolderError, read_manifest
 from xtts_runtime.errors import InputError, VoiceError
-from xtts_runtime.loop import Program, Programs, Spoken, conditioning, decode_piece
+from xtts_runtime.loop import Programs, Spoken, conditioning, decode_piece
+from xtts_runtime.programs import AnyProgram, load_program
 from xtts_runtime.streaming import stream_piece
 
 __all__ = ["FORMAT", "VERSION", "Speech", "Spoken", "Voice", "read_manifest"]
@@ -61,18 +62,19 @@ Said = tuple[Spoken, np.ndarray]
 
 
 class Voice:
-    """An exported voice folder (`xtts-train export --format onnx`), its programs loaded
-    in onnxruntime.
+    """An exported voice folder (`xtts-train export --format onnx|litert`), its programs
+    loaded in onnxruntime or LiteRT (`programs`).
 
     Args:
         folder: the voice folder.
-        threads: onnxruntime's intra-op threads of the programs with large ops (the
-            vocoder, finish, prefill, clips); a decoder step runs on one, its ops too small
-            to split (measured: two threads made the step slower).
+        threads: the threads of the programs with large ops (the vocoder, finish, prefill,
+            clips); a decoder step runs on one, its ops too small to split (measured: two
+            threads made the step slower).
 
     Raises:
-        VoiceError: not a voice folder, another format or version, or a file missing or
-            changed since the export (each named).
+        VoiceError: not a voice folder, another format or version, a file missing or
+            changed since the export (each named), or a LiteRT folder without
+            ai-edge-litert.
     """
 
     def __init__(self, folder: str | Path, *, threads: int = 1) -> None:
@@ -81,7 +83,7 @@ class Voice:
             self.manifest = read_manifest(self.folder)
         except VoiceFolderError as error:
             raise VoiceError(str(error)) from None
-        self._options = [_options(threads), _options(1)]
+        self._options, self._threads = [_options(threads), _options(1)], threads
         session = self._session
         steps = [session(f"step-{i}", alone=True) for i in range(len(self.manifest["steps"]))]
         self.programs = Programs(features=session("features"),
@@ -95,27 +97,27 @@ class Voice:
         self.tokenizer = Tokenizer.from_dict(tokenizer)
         self.audio = MelConfig.from_dict(self.manifest["audio"], section="audio")
         self.sample_rate = self.audio.sample_rate
-        self._later: dict[str, Program] = {}  # by name: a clip's rate, a rate out, once asked
+        self._later: dict[str, AnyProgram] = {}  # by name: a clip's rate, a rate out, once asked
         reference = self.folder / "reference.npy"
         # The saved clip's voice, computed once: the voice spoken without a reference.
         self.voice = (conditioning(self.programs, self.manifest, np.load(reference))
                       if reference.exists() else None)  # fmt: skip
 
-    def program(self, name: str) -> Program:
-        """The folder's program `name` (`{name}.onnx`) on one thread, loaded now."""
+    def program(self, name: str) -> AnyProgram:
+        """The folder's program `name` (`{name}.onnx` or `.tflite`) on one thread, loaded
+        now."""
         return self._session(name, alone=True)
 
-    def _program(self, name: str) -> Program:
+    def _program(self, name: str) -> AnyProgram:
         """The program `name`, loaded the first time it is asked for."""
         if name not in self._later:
             self._later[name] = self._session(name)
         return self._later[name]
 
-    def _session(self, name: str, *, alone: bool = False) -> Program:
+    def _session(self, name: str, *, alone: bool = False) -> AnyProgram:
         """The program `name`, on one thread when `alone` (`_options`)."""
-        return Program(ort.InferenceSession(str(self.folder / f"{name}.onnx"),
-                                            self._options[alone],
-                                            providers=["CPUExecutionProvider"]))  # fmt: skip
+        return load_program(self.folder, self.manifest, name, options=self._options[alone],
+                            threads=1 if alone else self._threads)  # fmt: skip
 
     @property
     def loaded(self) -> int:

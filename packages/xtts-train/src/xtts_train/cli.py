@@ -317,12 +317,14 @@ def _add_export(commands) -> None:
     )  # fmt: skip
     p.add_argument("--run", type=Path, required=True, help="the training run's work dir")
     p.add_argument("--out", type=Path, required=True, help="the SavedModel folder to write")
-    p.add_argument("--format", choices=("savedmodel", "onnx"), default="savedmodel",
+    p.add_argument("--format", choices=("savedmodel", "onnx", "litert"), default="savedmodel",
                    help="savedmodel (default): one SavedModel, loaded by TensorFlow; onnx: "
                    "a voice folder of ONNX programs (conditioning, prefill, one decoder "
                    "step per buffer size, the decoder slots' steps, finish, vocoder) and "
                    "voice.json, spoken by xtts-runtime and served by xtts-serve --runtime "
-                   "onnx without TensorFlow; needs --vocoder and the onnx extra")  # fmt: skip
+                   "onnx without TensorFlow (needs the onnx extra); litert: the same "
+                   "programs as LiteRT flatbuffers, without the slots, spoken by "
+                   "xtts-runtime (its litert extra). onnx and litert need --vocoder")  # fmt: skip
     p.add_argument("--max-text", type=int,
                    help="savedmodel: longest token input (default: 256)")  # fmt: skip
     p.add_argument("--max-frames", type=int,
@@ -330,14 +332,14 @@ def _add_export(commands) -> None:
     p.add_argument("--vocoder", type=Path, metavar="RUN",
                    help="a vocoder run (fit --task vocoder) trained with this run's audio "
                    "settings, which writes the waveform output (savedmodel default: "
-                   "Griffin-Lim; required with --format onnx)")  # fmt: skip
+                   "Griffin-Lim; required with --format onnx or litert)")  # fmt: skip
     p.add_argument("--slots", type=_row_counts, metavar="N[,N]",
                    help="onnx: the decoder slots' step programs, by row count: a server of "
                    "N slots (xtts-serve --runtime onnx --slots N) needs N here (default: "
                    "1,4,8)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="decode.KEY=VALUE",
-                   help="onnx: a decoding setting the voice decodes with, as synthesize "
-                   "--set (repeatable)")  # fmt: skip
+                   help="onnx, litert: a decoding setting the voice decodes with, as "
+                   "synthesize --set (repeatable)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace an existing --out")
 
 
@@ -556,13 +558,14 @@ def _run_gta(args) -> int:
 
 
 def _run_export(args) -> int:
-    if args.format == "onnx":
-        return _run_export_onnx(args)
+    if args.format != "savedmodel":
+        return _run_export_voice(args)
     onnx_only = [f for f, given in (("--slots", args.slots), ("--set", args.set)) if given]
     if onnx_only:
-        raise XttsTrainError(f"Expected {' and '.join(onnx_only)} with --format onnx, "
-                             f"received: --format savedmodel, whose buffers and decoding "
-                             f"are the run's (--max-text, --max-frames)")  # fmt: skip
+        raise XttsTrainError(f"Expected {' and '.join(onnx_only)} with --format onnx (--set "
+                             f"with litert too), received: --format savedmodel, whose "
+                             f"buffers and decoding are the run's (--max-text, "
+                             f"--max-frames)")  # fmt: skip
     from xtts_train.export import export
 
     # The sizes given; `export`'s own defaults for the others.
@@ -575,8 +578,8 @@ def _run_export(args) -> int:
     return 0
 
 
-def _run_export_onnx(args) -> int:
-    from xtts_train.export_onnx import export_onnx
+def _run_export_voice(args) -> int:
+    from xtts_train.export_voice import export_voice
 
     sized = [
         f"--{n}"
@@ -585,14 +588,14 @@ def _run_export_onnx(args) -> int:
     ]
     if sized or args.vocoder is None:
         raise XttsTrainError(
-            f"Expected --format onnx with --vocoder and without --max-text/--max-frames (its "
-            f"buffers are sized from each text), received: "
+            f"Expected --format {args.format} with --vocoder and without "
+            f"--max-text/--max-frames (its buffers are sized from each text), received: "
             f"{', '.join(sized) or 'no --vocoder'}"
         )  # fmt: skip
-    slots = {} if args.slots is None else {"slots": args.slots}  # else export_onnx's own
-    out = export_onnx(args.run, args.out, vocoder=args.vocoder, overrides=args.set,
-                      force=args.force, **slots)  # fmt: skip
-    print(f"wrote voice folder {out} (ONNX programs and voice.json; speak it with "
+    out = export_voice(args.run, args.out, vocoder=args.vocoder, programs=args.format,
+                       slots=args.slots, overrides=args.set, force=args.force)  # fmt: skip
+    kind = {"onnx": "ONNX", "litert": "LiteRT"}[args.format]
+    print(f"wrote voice folder {out} ({kind} programs and voice.json; speak it with "
           f"xtts-runtime speak {out} --text ...)")  # fmt: skip
     return 0
 

@@ -1,46 +1,53 @@
-"""`export --format onnx`: a run and its vocoder as ONNX programs that a runtime without
-TensorFlow loops over (`xtts_runtime`), in a folder that is the voice:
+"""`export --format onnx|litert`: a run and its vocoder as programs that a runtime
+without TensorFlow loops over (`xtts_runtime`), in a folder that is the voice (each
+program a `.onnx` file, or a `.tflite` LiteRT flatbuffer: `voice_folder.PROGRAMS`):
 
 ```
-voice.json         the manifest (`xtts_data.voice_folder`): format and version, every
-                   file's SHA-256, the settings the runtime needs (audio, text, sizes,
-                   each text length's buffer)
+voice.json         the manifest (`xtts_data.voice_folder`): format and version, the
+                   programs' format and each one's outputs in order, every file's SHA-256,
+                   the settings the runtime needs (audio, text, sizes, each text length's
+                   buffer)
 tokenizer.json     the run's symbol table
 reference.npy      the run's saved reference clip (its mel): the voice spoken by default
-clip-{rate}.onnx   a reference clip at `rate` Hz → at the run's rate, its span past silence
+clip-{rate}        a reference clip at `rate` Hz → at the run's rate, its span past silence
 resample-{rate}    the voice's audio → at `rate` Hz (`portable.OUT_RATES`: Opus's 48 kHz)
-features.onnx      a clip at the run's rate → its mel features
-conditioning.onnx  reference mel → latents, statistics, pitch term
-prefill.onnx       token ids + latents → what every step reads
-step-{i}.onnx      one decoder step, its cache of bucket i's steps (`portable.buckets`)
-slots-{b}.onnx     one step of b decoder slots, each row at its own step (the largest
-                   bucket's cache): a server decoding b texts side by side
-finish.onnx        a decoding's frames → the mel (postnet, postfilters)
-window.onnx        a stream's chunk of the mel (`CHUNK_FRAMES` frames; not written for a
+features           a clip at the run's rate → its mel features
+conditioning       reference mel → latents, statistics, pitch term
+prefill            token ids + latents → what every step reads
+step-{i}           one decoder step, its cache of bucket i's steps (`portable.buckets`)
+slots-{b}          ONNX only: one step of b decoder slots, each row at its own step (the
+                   largest bucket's cache): a server decoding b texts side by side
+finish             a decoding's frames → the mel (postnet, postfilters)
+window             a stream's chunk of the mel (`CHUNK_FRAMES` frames; not written for a
                    decoding with a postfilter that needs the whole utterance)
-vocoder.onnx       mel → waveform (the iSTFT as a matmul)
+vocoder            mel → waveform (the iSTFT as a matmul)
 ```
 
-The programs are `inference.portable`'s, converted by tf2onnx (opset 17) with two ops
-written by hand: `Erfc` (Keras's exact GELU) as `1 - Erf`, and `XlaDynamicUpdateSlice`
-(the cache written in place) as a `ScatterND` at the start indices; each layer norm is
-then fused (`onnx_fusion`: thirteen nodes become three, a fifth of the step's nodes). Written into a
-temporary folder beside `out`, then renamed, as `export` does.
+The programs are `inference.portable`'s. ONNX: converted by tf2onnx (opset 17) with two
+ops written by hand: `Erfc` (Keras's exact GELU) as `1 - Erf`, and
+`XlaDynamicUpdateSlice` (the cache written in place) as a `ScatterND` at the start
+indices; each layer norm is then fused (`onnx_fusion`: thirteen nodes become three, a
+fifth of the step's nodes). LiteRT: TensorFlow's own converter, builtin ops only (no
+TensorFlow at run time); a flatbuffer converted from a function keeps its input names
+but not its outputs', so voice.json lists them. Written into a temporary folder beside
+`out`, then renamed, as `export` does.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+import tensorflow as tf
 import tqdm
 
 from xtts_audio.windows import CHUNK_FRAMES
 from xtts_data.files import replaced_folder
 from xtts_data.joins import silence_feature
-from xtts_data.voice_folder import write_manifest
+from xtts_data.voice_folder import PROGRAMS, write_manifest
 from xtts_train.errors import XttsTrainError
 from xtts_train.inference import portable
 from xtts_train.inference.vocoding import check_vocoder
@@ -50,7 +57,7 @@ from xtts_train.onnx_fusion import fuse_layer_norms
 from xtts_train.runs.loading import load_reference, load_run, load_vocoder
 from xtts_train.runs.media import decoded_frames
 
-__all__ = ["export_onnx"]
+__all__ = ["SLOTS", "export_voice"]
 
 OPSET = 17
 # The decoder slots' row counts exported by default: xtts-serve's default (4), one (a
@@ -58,16 +65,19 @@ OPSET = 17
 SLOTS = (1, 4, 8)
 
 
-def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
-                slots: Sequence[int] = SLOTS, overrides: Sequence[str] = (),
-                force: bool = False, progress: bool = True) -> Path:  # fmt: skip
-    """Write the run in `workdir` and `vocoder` as a voice folder of ONNX programs at `out`.
+def export_voice(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
+                 programs: str = "onnx", slots: Sequence[int] | None = None,
+                 overrides: Sequence[str] = (), force: bool = False,
+                 progress: bool = True) -> Path:  # fmt: skip
+    """Write the run in `workdir` and `vocoder` as a voice folder at `out`.
 
     Args:
         workdir: a text-to-mel run (`config.yaml`, `tokenizer.json`, a checkpoint).
         out: the folder to create.
         vocoder: a vocoder run trained on the run's audio settings.
-        slots: the row counts of the decoder slots' step programs (`slots-{b}.onnx`).
+        programs: the programs' format: `onnx` (onnxruntime) or `litert` (LiteRT).
+        slots: the row counts of the decoder slots' step programs (`slots-{b}.onnx`;
+            None: `SLOTS` for onnx, none for litert, which has no slots).
         overrides: `decode.KEY=VALUE` settings of the run's decoding, as `synthesize
             --set`: the voice decodes with them.
         force: replace an existing `out`.
@@ -76,33 +86,44 @@ def export_onnx(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
     Raises:
         OutputExistsError: `out` exists and is not empty, without `force`.
         XttsTrainError: not a run, no checkpoint, a vocoder that is not one or has other
-            audio settings, an override of another setting, a row count that is not an
-            int >= 1, or tf2onnx missing (the `onnx` extra).
+            audio settings, an override of another setting, another format, slots with
+            litert, a row count that is not an int >= 1, or tf2onnx missing (the `onnx`
+            extra) for onnx.
     """
     workdir, out, vocoder = Path(workdir), Path(out), Path(vocoder)
-    slots = _slot_rows(slots)
+    if programs not in PROGRAMS:
+        raise XttsTrainError(f"Expected programs of one of {sorted(PROGRAMS)}, received: "
+                             f"{programs!r}")  # fmt: skip
+    if programs == "litert" and slots:
+        raise XttsTrainError(f"Expected no decoder slots with litert (the slots bind "
+                             f"onnxruntime's buffers), received: {list(slots)}; export "
+                             f"--format onnx for xtts-serve --runtime onnx")  # fmt: skip
+    slots = _slot_rows(SLOTS if slots is None and programs == "onnx" else slots or ())
     with replaced_folder(out, force=force) as staging:  # `out` checked before any loading
         check_vocoder(vocoder, workdir)
-        converter = _converter()
+        converter = _onnx_converter() if programs == "onnx" else _litert_converter
         stack, model, _ = load_run(workdir, overrides=overrides)
         _, voice_model = load_vocoder(vocoder)
         model.build_weights()
         # The longest piece a text is cut into, with `<eos>` and a language token.
         buckets = portable.buckets(stack, max_symbols=stack.decode.split_symbols + 2)
-        programs = _programs(stack, model, voice_model, buckets, slots)
-        for name, program in tqdm.tqdm(programs.items(), desc="export", unit="program",
+        outputs = {}
+        written = _programs(stack, model, voice_model, buckets, slots)
+        for name, program in tqdm.tqdm(written.items(), desc="export", unit="program",
                                        disable=not progress):  # fmt: skip
-            (staging / f"{name}.onnx").write_bytes(converter(program))
+            data, outputs[name] = converter(program)
+            (staging / f"{name}{PROGRAMS[programs]}").write_bytes(data)
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
-        write_manifest(staging, _settings(stack, model, buckets, voice_model) | {"slots": slots})
+        write_manifest(staging, _settings(stack, model, buckets, voice_model)
+                       | {"programs": programs, "outputs": outputs, "slots": slots})  # fmt: skip
     return out
 
 
 def _slot_rows(slots: Sequence[int]) -> list[int]:
-    """The row counts, sorted and checked."""
-    if not slots or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in slots):
+    """The row counts, sorted and checked (none: a voice without slots)."""
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in slots):
         raise XttsTrainError(f"Expected decoder slots of at least one row each, received: "
                              f"{list(slots)}")  # fmt: skip
     return sorted(set(slots))
@@ -180,8 +201,36 @@ def _settings(stack, model, buckets: list[portable.Bucket], voice_model) -> dict
     }
 
 
-def _converter():
-    """program → ONNX bytes; tf2onnx (the `onnx` extra) or a message naming it."""
+def _output_names(program: portable.Program) -> list[str]:
+    """The program's output names in the order a converted program lists its outputs
+    (the flattened dict's: by name)."""
+    function = program.function.get_concrete_function(*program.signature)
+    return tf.nest.flatten({name: name for name in function.structured_outputs})
+
+
+def _litert_converter(program: portable.Program) -> tuple[bytes, list[str]]:
+    """program → a LiteRT flatbuffer of builtin ops, and its output names in order.
+
+    Converted without `trackable_obj`, by the converter's frozen-graph path (variables
+    become constants): given the Keras 3 model, it takes its other path, which left
+    weights out in the issue's probe. This one logs a deprecation warning per program,
+    kept out of the progress bar."""
+    function = program.function.get_concrete_function(*program.signature)
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.ERROR)
+    try:
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([function])
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        data = converter.convert()
+    finally:
+        absl.setLevel(level)
+    return data, _output_names(program)
+
+
+def _onnx_converter():
+    """program → ONNX bytes and its output names; tf2onnx (the `onnx` extra) or a message
+    naming it."""
     try:
         import tf2onnx
         from onnx import TensorProto
@@ -214,12 +263,12 @@ def _converter():
 
     handlers = {"Erfc": (erfc, []), "XlaDynamicUpdateSlice": (update_slice, [])}
 
-    def convert(program: portable.Program) -> bytes:
+    def convert(program: portable.Program) -> tuple[bytes, list[str]]:
         proto, _ = tf2onnx.convert.from_function(
             program.function, input_signature=list(program.signature), opset=OPSET,
             custom_op_handlers=handlers,
         )  # fmt: skip
         fuse_layer_norms(proto)
-        return proto.SerializeToString()
+        return proto.SerializeToString(), [output.name for output in proto.graph.output]
 
     return convert

@@ -1,6 +1,6 @@
-"""`export --format onnx` and `xtts_runtime`: the exported programs, looped in numpy, say
-what TensorFlow's decoding says (mel, stop step, samples), and a voice folder from
-another version or with a changed file is refused by name."""
+"""`export --format onnx|litert` and `xtts_runtime`: the exported programs, looped in
+numpy, say what TensorFlow's decoding says (mel, stop step, samples) in both formats, and
+a voice folder from another version or with a changed file is refused by name."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import soundfile
 import tensorflow as tf
 
 from xtts_data.pieces import text_pieces
-from xtts_runtime import InputError, Voice, VoiceError
+from xtts_runtime import InputError, Slots, Voice, VoiceError
 from xtts_runtime.cli import main as runtime_main
 from xtts_train.cli import main
 from xtts_train.models.text_to_mel.decoding import TEXT_BUCKET, text_buffer_frames
@@ -27,12 +27,43 @@ from xtts_train.runs.media import decoded_frames, silence_feature
 pytest.importorskip("tf2onnx")
 
 
+TEXT = "A short test, then a longer one that the run cuts into two pieces."
+
+
 @pytest.fixture(scope="module")
 def voice_folder(run, vocoder_run, tmp_path_factory):
     out = tmp_path_factory.mktemp("onnx") / "voice"
     assert main(["export", "--format", "onnx", "--run", str(run[1]), "--vocoder",
                  str(vocoder_run[1]), "--out", str(out)]) == 0  # fmt: skip
     return out
+
+
+@pytest.fixture(scope="module")
+def litert_folder(run, vocoder_run, tmp_path_factory):
+    pytest.importorskip("ai_edge_litert")
+    out = tmp_path_factory.mktemp("litert") / "voice"
+    assert main(["export", "--format", "litert", "--run", str(run[1]), "--vocoder",
+                 str(vocoder_run[1]), "--out", str(out)]) == 0  # fmt: skip
+    return out
+
+
+@pytest.fixture(params=["onnx", "litert"])
+def exported(request):
+    """The run's voice folder in each format."""
+    return request.getfixturevalue(
+        {"onnx": "voice_folder", "litert": "litert_folder"}[request.param]
+    )
+
+
+@pytest.fixture(scope="module")
+def tf_said(run, vocoder_run, voice_folder):
+    """TensorFlow's decoding of `TEXT`'s pieces (`_tf_piece`), once for both formats."""
+    stack, model, tokenizer = load_run(run[1])
+    _, vocoder = load_vocoder(vocoder_run[1])
+    reference = np.load(voice_folder / "reference.npy")
+    pieces = text_pieces(TEXT, stack.data.text, tokenizer, name="t",
+                         max_symbols=stack.decode.split_symbols)  # fmt: skip
+    return stack, [_tf_piece(model, stack, vocoder, piece.ids, reference) for piece in pieces]
 
 
 def _tf_piece(model, stack, vocoder, ids, reference):
@@ -57,18 +88,11 @@ def _tf_piece(model, stack, vocoder, ids, reference):
     return mel[:length], length, np.clip(audio, -1.0, 1.0)
 
 
-def test_the_runtime_says_what_tensorflow_says(voice_folder, run, vocoder_run):
-    stack, model, tokenizer = load_run(run[1])
-    _, vocoder = load_vocoder(vocoder_run[1])
-    voice = Voice(voice_folder)
-    reference = np.load(voice_folder / "reference.npy")
-    text = "A short test, then a longer one that the run cuts into two pieces."
-    speech = voice.speak(text)
-    pieces = text_pieces(text, stack.data.text, tokenizer, name="t",
-                         max_symbols=stack.decode.split_symbols)  # fmt: skip
+def test_the_runtime_says_what_tensorflow_says(exported, tf_said):
+    stack, pieces = tf_said
+    speech = Voice(exported).speak(TEXT)
     assert len(speech.pieces) == len(pieces) >= 1
-    for piece, said in zip(pieces, speech.pieces, strict=True):
-        mel, length, audio = _tf_piece(model, stack, vocoder, piece.ids, reference)
+    for (mel, length, audio), said in zip(pieces, speech.pieces, strict=True):
         assert said.length == length
         np.testing.assert_allclose(said.mel, mel, atol=1e-4)
         assert said.audio.shape == audio.shape
@@ -77,14 +101,13 @@ def test_the_runtime_says_what_tensorflow_says(voice_folder, run, vocoder_run):
     assert np.abs(speech.audio).max() > 0
 
 
-def test_the_runtime_streams_in_chunks_what_it_speaks_whole(voice_folder):
+def test_the_runtime_streams_in_chunks_what_it_speaks_whole(exported):
     """`Voice.chunks`: chunks as the decoder steps, the first of 32 frames (the `window`
     program's mel, vocoder windows with their context: TensorFlow's streams' rules),
     joined the audio `speak` gives, and each piece's pause after it."""
-    voice = Voice(voice_folder)
-    text = "A short test, then a longer one that the run cuts into two pieces."
-    whole = voice.speak(text).audio
-    chunks = list(voice.chunks(text))
+    voice = Voice(exported)
+    whole = voice.speak(TEXT).audio
+    chunks = list(voice.chunks(TEXT))
     assert voice.manifest["chunk_frames"] == 32
     assert len(chunks[0]) == 32 * voice.audio.hop_length
     joined = np.concatenate(chunks)
@@ -93,7 +116,7 @@ def test_the_runtime_streams_in_chunks_what_it_speaks_whole(voice_folder):
 
 
 @pytest.mark.parametrize("rate", [None, 16000, 44100])
-def test_a_reference_clip_reads_as_tensorflow_reads_it(voice_folder, run, cache, tmp_path, rate):
+def test_a_reference_clip_reads_as_tensorflow_reads_it(exported, run, cache, tmp_path, rate):
     """The clip programs (resampling, trimming, features) give `load_reference`'s mel of a
     clip at the run's rate and at two others."""
     import xtts_audio as xa
@@ -106,7 +129,7 @@ def test_a_reference_clip_reads_as_tensorflow_reads_it(voice_folder, run, cache,
         clip = tmp_path / "clip.wav"
         soundfile.write(clip, wave, rate, subtype="FLOAT")
     want = load_reference(run[1], stack, clip)
-    got = Voice(voice_folder).clip(clip)
+    got = Voice(exported).clip(clip)
     assert got.shape == want.shape
     # Log features: float32 rounding of a near-silent bin grows by the log's slope.
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -141,6 +164,33 @@ def test_the_folder_lists_every_file_with_its_checksum(voice_folder):
     assert len(manifest["buffers"]) == manifest["text_len"] == manifest["bucket_text"][-1]
 
 
+def test_a_litert_folder_holds_flatbuffers_named_outputs_and_no_slots(litert_folder, run,
+                                                                       vocoder_run, tmp_path,
+                                                                       capsys):  # fmt: skip
+    manifest = json.loads((litert_folder / "voice.json").read_text())
+    assert manifest["programs"] == "litert"
+    assert manifest["slots"] == []
+    programs = {p.stem for p in litert_folder.glob("*.tflite")}
+    assert not list(litert_folder.glob("*.onnx"))
+    assert set(manifest["outputs"]) == programs >= {"prefill", "step-0", "vocoder", "window"}
+    assert manifest["outputs"]["vocoder"] == ["audio"]
+    with pytest.raises(VoiceError, match="ONNX voice folder for decoder slots"):
+        Slots(Voice(litert_folder), rows=1)
+    out = str(tmp_path / "v")
+    assert main(["export", "--format", "litert", "--run", str(run[1]), "--vocoder",
+                 str(vocoder_run[1]), "--out", out, "--slots", "2"]) == 2  # fmt: skip
+    assert "no decoder slots with litert" in capsys.readouterr().err
+    assert not Path(out).exists()
+
+
+def test_a_litert_folder_without_litert_installed_is_refused_by_name(litert_folder,
+                                                                     monkeypatch):  # fmt: skip
+    monkeypatch.setitem(sys.modules, "ai_edge_litert", None)
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.interpreter", None)
+    with pytest.raises(VoiceError, match=r"xtts-runtime\[litert\]"):
+        Voice(litert_folder)
+
+
 def test_every_layer_norm_of_the_step_is_fused(voice_folder):
     """`onnx_fusion` leaves no unfused layer norm in the step, whose speed is its node
     count: each mean feeds one LayerNormalization (of the centred input), and none of
@@ -171,6 +221,9 @@ def test_a_changed_file_or_another_version_is_refused_by_name(voice_folder, tmp_
     err = capsys.readouterr().err.strip()
     assert "version 99" in err
     assert len(err.splitlines()) == 1
+    (other / "voice.json").write_text(json.dumps(manifest | {"programs": "tensorrt"}))
+    with pytest.raises(VoiceError, match="'tensorrt'"):
+        Voice(other)
     with pytest.raises(VoiceError, match=r"voice\.json"):
         Voice(tmp_path)
 
@@ -193,23 +246,25 @@ def test_onnx_export_needs_a_vocoder_and_sizes_its_own_buffers(run, tmp_path, ca
     assert "--max-frames" in capsys.readouterr().err
 
 
-def test_the_runtime_benchmark_times_the_exported_voice_in_its_own_process(voice_folder, run,
+def test_the_runtime_benchmark_times_the_exported_voice_in_its_own_process(voice_folder,
+                                                                          litert_folder, run,
                                                                           vocoder_run):  # fmt: skip
-    """`xtts-bench runtime`'s worker protocol end to end, on onnxruntime alone: a cold start
-    and per-text figures that add up."""
+    """`xtts-bench runtime`'s worker protocol end to end, on onnxruntime and LiteRT: a cold
+    start and per-text figures that add up."""
     from xtts_bench.runtime import TEXTS, run_runtime_benchmark
 
-    result = run_runtime_benchmark(run[1], vocoder_run[1], voice=voice_folder, threads=(1,),
-                                   runtimes=("onnx",), repeats=1, progress=False)  # fmt: skip
-    (figures,) = result["runs"]
-    assert figures["runtime"] == "onnx"
-    assert 0 < figures["cold_start_s"] < 300
-    assert [t["text"] for t in figures["texts"]] == list(TEXTS)
-    for text in figures["texts"]:
-        assert text["audio_s"] > 0
-        assert 0 < text["first_audio_s"] <= text["wall_s"]
-        assert text["rtf"] == pytest.approx(text["wall_s"] / text["audio_s"])
-    assert figures["peak_rss_mb"] > 0
+    result = run_runtime_benchmark(run[1], vocoder_run[1], voice=voice_folder,
+                                   lite_voice=litert_folder, threads=(1,),
+                                   runtimes=("onnx", "litert"), repeats=1, progress=False)  # fmt: skip
+    assert [figures["runtime"] for figures in result["runs"]] == ["onnx", "litert"]
+    for figures in result["runs"]:
+        assert 0 < figures["cold_start_s"] < 300
+        assert [t["text"] for t in figures["texts"]] == list(TEXTS)
+        for text in figures["texts"]:
+            assert text["audio_s"] > 0
+            assert 0 < text["first_audio_s"] <= text["wall_s"]
+            assert text["rtf"] == pytest.approx(text["wall_s"] / text["audio_s"])
+        assert figures["peak_rss_mb"] > 0
     assert result["venv_mb"]["tensorflow"] > 0
 
 
@@ -224,11 +279,11 @@ raise SystemExit(code)
 """
 
 
-def test_the_runtime_speaks_without_tensorflow(voice_folder, cache, tmp_path):
+def test_the_runtime_speaks_without_tensorflow(exported, cache, tmp_path):
     out = tmp_path / "hello.wav"
     clip = sorted((cache.parent / "corpus").rglob("*.wav"))[-1]
     done = subprocess.run([sys.executable, "-c", _SPEAK_WITHOUT_TENSORFLOW, "speak",
-                           str(voice_folder), "--text", "Hello there.", "--out", str(out),
+                           str(exported), "--text", "Hello there.", "--out", str(out),
                            "--reference", str(clip)],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
