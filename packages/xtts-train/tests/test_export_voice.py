@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import soundfile
 import tensorflow as tf
+from train_helpers import ONE_SHAPE, as_cli, train_cli
 
 from xtts_data.pieces import text_pieces
 from xtts_runtime import InputError, Slots, Voice, VoiceError
@@ -266,6 +267,34 @@ def test_the_runtime_benchmark_times_the_exported_voice_in_its_own_process(voice
             assert text["rtf"] == pytest.approx(text["wall_s"] / text["audio_s"])
         assert figures["peak_rss_mb"] > 0
     assert result["venv_mb"]["tensorflow"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["tiny", "small"])
+def test_the_presets_exported_say_what_tensorflow_says(preset, cache, vocoder_run, tmp_path):
+    """The issue's presets at their own sizes (a 2-step fit: the numerics, not the
+    learning): both formats' stop step, mel and samples those of TensorFlow, each piece
+    decoding past its first steps."""
+    run = tmp_path / "run"
+    done = train_cli("fit", "--data", str(cache), "--workdir", str(run), "--quiet", "--steps",
+                     "2", *as_cli([*ONE_SHAPE, f"model.preset={preset}"]))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    stack, model, tokenizer = load_run(run)
+    _, vocoder = load_vocoder(vocoder_run[1])
+    reference = load_reference(run, stack)
+    pieces = text_pieces(TEXT, stack.data.text, tokenizer, name="t",
+                         max_symbols=stack.decode.split_symbols)  # fmt: skip
+    want = [_tf_piece(model, stack, vocoder, piece.ids, reference) for piece in pieces]
+    for programs in ("onnx", "litert"):
+        out = tmp_path / programs
+        slots = ["--slots", "1"] if programs == "onnx" else []  # the test's one step
+        assert main(["export", "--format", programs, "--run", str(run), "--vocoder",
+                     str(vocoder_run[1]), "--out", str(out), *slots]) == 0  # fmt: skip
+        speech = Voice(out).speak(TEXT)
+        for (mel, length, audio), said in zip(want, speech.pieces, strict=True):
+            assert said.length == length > 8 * stack.model.reduction_factor
+            np.testing.assert_allclose(said.mel, mel, atol=1e-4)
+            np.testing.assert_allclose(said.audio, audio, atol=1e-4)
 
 
 _SPEAK_WITHOUT_TENSORFLOW = """

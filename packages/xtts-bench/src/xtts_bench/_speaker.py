@@ -8,8 +8,8 @@ Prints one JSON line when the first text's first audio is ready (`{"event": "fir
 the parent's clock gives the cold start), then one with the figures: per text the audio
 seconds, the median wall seconds of `repeats` calls after a warm-up call (the whole
 text), and the median seconds to its first audio over as many calls of its stream (the
-runtime's `Voice.chunks`: its first 32-frame chunk; TensorFlow decodes a text's pieces
-side by side here, so its first audio is the whole text's); the peak RSS.
+runtime's `Voice.chunks`, TensorFlow's `stream_pieces` into `Waveforms.stream` as
+`synthesize --stream` runs it: each the first chunk's audio); the peak RSS.
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ def _exported(job: dict) -> tuple[Speak, Speak]:
 
 
 def _tensorflow(job: dict) -> tuple[Speak, Speak]:
-    """(the whole text; the same as its stream: one part)."""
+    """(the whole text: its pieces decoded side by side, joined, vocoded; its stream, a
+    chunk at a time as `synthesize --stream` speaks it)."""
     import dataclasses
     from pathlib import Path
 
@@ -52,11 +53,13 @@ def _tensorflow(job: dict) -> tuple[Speak, Speak]:
     tf.config.threading.set_inter_op_parallelism_threads(job["threads"])
     from xtts_train import (
         Decoding,
+        Streaming,
         Waveforms,
         load_reference,
         load_run,
         piece_batch,
         speak_pieces,
+        stream_pieces,
         text_buffer_frames,
         text_pieces,
     )
@@ -68,19 +71,33 @@ def _tensorflow(job: dict) -> tuple[Speak, Speak]:
     waveforms = Waveforms(run, stack, vocoder=job["vocoder"])
     reference = load_reference(run, stack)
     decodings: dict[tuple[int, int], Decoding] = {}
+    streamings: dict[int, Streaming] = {}
 
-    def speak(text: str) -> Iterator[np.ndarray]:
+    def read(text: str) -> tuple[list, int]:
         pieces = text_pieces(text, stack.data.text, tokenizer, name="the text",
                              max_symbols=stack.decode.split_symbols)  # fmt: skip
-        key = (max(text_buffer_frames(len(p.ids), stack) for p in pieces), piece_batch(len(pieces)))
+        return pieces, max(text_buffer_frames(len(p.ids), stack) for p in pieces)
+
+    def speak(text: str) -> Iterator[np.ndarray]:
+        pieces, frames = read(text)
+        key = (frames, piece_batch(len(pieces)))
         if key not in decodings:
             decodings[key] = Decoding(model, decode=stack.decode,
-                                      cond_frames=stack.reference_frames, max_frames=key[0],
+                                      cond_frames=stack.reference_frames, max_frames=frames,
                                       batch_size=key[1], compiler=job["compiler"])  # fmt: skip
         spoken = speak_pieces(decodings[key], pieces, reference, stack.audio)
         yield waveforms(spoken.features).numpy()
 
-    return speak, speak
+    def stream(text: str) -> Iterator[np.ndarray]:
+        pieces, frames = read(text)
+        if frames not in streamings:
+            streamings[frames] = Streaming(model, decode=stack.decode,
+                                           cond_frames=stack.reference_frames,
+                                           max_frames=frames, compiler=job["compiler"])  # fmt: skip
+        mel = stream_pieces(streamings[frames], pieces, reference, stack.audio, [])
+        yield from waveforms.stream(mel)
+
+    return speak, stream
 
 
 def _said(speak: Speak, text: str) -> tuple[float, float, int]:
@@ -106,7 +123,7 @@ def main(job: dict) -> dict:
         _said(speak, text)  # warm: any program of this text's shapes is built
         _said(stream, text)
         calls = [_said(speak, text) for _ in range(job["repeats"])]
-        firsts = calls if stream is speak else [_said(stream, text) for _ in calls]
+        firsts = [_said(stream, text) for _ in calls]
         seconds = calls[0][2] / job["sample_rate"]
         wall = statistics.median(c[1] for c in calls)
         figures.append({"text": text, "audio_s": seconds, "wall_s": wall,

@@ -10,7 +10,9 @@ seconds per second of audio: below 1 is faster than real time); memory is the pr
 peak RSS. The install size is that of each venv's `site-packages`.
 
 TensorFlow's path is `synthesize`'s: a text's pieces decoded side by side (`Decoding`),
-joined, vocoded (`Waveforms`). The runtime's is `Voice.stream`: piece after piece.
+joined, vocoded (`Waveforms`); its first audio `synthesize --stream`'s (`Streaming`,
+`Waveforms.stream`). The runtime's is `Voice.stream`, piece after piece; its first audio
+`Voice.chunks`'.
 """
 
 from __future__ import annotations
