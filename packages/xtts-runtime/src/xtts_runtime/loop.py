@@ -132,11 +132,18 @@ def spoken(programs: Programs, manifest: Mapping[str, Any], voice: Mapping[str, 
            frames: np.ndarray, probs: np.ndarray, count: int) -> Spoken:  # fmt: skip
     """A piece of `count` token ids from its decoded `frames` float32 [1, F, M] and stop
     probabilities [1, F] (F >= its buffer; zeros after the last step run): stopped at the
-    first probability above 0.5 or at its buffer's end, its mel through `finish`, vocoded."""
+    first probability above 0.5 or at its buffer's end, its mel through `finish`, vocoded.
+
+    `finish` reads the frames voiced and the postnet's context after them, not the whole
+    buffer: a mel frame's postnet reads `postnet_context` frames each side, so the frames
+    voiced come out as the buffer's would (the tests' equality with TensorFlow's whole
+    buffer runs through it)."""
     buffer = manifest["buffers"][count - 1]
     stopped = bool((probs[0, :buffer] > 0.5).any())
     length = stop_length(manifest, probs, count)
-    mel = programs.finish({"frames": frames[:, :buffer], "stats": voice["stats"],
+    voiced, _ = voiced_ending(manifest, count, length)
+    read = min(buffer, voiced + manifest["postnet_context"])
+    mel = programs.finish({"frames": frames[:, :read], "stats": voice["stats"],
                            "lengths": np.array([length], np.int32),
                            "cond_mel": voice["cond_mel"],
                            "cond_lengths": voice["cond_lengths"]})["mel"][0]  # fmt: skip

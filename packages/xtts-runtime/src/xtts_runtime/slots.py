@@ -4,9 +4,10 @@ different pieces side by side, each joining at any step and leaving at its stop
 smallest exported program that holds the busy rows.
 
 Every input of the step program is a buffer bound to the session once (IO binding): a
-piece joins by writing its prefill and zero state into its row, in place; step after
-step the rows' caches alternate between two bound sets (the program reads one and writes
-the other), so a step copies no state. Only a row's own frames and its stop
+piece joins by writing its prefill and zero state into its row, in place; the caches are
+bound as their own outputs and written in place (`programs.in_place`), the rest of the
+state alternates between two bound sets (the program reads one and writes the other), so
+a step copies no state. Only a row's own frames and its stop
 probabilities are copied out, into the row's buffers (what `decode_piece` writes).
 
 A row computes what it would alone: no operation of the step mixes rows, so a piece's
@@ -23,7 +24,7 @@ import onnxruntime as ort
 
 from xtts_runtime.errors import VoiceError
 from xtts_runtime.loop import Spoken, piece_steps, prefilled, spoken
-from xtts_runtime.programs import Program
+from xtts_runtime.programs import Program, in_place
 from xtts_runtime.voice import Voice
 
 __all__ = ["Row", "Slots"]
@@ -87,7 +88,9 @@ class Slots:
         programs = {b: voice.program(f"slots-{b}") for b in sorted(exported) if b <= rows}
         manifest, top = voice.manifest, programs[rows]
         self._r, self._n_mels = manifest["reduction_factor"], manifest["n_mels"]
-        self._state = [o.removeprefix("next_") for o in top.outputs if o.startswith("next_")]
+        state = [o.removeprefix("next_") for o in top.outputs if o.startswith("next_")]
+        self._caches = [n for n in state if in_place(n)]  # in `_held`, written in place
+        self._state = [n for n in state if not in_place(n)]
         # Buffers of the inputs read as the pieces joined (prefill's, the voice's) and of
         # the step's own (`t`, `frame`), then two sets of the state; every one bound as an
         # OrtValue over the array (CPU OrtValues share its memory), so writes in place are
@@ -129,7 +132,7 @@ class Slots:
             if name in feeds:
                 array[index] = feeds[name][0]
         self._held["t"][index] = 0
-        for array in self._sets[self._parity].values():
+        for array in (*(self._held[n] for n in self._caches), *self._sets[self._parity].values()):
             array[index] = 0
         row = Row(index, voice, count=len(ids), steps=piece_steps(self.voice.manifest, len(ids)),
                   r=self._r, n_mels=self._n_mels)  # fmt: skip
@@ -181,7 +184,8 @@ class Slots:
 
     def _bind(self, program: Program, size: int) -> list[ort.IOBinding]:
         """Two bindings of `program` (of `size` rows) over the first `size` rows of every
-        buffer: step `t` runs `[t % 2]`, reading `_sets[t % 2]` and writing the other."""
+        buffer: step `t` runs `[t % 2]`, reading `_sets[t % 2]` and writing the other, and
+        writing the caches where it reads them."""
         value = ort.OrtValue.ortvalue_from_numpy
         views = [{n: a[:size] for n, a in bank.items()} for bank in (self._held, *self._sets)]
         held, *sets = [{n: value(a) for n, a in bank.items()} for bank in views]
@@ -194,6 +198,8 @@ class Slots:
                 binding.bind_ortvalue_input(name, (sets[parity] | held)[name])
             for name in self._state:
                 binding.bind_ortvalue_output(f"next_{name}", sets[1 - parity][name])
+            for name in self._caches:
+                binding.bind_ortvalue_output(f"next_{name}", held[name])
             binding.bind_ortvalue_output("group", outputs[0])
             binding.bind_ortvalue_output("probs", outputs[1])
             bindings.append(binding)
@@ -203,15 +209,19 @@ class Slots:
         """The sizes whose rows give the largest's bits on the same inputs (random state,
         every key real), run once at each size; the buffers are zeros again after."""
         rng = np.random.default_rng(0)
-        for array in (*self._held.values(), *self._sets[0].values()):
+        read = (*self._held.values(), *self._sets[0].values())
+        for array in read:
             if array.dtype == np.bool_:
                 array[...] = True
             elif array.dtype == np.int32:
                 array[...] = rng.integers(0, 4, array.shape)
             else:
                 array[...] = rng.normal(0.0, 1.0, array.shape)
+        inputs = [array.copy() for array in read]
         outputs = {}
         for size, session in self._sessions.items():
+            for array, given in zip(read, inputs, strict=True):
+                array[...] = given  # the caches as they were before the last size wrote them
             session.run_with_iobinding(self._bindings[size][0])
             outputs[size] = self._group[:size].copy(), self._chance[:size].copy()
         top = outputs[self.rows]
