@@ -192,6 +192,46 @@ def test_a_litert_folder_without_litert_installed_is_refused_by_name(litert_fold
         Voice(litert_folder)
 
 
+@pytest.mark.parametrize("programs", ["onnx", "litert"])
+def test_an_int8_vocoder_changes_the_samples_a_little_and_nothing_else(programs, run,
+                                                                       vocoder_run, tmp_path,
+                                                                       request):  # fmt: skip
+    """`--int8-vocoder`: the same decoding (mel, stop step), the vocoder's samples near the
+    float voice's and not equal to them, int8 weights in its program, and voice.json
+    saying so."""
+    if programs == "litert":
+        pytest.importorskip("ai_edge_litert")
+    float_folder = request.getfixturevalue({"onnx": "voice_folder",
+                                            "litert": "litert_folder"}[programs])  # fmt: skip
+    out = tmp_path / "int8"
+    slots = ["--slots", "1"] if programs == "onnx" else []
+    assert main(["export", "--format", programs, "--run", str(run[1]), "--vocoder",
+                 str(vocoder_run[1]), "--out", str(out), "--int8-vocoder", *slots]) == 0  # fmt: skip
+    assert json.loads((out / "voice.json").read_text())["int8_vocoder"] is True
+    assert _int8_weights(out, programs) > 0
+    assert _int8_weights(float_folder, programs) == 0
+    exact, near = Voice(float_folder).speak(TEXT), Voice(out).speak(TEXT)
+    for want, got in zip(exact.pieces, near.pieces, strict=True):
+        assert got.length == want.length
+        np.testing.assert_array_equal(got.mel, want.mel)
+    error = near.audio - exact.audio
+    assert np.abs(error).max() > 0
+    assert 10 * np.log10(np.mean(exact.audio**2) / np.mean(error**2)) > 20  # dB
+
+
+def _int8_weights(folder: Path, programs: str) -> int:
+    """The int8 weights of the folder's vocoder program."""
+    if programs == "onnx":
+        import onnx
+
+        graph = onnx.load(folder / "vocoder.onnx").graph
+        return sum(t.data_type == onnx.TensorProto.INT8 for t in graph.initializer)
+    from ai_edge_litert.interpreter import Interpreter
+
+    details = Interpreter(model_path=str(folder / "vocoder.tflite")).get_tensor_details()
+    return sum(d["dtype"] == np.int8 for d in details)
+
+
 def test_every_layer_norm_of_the_step_is_fused(voice_folder):
     """`onnx_fusion` leaves no unfused layer norm in the step, whose speed is its node
     count: each mean feeds one LayerNormalization (of the centred input), and none of
@@ -245,6 +285,10 @@ def test_onnx_export_needs_a_vocoder_and_sizes_its_own_buffers(run, tmp_path, ca
     assert main(["export", "--format", "onnx", "--run", str(run[1]), "--out", out,
                  "--vocoder", out, "--max-frames", "9"]) == 2  # fmt: skip
     assert "--max-frames" in capsys.readouterr().err
+    for flag in (["--int8-vocoder"], ["--slots", "2"], ["--set", "decode.split_symbols=9"]):
+        assert main(["export", "--run", str(run[1]), "--out", out, *flag]) == 2  # savedmodel
+        assert f"Expected {flag[0]} with --format onnx" in capsys.readouterr().err
+    assert not Path(out).exists()
 
 
 def test_the_runtime_benchmark_times_the_exported_voice_in_its_own_process(voice_folder,
@@ -274,7 +318,7 @@ def test_the_runtime_benchmark_times_the_exported_voice_in_its_own_process(voice
 def test_the_presets_exported_say_what_tensorflow_says(preset, cache, vocoder_run, tmp_path):
     """The issue's presets at their own sizes (a 2-step fit: the numerics, not the
     learning): both formats' stop step, mel and samples those of TensorFlow, each piece
-    decoding past its first steps."""
+    decoding past its first steps, and the stream's chunks joined the whole."""
     run = tmp_path / "run"
     done = train_cli("fit", "--data", str(cache), "--workdir", str(run), "--quiet", "--steps",
                      "2", *as_cli([*ONE_SHAPE, f"model.preset={preset}"]))  # fmt: skip
@@ -290,11 +334,14 @@ def test_the_presets_exported_say_what_tensorflow_says(preset, cache, vocoder_ru
         slots = ["--slots", "1"] if programs == "onnx" else []  # the test's one step
         assert main(["export", "--format", programs, "--run", str(run), "--vocoder",
                      str(vocoder_run[1]), "--out", str(out), *slots]) == 0  # fmt: skip
-        speech = Voice(out).speak(TEXT)
+        voice = Voice(out)
+        speech = voice.speak(TEXT)
         for (mel, length, audio), said in zip(want, speech.pieces, strict=True):
             assert said.length == length > 8 * stack.model.reduction_factor
             np.testing.assert_allclose(said.mel, mel, atol=1e-4)
             np.testing.assert_allclose(said.audio, audio, atol=1e-4)
+        np.testing.assert_allclose(np.concatenate(list(voice.chunks(TEXT))), speech.audio,
+                                   atol=1e-4)  # fmt: skip
 
 
 _SPEAK_WITHOUT_TENSORFLOW = """

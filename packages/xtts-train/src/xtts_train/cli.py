@@ -340,6 +340,11 @@ def _add_export(commands) -> None:
     p.add_argument("--set", action="append", default=[], metavar="decode.KEY=VALUE",
                    help="onnx, litert: a decoding setting the voice decodes with, as "
                    "synthesize --set (repeatable)")  # fmt: skip
+    p.add_argument("--int8-vocoder", action="store_true",
+                   help="onnx, litert: the vocoder's matmul weights in int8 (dynamic "
+                   "quantization): about twice as fast to vocode, its samples no longer "
+                   "TensorFlow's (onnx: the ConvNeXt blocks alone, ~47 dB from the float "
+                   "vocoder's; litert: every weight, ~34 dB; docs/runtime.md)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace an existing --out")
 
 
@@ -560,10 +565,12 @@ def _run_gta(args) -> int:
 def _run_export(args) -> int:
     if args.format != "savedmodel":
         return _run_export_voice(args)
-    onnx_only = [f for f, given in (("--slots", args.slots), ("--set", args.set)) if given]
+    onnx_only = [f for f, given in (("--slots", args.slots), ("--set", args.set),
+                                    ("--int8-vocoder", args.int8_vocoder)) if given]  # fmt: skip
     if onnx_only:
-        raise XttsTrainError(f"Expected {' and '.join(onnx_only)} with --format onnx (--set "
-                             f"with litert too), received: --format savedmodel, whose "
+        raise XttsTrainError(f"Expected {' and '.join(onnx_only)} with --format onnx "
+                             f"(--set and --int8-vocoder with litert too), received: "
+                             f"--format savedmodel, whose "
                              f"buffers and decoding are the run's (--max-text, "
                              f"--max-frames)")  # fmt: skip
     from xtts_train.export import export
@@ -593,7 +600,8 @@ def _run_export_voice(args) -> int:
             f"{', '.join(sized) or 'no --vocoder'}"
         )  # fmt: skip
     out = export_voice(args.run, args.out, vocoder=args.vocoder, programs=args.format,
-                       slots=args.slots, overrides=args.set, force=args.force)  # fmt: skip
+                       slots=args.slots, overrides=args.set,
+                       int8_vocoder=args.int8_vocoder, force=args.force)  # fmt: skip
     kind = {"onnx": "ONNX", "litert": "LiteRT"}[args.format]
     print(f"wrote voice folder {out} ({kind} programs and voice.json; speak it with "
           f"xtts-runtime speak {out} --text ...)")  # fmt: skip
