@@ -165,6 +165,27 @@ def test_the_folder_lists_every_file_with_its_checksum(voice_folder):
     assert len(manifest["buffers"]) == manifest["text_len"] == manifest["bucket_text"][-1]
 
 
+def test_the_onnx_programs_store_each_large_weight_once_in_weights_bin(voice_folder):
+    """Every weight of 4 KB or more is in weights.bin, once however many programs hold it
+    (the decoder's: every step and slots program's)."""
+    import collections
+
+    import onnx
+
+    holders = collections.defaultdict(set)  # an offset in weights.bin → programs
+    for path in voice_folder.glob("*.onnx"):
+        for tensor in onnx.load(path, load_external_data=False).graph.initializer:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                entries = {entry.key: entry.value for entry in tensor.external_data}
+                assert entries["location"] == "weights.bin"
+                holders[int(entries["offset"])].add(path.stem)
+            else:
+                assert len(tensor.raw_data) < 4096, (path.name, tensor.name)
+    decoders = {p.stem for p in voice_folder.glob("s*-*.onnx")}  # step-{i}, slots-{b}
+    assert len(decoders) == 7
+    assert any(programs >= decoders for programs in holders.values())
+
+
 def test_a_litert_folder_holds_flatbuffers_named_outputs_and_no_slots(litert_folder, run,
                                                                        vocoder_run, tmp_path,
                                                                        capsys):  # fmt: skip

@@ -21,6 +21,7 @@ finish             a decoding's frames → the mel (postnet, postfilters)
 window             a stream's chunk of the mel (`CHUNK_FRAMES` frames; not written for a
                    decoding with a postfilter that needs the whole utterance)
 vocoder            mel → waveform (the iSTFT as a matmul)
+weights.bin        ONNX: every weight of 4 KB or more, once (the programs refer to it)
 ```
 
 The programs are `inference.portable`'s. ONNX: converted by tf2onnx (opset 17) with two
@@ -35,6 +36,7 @@ but not its outputs', so voice.json lists them. Written into a temporary folder 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import shutil
 from collections.abc import Sequence
@@ -116,6 +118,8 @@ def export_voice(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
                                        disable=not progress):  # fmt: skip
             data, outputs[name] = converter(program, int8=int8_vocoder and name == "vocoder")
             (staging / f"{name}{PROGRAMS[programs]}").write_bytes(data)
+        if programs == "onnx":
+            _share_weights(staging, list(written))
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
@@ -123,6 +127,51 @@ def export_voice(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
                        | {"programs": programs, "outputs": outputs, "slots": slots,
                           "int8_vocoder": int8_vocoder})  # fmt: skip
     return out
+
+
+# Weights of at least this many bytes go to weights.bin, each at an offset of a multiple
+# of it (a page: onnxruntime can map them rather than read them).
+_SHARED_BYTES = 4096
+
+
+def _share_weights(folder: Path, names: list[str]) -> None:
+    """The ONNX programs `names` in `folder` with every large weight stored once, in
+    `weights.bin` (ONNX external data), however many programs hold it: the decoder's
+    weights are in every step and slots program and the prefill's. Each program refers
+    to its weights' offsets; onnxruntime reads them from the file beside it."""
+    import onnx
+    from onnx import numpy_helper
+
+    stored: dict[bytes, tuple[int, int]] = {}  # a weight's digest → (offset, length)
+    with (folder / "weights.bin").open("wb") as weights:
+        for name in names:
+            path = folder / f"{name}.onnx"
+            proto = onnx.load(path)
+            for tensor in proto.graph.initializer:
+                data = numpy_helper.to_array(tensor).tobytes()
+                if len(data) < _SHARED_BYTES:
+                    continue
+                # By value (names differ between programs): its bytes, type and shape.
+                digest = hashlib.sha256(
+                    data + repr((tensor.data_type, *tensor.dims)).encode()
+                ).digest()
+                if digest not in stored:
+                    offset = -(-weights.tell() // _SHARED_BYTES) * _SHARED_BYTES
+                    weights.write(bytes(offset - weights.tell()) + data)
+                    stored[digest] = offset, len(data)
+                offset, length = stored[digest]
+                dims, dtype, label = list(tensor.dims), tensor.data_type, tensor.name
+                tensor.Clear()
+                tensor.name, tensor.data_type, tensor.data_location = (
+                    label,
+                    dtype,
+                    onnx.TensorProto.EXTERNAL,
+                )
+                tensor.dims.extend(dims)
+                for key, value in (("location", "weights.bin"), ("offset", str(offset)),
+                                   ("length", str(length))):  # fmt: skip
+                    tensor.external_data.add(key=key, value=value)
+            path.write_bytes(proto.SerializeToString())
 
 
 def _slot_rows(slots: Sequence[int]) -> list[int]:
