@@ -81,7 +81,7 @@ def _binds(node: ast.stmt) -> list[str]:
 def _read_from_packages() -> dict[str, dict[str, set[str]]]:
     """{package: {name: files}}: what code reads from a package itself (`from pkg import X`,
     `alias.X` after `import pkg as alias`)."""
-    packages = {"xtts_audio", "xtts_data", "xtts_train", "xtts_bench"}
+    packages = {"xtts_audio", "xtts_data", "xtts_train", "xtts_runtime", "xtts_bench"}
     found: dict[str, dict[str, set[str]]] = {p: {} for p in packages}
     for pattern in _READERS:
         for path in sorted(ROOT.glob(pattern)):
