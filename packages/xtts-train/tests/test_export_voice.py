@@ -241,7 +241,7 @@ def test_the_onnx_int8_vocoder_keeps_its_samples_near(voice_folder, tmp_path):
     from xtts_train.export_voice import _int8
 
     path = voice_folder / "vocoder.onnx"
-    (tmp_path / "vocoder.onnx").write_bytes(_int8(onnx.load(path)))
+    (tmp_path / "vocoder.onnx").write_bytes(_int8(onnx.load(path)).SerializeToString())
     assert _int8_weights(tmp_path, "onnx") > 0
     assert _int8_weights(voice_folder, "onnx") == 0
     mel = {"mel": Voice(voice_folder).speak(TEXT).pieces[0].mel[None]}

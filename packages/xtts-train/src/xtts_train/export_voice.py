@@ -106,7 +106,8 @@ def export_voice(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
     slots = _slot_rows(SLOTS if slots is None and programs == "onnx" else slots or ())
     with replaced_folder(out, force=force) as staging:  # `out` checked before any loading
         check_vocoder(vocoder, workdir)
-        converter = _onnx_converter() if programs == "onnx" else _litert_converter
+        converter = (_onnx_converter(_SharedWeights(staging / "weights.bin"))
+                     if programs == "onnx" else _litert_converter)  # fmt: skip
         stack, model, _ = load_run(workdir, overrides=overrides)
         _, voice_model = load_vocoder(vocoder)
         model.build_weights()
@@ -118,8 +119,6 @@ def export_voice(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
                                        disable=not progress):  # fmt: skip
             data, outputs[name] = converter(program, int8=int8_vocoder and name == "vocoder")
             (staging / f"{name}{PROGRAMS[programs]}").write_bytes(data)
-        if programs == "onnx":
-            _share_weights(staging, list(written))
         shutil.copyfile(workdir / "tokenizer.json", staging / "tokenizer.json")
         if (workdir / "reference.npy").exists():
             np.save(staging / "reference.npy", load_reference(workdir, stack))
@@ -134,19 +133,24 @@ def export_voice(workdir: str | Path, out: str | Path, *, vocoder: str | Path,
 _SHARED_BYTES = 4096
 
 
-def _share_weights(folder: Path, names: list[str]) -> None:
-    """The ONNX programs `names` in `folder` with every large weight stored once, in
-    `weights.bin` (ONNX external data), however many programs hold it: the decoder's
-    weights are in every step and slots program and the prefill's. Each program refers
-    to its weights' offsets; onnxruntime reads them from the file beside it."""
-    import onnx
-    from onnx import numpy_helper
+class _SharedWeights:
+    """ONNX programs' large weights stored once, in `path` (`weights.bin`, ONNX external
+    data), however many programs hold them: the decoder's weights are in every step and
+    slots program and the prefill's. Each program refers to its weights' offsets;
+    onnxruntime reads them from the file beside it."""
 
-    stored: dict[bytes, tuple[int, int]] = {}  # a weight's digest → (offset, length)
-    with (folder / "weights.bin").open("wb") as weights:
-        for name in names:
-            path = folder / f"{name}.onnx"
-            proto = onnx.load(path)
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stored: dict[bytes, tuple[int, int]] = {}  # a weight's digest → (offset, length)
+        path.write_bytes(b"")
+
+    def __call__(self, proto) -> None:
+        """Move `proto`'s weights of `_SHARED_BYTES` or more to the file (those already
+        there referred to, not written again)."""
+        import onnx
+        from onnx import numpy_helper
+
+        with self.path.open("ab") as weights:
             for tensor in proto.graph.initializer:
                 data = numpy_helper.to_array(tensor).tobytes()
                 if len(data) < _SHARED_BYTES:
@@ -155,11 +159,11 @@ def _share_weights(folder: Path, names: list[str]) -> None:
                 digest = hashlib.sha256(
                     data + repr((tensor.data_type, *tensor.dims)).encode()
                 ).digest()
-                if digest not in stored:
+                if digest not in self._stored:
                     offset = -(-weights.tell() // _SHARED_BYTES) * _SHARED_BYTES
                     weights.write(bytes(offset - weights.tell()) + data)
-                    stored[digest] = offset, len(data)
-                offset, length = stored[digest]
+                    self._stored[digest] = offset, len(data)
+                offset, length = self._stored[digest]
                 dims, dtype, label = list(tensor.dims), tensor.data_type, tensor.name
                 tensor.Clear()
                 tensor.name, tensor.data_type, tensor.data_location = (
@@ -168,10 +172,9 @@ def _share_weights(folder: Path, names: list[str]) -> None:
                     onnx.TensorProto.EXTERNAL,
                 )
                 tensor.dims.extend(dims)
-                for key, value in (("location", "weights.bin"), ("offset", str(offset)),
+                for key, value in (("location", self.path.name), ("offset", str(offset)),
                                    ("length", str(length))):  # fmt: skip
                     tensor.external_data.add(key=key, value=value)
-            path.write_bytes(proto.SerializeToString())
 
 
 def _slot_rows(slots: Sequence[int]) -> list[int]:
@@ -285,7 +288,7 @@ def _litert_converter(program: portable.Program, *, int8: bool) -> tuple[bytes, 
     return data, _output_names(program)
 
 
-def _int8(proto) -> bytes:
+def _int8(proto):
     """An ONNX vocoder with its ConvNeXt blocks' matmuls (the bulk of its multiply-adds)
     in int8: onnxruntime's dynamic quantization, weights per output channel. The head's
     projection and the inverse DFT stay float: quantized too, they cost 17 dB of the
@@ -293,6 +296,7 @@ def _int8(proto) -> bytes:
     more speed."""
     import tempfile
 
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     blocks = [n.name for n in proto.graph.node if n.op_type == "MatMul" and "/block_" in n.name]
@@ -300,12 +304,12 @@ def _int8(proto) -> bytes:
         path = Path(folder) / "vocoder.onnx"
         quantize_dynamic(proto, path, op_types_to_quantize=["MatMul"], nodes_to_quantize=blocks,
                          per_channel=True, weight_type=QuantType.QInt8)  # fmt: skip
-        return path.read_bytes()
+        return onnx.load(path)
 
 
-def _onnx_converter():
-    """program → ONNX bytes and its output names; tf2onnx (the `onnx` extra) or a message
-    naming it."""
+def _onnx_converter(share: _SharedWeights):
+    """program → ONNX bytes, its large weights moved to `share`'s file, and its output
+    names; tf2onnx (the `onnx` extra) or a message naming it."""
     try:
         import tf2onnx
         from onnx import TensorProto
@@ -345,6 +349,8 @@ def _onnx_converter():
         )  # fmt: skip
         fuse_layer_norms(proto)
         names = [output.name for output in proto.graph.output]
-        return (_int8(proto) if int8 else proto.SerializeToString()), names
+        proto = _int8(proto) if int8 else proto
+        share(proto)
+        return proto.SerializeToString(), names
 
     return convert
