@@ -45,13 +45,14 @@ def write_manifest(folder: Path, settings: Mapping[str, Any]) -> Path:
 
 def program_file(manifest: Mapping[str, Any], name: str) -> str:
     """The file of the program `name` (`vocoder`, `step-0`) in a folder of `manifest`'s
-    `programs` format (a folder written before LiteRT holds ONNX)."""
-    return name + PROGRAMS[manifest.get("programs", "onnx")]
+    `programs` format (`read_manifest`'s)."""
+    return name + PROGRAMS[manifest["programs"]]
 
 
 def read_manifest(folder: str | Path) -> dict[str, Any]:
-    """`folder/voice.json`, checked: its format and version, and every file it lists
-    present with its SHA-256.
+    """`folder/voice.json`, checked: its format and version, its programs' format (`onnx`
+    where a folder written before LiteRT names none), and every file it lists present
+    with its SHA-256.
 
     Raises:
         VoiceFolderError: not a folder with a readable voice.json, another format or
@@ -74,7 +75,8 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
             f"Expected a voice of version {VERSION}, received: version "
             f"{manifest.get('version')!r} in {path}; export the run again with this version"
         )
-    if manifest.get("programs", "onnx") not in PROGRAMS:
+    manifest.setdefault("programs", "onnx")  # a folder written before LiteRT holds ONNX
+    if manifest["programs"] not in PROGRAMS:
         raise VoiceFolderError(f"Expected programs of one of {sorted(PROGRAMS)} in {path}, "
                                f"received: {manifest['programs']!r}")  # fmt: skip
     for name, digest in manifest.get("files", {}).items():

@@ -191,6 +191,6 @@ def load_program(folder: Path, manifest: Mapping[str, Any], name: str, *,
     """The program `name` of the voice `folder`, in its manifest's format: onnxruntime
     with `options`, or LiteRT on `threads`."""
     path = folder / program_file(manifest, name)
-    if manifest.get("programs", "onnx") == "litert":
+    if manifest["programs"] == "litert":
         return LiteProgram(path, manifest["outputs"][name], threads=threads)
     return Program(ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]))

@@ -76,7 +76,7 @@ class Slots:
 
     def __init__(self, voice: Voice, *, rows: int) -> None:
         exported = voice.manifest.get("slots", [])
-        if voice.manifest.get("programs", "onnx") != "onnx":
+        if voice.manifest["programs"] != "onnx":
             raise VoiceError(f"Expected an ONNX voice folder for decoder slots, received: "
                              f"{voice.folder}, of {voice.manifest['programs']} programs; "
                              f"export it with --format onnx --slots {rows}")  # fmt: skip
