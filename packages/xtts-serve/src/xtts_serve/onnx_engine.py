@@ -9,11 +9,10 @@ and the vocoder whole, followed by its pause: the audio of `xtts-runtime speak`.
 stream's audio comes as the decoder steps, its first chunk `CHUNK_FRAMES` frames
 (`xtts_runtime.PieceStream`, TensorFlow's streams' rules: the `window` program's mel,
 vocoder windows with their context, later ones longer), the same audio up to float
-rounding; a folder
-without a `window` program (a postfilter that needs the whole utterance) streams a piece
-at a time. A request's audio is exactly what it gets alone from the same engine,
-whatever its neighbours or its slot; against `xtts-runtime speak` (one row, the cache of
-its text's bucket) it differs by float rounding.
+rounding; a folder without a `window` program (a postfilter that needs the whole
+utterance) streams a piece at a time. A request's audio is exactly what it gets alone
+from the same engine, whatever its neighbours or its slot; against `xtts-runtime speak`
+(one row, the cache of its text's bucket) it differs by float rounding.
 """
 
 from __future__ import annotations
@@ -51,8 +50,8 @@ STEPS = 8
 class RowSpeech:
     """One request's decoding through `Slots`: its pieces in turn. A stream's audio comes
     as the decoder steps (`PieceStream`, where the folder has its `window` program; else a
-    piece at a time), a whole request's at its end (each
-    piece through `finish` and the vocoder whole, as `xtts-runtime speak`).
+    piece at a time), a whole request's at its end (each piece through `finish` and the
+    vocoder whole, as `xtts-runtime speak`).
 
     Args:
         utterance: the request, prepared (`OnnxEngine.prepare`).

@@ -343,8 +343,8 @@ def _add_export(commands) -> None:
     p.add_argument("--int8-vocoder", action="store_true",
                    help="onnx, litert: the vocoder's matmul weights in int8 (dynamic "
                    "quantization): about twice as fast to vocode, its samples no longer "
-                   "TensorFlow's (onnx: the ConvNeXt blocks alone, ~47 dB from the float "
-                   "vocoder's; litert: every weight, ~34 dB; docs/runtime.md)")  # fmt: skip
+                   "TensorFlow's (onnx: the ConvNeXt blocks alone, ~52 dB from the float "
+                   "vocoder's; litert: every weight, ~37 dB; docs/runtime.md)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="replace an existing --out")
 
 
